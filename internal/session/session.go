@@ -1,0 +1,106 @@
+// Package session keeps the gateway's per-session state: one small record per
+// client session, enough for any replica to serve the session's next request.
+//
+// # Records
+//
+// A [Record] holds what was negotiated at initialize (protocol version, client
+// info and capabilities), the principal the session is bound to, and the
+// upstream sessions opened on the client's behalf. It holds no secret: no
+// token, no upstream credential. Everything else a replica needs (upstream
+// connections, list caches) is rebuilt from the config.
+//
+// # Stores
+//
+// A [Store] is the storage contract; [Memory] is the default, a Redis store
+// implements the same interface for deployments with several replicas. All
+// of a Store's methods must be safe for use by multiple goroutines. Updates
+// to a record's upstream sessions are compare-and-swap, so two requests that
+// re-initialize the same upstream at once never leave two live upstream
+// sessions recorded where one was meant.
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned for an unknown, expired or deleted session.
+var ErrNotFound = errors.New("session not found")
+
+// ErrConflict is returned by [Store.SetUpstream] when the stored upstream
+// session is not the one the caller expected.
+var ErrConflict = errors.New("session record changed concurrently")
+
+// ErrFull is returned by [Store.Create] when the store holds as many sessions
+// as it may.
+var ErrFull = errors.New("session store is full")
+
+// Record is one gateway session.
+type Record struct {
+	ID string `json:"id"`
+	// ProtocolVersion is the version negotiated with the client.
+	ProtocolVersion string `json:"protocol_version"`
+	// ClientInfo and ClientCapabilities are the client's initialize params,
+	// verbatim.
+	ClientInfo         json.RawMessage `json:"client_info,omitempty"`
+	ClientCapabilities json.RawMessage `json:"client_capabilities,omitempty"`
+	// Principal is who created the session; later requests must come from
+	// the same principal.
+	Principal Principal `json:"principal"`
+	// Upstreams maps an upstream name to its session, for the upstreams
+	// initialized so far.
+	Upstreams map[string]Upstream `json:"upstreams,omitempty"`
+	Created   time.Time           `json:"created"`
+	LastSeen  time.Time           `json:"last_seen"`
+}
+
+// Principal identifies who a session belongs to.
+type Principal struct {
+	Issuer  string `json:"iss,omitempty"`
+	Subject string `json:"sub,omitempty"`
+	Tenant  string `json:"tenant,omitempty"`
+}
+
+// Upstream is the state of one upstream session.
+type Upstream struct {
+	// SessionID is the upstream's Mcp-Session-Id ("" if it issued none).
+	SessionID string `json:"session_id,omitempty"`
+	// ProtocolVersion is the version the upstream agreed to.
+	ProtocolVersion string `json:"protocol_version,omitempty"`
+	// Capabilities is the upstream's ServerCapabilities, verbatim.
+	Capabilities json.RawMessage `json:"capabilities,omitempty"`
+}
+
+// Store persists session records.
+type Store interface {
+	// Create stores a new record. It fails with ErrFull when the store is at
+	// capacity.
+	Create(ctx context.Context, r *Record) error
+	// Get returns the record and refreshes its idle expiry. It returns
+	// ErrNotFound for an unknown or expired id. The returned record is the
+	// caller's to keep; changing it does not change the store.
+	Get(ctx context.Context, id string) (*Record, error)
+	// SetUpstream records upstream session u for upstream name, provided the
+	// current entry's SessionID equals prev ("" meaning "no entry or an entry
+	// with no session id"). Otherwise it returns the current entry and
+	// ErrConflict.
+	SetUpstream(ctx context.Context, id, name, prev string, u Upstream) (Upstream, error)
+	// Delete removes the record. Deleting an unknown id is not an error.
+	Delete(ctx context.Context, id string) error
+}
+
+// NewID returns a new session id: 128 random bits from crypto/rand, as 32
+// lowercase hex characters (visible ASCII, as Streamable HTTP requires).
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand docs)
+	const hex = "0123456789abcdef"
+	out := make([]byte, 32)
+	for i, c := range b {
+		out[2*i], out[2*i+1] = hex[c>>4], hex[c&0xf]
+	}
+	return string(out)
+}
