@@ -7,7 +7,10 @@
 // problem is reported at once with its file and line.
 package config
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Config is the whole gateway configuration.
 type Config struct {
@@ -17,6 +20,16 @@ type Config struct {
 
 	// Path is the file the config was loaded from ("" when built in code).
 	Path string `yaml:"-"`
+}
+
+// Upstream returns the upstream named name, or nil if there is none.
+func (c *Config) Upstream(name string) *Upstream {
+	for i := range c.Upstreams {
+		if c.Upstreams[i].Name == name {
+			return &c.Upstreams[i]
+		}
+	}
+	return nil
 }
 
 // Server configures the client-facing listener.
@@ -84,3 +97,20 @@ type Duration time.Duration
 
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String returns d in time.Duration's format, such as "1m30s".
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText encodes d as a Go duration string, so that YAML and JSON
+// output reads "30s" rather than a count of nanoseconds.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText decodes a Go duration string such as "30s".
+func (d *Duration) UnmarshalText(text []byte) error {
+	v, err := time.ParseDuration(string(text))
+	if err != nil {
+		return fmt.Errorf("invalid duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}

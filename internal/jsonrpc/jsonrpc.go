@@ -155,10 +155,10 @@ func validID(b []byte) bool {
 type Kind int
 
 const (
-	KindRequest      Kind = iota + 1 // method and id
-	KindNotification                 // method, no id
-	KindResponse                     // id and result
-	KindErrorResponse                // id and error
+	KindRequest       Kind = iota + 1 // method and id
+	KindNotification                  // method, no id
+	KindResponse                      // id and result
+	KindErrorResponse                 // id and error
 )
 
 // A Message is one decoded JSON-RPC message. Params, Result and the error's

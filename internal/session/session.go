@@ -34,6 +34,10 @@ var ErrNotFound = errors.New("session not found")
 // session is not the one the caller expected.
 var ErrConflict = errors.New("session record changed concurrently")
 
+// ErrExists is returned by [Store.Create] when a live record with the same id
+// exists.
+var ErrExists = errors.New("session already exists")
+
 // ErrFull is returned by [Store.Create] when the store holds as many sessions
 // as it may.
 var ErrFull = errors.New("session store is full")
@@ -76,8 +80,10 @@ type Upstream struct {
 
 // Store persists session records.
 type Store interface {
-	// Create stores a new record. It fails with ErrFull when the store is at
-	// capacity.
+	// Create stores a copy of a new record. It sets the stored LastSeen to the
+	// current time, and Created too if it is zero. It fails with ErrExists
+	// when a live record has the same id, and with ErrFull when the store is
+	// at capacity.
 	Create(ctx context.Context, r *Record) error
 	// Get returns the record and refreshes its idle expiry. It returns
 	// ErrNotFound for an unknown or expired id. The returned record is the
@@ -85,8 +91,10 @@ type Store interface {
 	Get(ctx context.Context, id string) (*Record, error)
 	// SetUpstream records upstream session u for upstream name, provided the
 	// current entry's SessionID equals prev ("" meaning "no entry or an entry
-	// with no session id"). Otherwise it returns the current entry and
-	// ErrConflict.
+	// with no session id"), and returns the new entry. Otherwise it returns
+	// the current entry (the zero Upstream if there is none) and ErrConflict.
+	// It returns ErrNotFound for an unknown or expired id. It does not
+	// refresh the idle expiry.
 	SetUpstream(ctx context.Context, id, name, prev string, u Upstream) (Upstream, error)
 	// Delete removes the record. Deleting an unknown id is not an error.
 	Delete(ctx context.Context, id string) error

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/demo"
+)
+
+// runDemo runs the gateway with an embedded demo upstream on loopback: no
+// config file, no external service.
+func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:8080", "address of the MCP listener")
+	var lf logFlags
+	lf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return exitError{2}
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+
+	// The demo upstream: a real MCP server on its own loopback port.
+	uln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	usrv := &http.Server{Handler: demo.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := usrv.Serve(uln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("demo upstream", "error", err)
+		}
+	}()
+	defer usrv.Close()
+
+	cfg := &config.Config{
+		Server: config.Server{Listen: *listen},
+		Upstreams: []config.Upstream{{
+			Name: "demo",
+			URL:  "http://" + uln.Addr().String() + "/mcp",
+		}},
+	}
+	cfg.ApplyDefaults()
+	cfg.Server.PublicURL = "http://" + *listen + "/mcp"
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	return runGateway(ctx, cfg, log, func(addr string) {
+		endpoint := "http://" + addr + "/mcp"
+		fmt.Fprintf(stdout, `
+MCP gateway demo
+  endpoint:  %s
+  upstream:  demo (embedded): tools demo__echo, demo__add, demo__countdown, demo__time,
+             resource demo+demo://readme, prompt demo__review
+
+Connect any MCP host to the endpoint with the Streamable HTTP transport, or try:
+  curl -si %s -H 'Content-Type: application/json' \
+    -H 'Accept: application/json, text/event-stream' \
+    -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"0"}}}'
+
+Sessions are kept in memory. Stop with Ctrl-C.
+`, endpoint, quote(endpoint))
+	})
+}

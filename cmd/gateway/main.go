@@ -1,0 +1,77 @@
+// Command gateway is a multi-tenant remote MCP gateway: one Streamable HTTP
+// endpoint that aggregates upstream MCP servers.
+//
+//	gateway serve -config FILE     run the gateway
+//	gateway validate -config FILE  check a config; list every problem
+//	gateway demo                   run with an embedded demo upstream
+//	gateway version                print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+// exitError ends the process with code after its message was printed.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+const usage = `usage: gateway <command> [flags]
+
+commands:
+  serve -config FILE     run the gateway with the given config
+  validate -config FILE  check a config file; print every problem as FILE:LINE: message
+  demo                   run on 127.0.0.1:8080 with an embedded demo upstream (no files, no services)
+  version                print the version
+
+Run "gateway <command> -h" for a command's flags.
+`
+
+// run is the whole program, with the process's pieces passed in so tests can
+// drive it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitError{2}
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		return serve(ctx, rest, getenv, stdout, stderr)
+	case "validate":
+		return validate(rest, getenv, stdout, stderr)
+	case "demo":
+		return runDemo(ctx, rest, getenv, stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "gateway", version)
+		return nil
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprintf(stderr, "gateway: unknown command %q\n\n%s", cmd, usage)
+		return exitError{2}
+	}
+}

@@ -1,0 +1,308 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// maxNameLen bounds upstream names and prefixes, which end up in every
+// namespaced tool, prompt and resource name.
+const maxNameLen = 32
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-z0-9-]+$`)
+	prefixRE = regexp.MustCompile(`^[a-z0-9-]*$`)
+)
+
+// Validate reports every problem with c as a [Problems] error, or returns
+// nil. It is for configs built in code: [Parse] and [Load] already validate,
+// and report positions that Validate cannot (its problems have no line).
+//
+// Settings at their zero value count as unset, so Validate accepts c both
+// before and after [Config.ApplyDefaults]. Negative sizes and durations are
+// errors.
+func (c *Config) Validate() error {
+	v := &validator{file: c.Path}
+	v.config(c)
+	return v.problems.err()
+}
+
+// A validator checks the rules that apply to a Config however it was made.
+type validator struct {
+	file string
+	// pos holds positions by path; nil for a config built in code.
+	pos map[string]position
+	// skip holds paths the decoder failed to decode; problems at them or
+	// inside them are not reported again.
+	skip     map[string]bool
+	problems Problems
+}
+
+// addf reports a problem at path, positioned at path or, when path itself
+// has no recorded position (a missing key), at its closest ancestor that
+// has one.
+func (v *validator) addf(path, format string, args ...any) {
+	v.addAtf(v.find(path), path, format, args...)
+}
+
+// addAtf reports a problem at path, positioned at pos.
+func (v *validator) addAtf(pos position, path, format string, args ...any) {
+	if v.skipped(path) {
+		return
+	}
+	v.problems = append(v.problems, Problem{
+		File: v.file, Line: pos.line, Col: pos.col, Path: path,
+		Msg: fmt.Sprintf(format, args...),
+	})
+}
+
+func (v *validator) find(path string) position {
+	for {
+		if pos, ok := v.pos[path]; ok {
+			return pos
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return position{}
+		}
+		path = path[:i]
+	}
+}
+
+// skipped reports whether path or one of its ancestors failed to decode.
+func (v *validator) skipped(path string) bool {
+	if len(v.skip) == 0 {
+		return false
+	}
+	for {
+		if v.skip[path] {
+			return true
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return v.skip[""]
+		}
+		path = path[:i]
+	}
+}
+
+func (v *validator) config(c *Config) {
+	v.server(&c.Server)
+	v.sessions(&c.Sessions)
+	v.upstreams(c.Upstreams)
+}
+
+func (v *validator) server(s *Server) {
+	if s.Listen != "" {
+		v.listenAddr("server.listen", s.Listen)
+	}
+	if s.AdminListen != "" {
+		v.listenAddr("server.admin_listen", s.AdminListen)
+		if s.AdminListen == cmp.Or(s.Listen, DefaultListen) {
+			v.addf("server.admin_listen", "must differ from server.listen")
+		}
+	}
+	if s.PublicURL != "" {
+		v.httpURL("server.public_url", s.PublicURL)
+	}
+	for i, o := range s.AllowedOrigins {
+		if !isOrigin(o) {
+			v.addf(fmt.Sprintf("server.allowed_origins[%d]", i),
+				`%q is not an origin: want scheme://host[:port], such as "https://app.example.com"`, o)
+		}
+	}
+	nonNegative(v, "server.max_body_bytes", s.MaxBodyBytes)
+	nonNegative(v, "server.request_timeout", s.RequestTimeout)
+	nonNegative(v, "server.read_header_timeout", s.ReadHeaderTimeout)
+	nonNegative(v, "server.list_cache_ttl", s.ListCacheTTL)
+}
+
+func (v *validator) sessions(s *Sessions) {
+	switch s.Store {
+	case "", StoreMemory:
+	case StoreRedis:
+		// TODO: accept once the Redis store exists.
+		v.addf("sessions.store", "%q is not supported yet (memory only)", s.Store)
+	default:
+		v.addf("sessions.store", "unknown store %q: must be %q", s.Store, StoreMemory)
+	}
+	nonNegative(v, "sessions.idle_ttl", s.IdleTTL)
+	nonNegative(v, "sessions.max_sessions", s.MaxSessions)
+}
+
+func (v *validator) upstreams(us []Upstream) {
+	byName := make(map[string]int)   // name -> index of first upstream
+	byPrefix := make(map[string]int) // effective prefix -> index
+	for i := range us {
+		u := &us[i]
+		path := fmt.Sprintf("upstreams[%d]", i)
+		v.upstream(path, u)
+
+		if u.Name != "" {
+			if j, ok := byName[u.Name]; ok {
+				v.addf(path+".name", "duplicate upstream name %q (also upstreams[%d])", u.Name, j)
+			} else {
+				byName[u.Name] = i
+			}
+		}
+		if p := u.EffectivePrefix(); p != "" {
+			if j, ok := byPrefix[p]; ok {
+				where := path + ".prefix"
+				if u.Prefix == nil {
+					where = path + ".name"
+				}
+				v.addf(where, "prefix %q is already used by upstreams[%d]; set a distinct prefix", p, j)
+			} else {
+				byPrefix[p] = i
+			}
+		}
+	}
+}
+
+func (v *validator) upstream(path string, u *Upstream) {
+	switch {
+	case u.Name == "":
+		v.addf(path+".name", "is required")
+	case len(u.Name) > maxNameLen:
+		v.addf(path+".name", "%q is longer than %d characters", u.Name, maxNameLen)
+	case !nameRE.MatchString(u.Name):
+		v.addf(path+".name", "%q must contain only a-z, 0-9 and -", u.Name)
+	}
+
+	if u.URL == "" {
+		v.addf(path+".url", "is required")
+	} else {
+		v.httpURL(path+".url", u.URL)
+	}
+
+	if u.Prefix != nil {
+		switch p := *u.Prefix; {
+		case len(p) > maxNameLen:
+			v.addf(path+".prefix", "%q is longer than %d characters", p, maxNameLen)
+		case !prefixRE.MatchString(p):
+			v.addf(path+".prefix", `%q must contain only a-z, 0-9 and - ("" for no namespace)`, p)
+		}
+	}
+
+	nonNegative(v, path+".timeout", u.Timeout)
+	v.headers(path+".headers", u.Headers)
+}
+
+// headers checks header names and values. Values are secrets: no problem
+// quotes one. Invalid names are not quoted either, since a malformed entry
+// may be a secret pasted in the wrong place.
+func (v *validator) headers(path string, h map[string]string) {
+	names := slices.Sorted(maps.Keys(h))
+	// Order by position so that a case-insensitive duplicate is reported
+	// on the later line.
+	slices.SortStableFunc(names, func(a, b string) int {
+		return v.pos[headerKey(path, a)].line - v.pos[headerKey(path, b)].line
+	})
+	canonical := make(map[string]string)
+	for _, name := range names {
+		pos := v.pos[headerKey(path, name)]
+		if pos == (position{}) {
+			pos = v.find(path)
+		}
+		if !validHeaderName(name) {
+			v.addAtf(pos, path, "header name on this line is not a valid HTTP field name")
+			continue
+		}
+		p := joinPath(path, name)
+		ck := http.CanonicalHeaderKey(name)
+		if first, ok := canonical[ck]; ok {
+			v.addAtf(pos, p, "duplicate header (same as %s; names are case-insensitive)", first)
+		} else {
+			canonical[ck] = name
+		}
+		if !validHeaderValue(h[name]) {
+			v.addAtf(pos, p, "value contains control characters (after ${VAR} expansion)")
+		}
+	}
+}
+
+// listenAddr checks a host:port listen address.
+func (v *validator) listenAddr(path, addr string) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		v.addf(path, `invalid address %q: want host:port, such as ":8080" or "127.0.0.1:9090"`, addr)
+		return
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		v.addf(path, "invalid port in %q: want a number from 0 to 65535", addr)
+	}
+}
+
+// httpURL checks an absolute http or https URL. It never quotes the URL,
+// which may hold credentials.
+func (v *validator) httpURL(path, s string) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		v.addf(path, "must be an absolute http or https URL")
+		return
+	}
+	if u.User != nil {
+		v.addf(path, "must not contain credentials (user:password@); put them in headers")
+	}
+}
+
+// nonNegative reports a negative size or duration. Zero means "default"
+// here; the decoder rejects an explicit zero in a file.
+func nonNegative[T ~int | ~int64](v *validator, path string, n T) {
+	if n < 0 {
+		v.addf(path, "must be positive")
+	}
+}
+
+// isOrigin reports whether s is a serialized origin: scheme://host[:port],
+// with nothing after it.
+func isOrigin(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	return u.Scheme != "" && u.Hostname() != "" && u.Opaque == "" && u.User == nil &&
+		u.Path == "" && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" &&
+		!strings.HasSuffix(s, "#")
+}
+
+// validHeaderName reports whether name is an RFC 9110 token.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !isTokenChar(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// validHeaderValue reports whether s may be sent as a header value: no
+// control characters other than horizontal tab. net/http refuses to send
+// anything else, and CR or LF would split the header.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

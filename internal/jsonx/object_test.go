@@ -1,0 +1,102 @@
+package jsonx
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+func TestObjectRoundTrip(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"empty", `{}`, `{}`},
+		{"spaces kept inside values", `{ "a" : { "b" : [1, 2] } , "c":"x"}`, `{"a":{ "b" : [1, 2] },"c":"x"}`},
+		{"unknown and odd members", `{"name":"t","x-vendor":{"k":[1,"two",null]},"n":1.50e3}`, `{"name":"t","x-vendor":{"k":[1,"two",null]},"n":1.50e3}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := ParseObject([]byte(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(o.Bytes()); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestObjectSet(t *testing.T) {
+	o, err := ParseObject([]byte(`{"name":"echo","arguments":{"text":"hi"},"_meta":{"progressToken":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := o.GetString("name"); !ok || s != "echo" {
+		t.Fatalf("GetString = %q, %v", s, ok)
+	}
+	o.SetString("name", "up__echo")
+	want := `{"name":"up__echo","arguments":{"text":"hi"},"_meta":{"progressToken":1}}`
+	if got := string(o.Bytes()); got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, in := range []string{``, `[]`, `"x"`, `{"a":}`, `{"a":1} {}`, `{"a":1`} {
+		if _, err := ParseObject([]byte(in)); err == nil {
+			t.Errorf("ParseObject(%q): no error", in)
+		}
+	}
+}
+
+func TestArray(t *testing.T) {
+	in := `[ {"a":1} , 2,"three" ,null]`
+	elems, err := ParseArray([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(AppendArray(nil, elems)), `[{"a":1},2,"three",null]`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+func FuzzObject(f *testing.F) {
+	f.Add([]byte(`{"name":"x","a":[1,{"b":null}]}`))
+	f.Add([]byte(` { "k" : "v" } `))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o, err := ParseObject(data)
+		if err != nil {
+			return
+		}
+		out := o.Bytes()
+		if !json.Valid(out) {
+			t.Fatalf("invalid output %q from %q", out, data)
+		}
+		var a, b any
+		if json.Unmarshal(data, &a) != nil || json.Unmarshal(out, &b) != nil {
+			t.Fatal("unmarshal failed")
+		}
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		if !bytes.Equal(ja, jb) {
+			t.Fatalf("round trip changed value: %s vs %s", ja, jb)
+		}
+	})
+}
+
+func TestDuplicatesAndCaseVariants(t *testing.T) {
+	if _, err := ParseObject([]byte(`{"name":"a","name":"b"}`)); err == nil {
+		t.Error("duplicate member accepted")
+	}
+	o, err := ParseObject([]byte(`{"name":"a","NAME":"b"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.HasCaseVariant("name") {
+		t.Error("HasCaseVariant(name) = false")
+	}
+	if o.HasCaseVariant("uri") {
+		t.Error("HasCaseVariant(uri) = true")
+	}
+}

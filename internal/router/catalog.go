@@ -1,0 +1,269 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/mcpgw/gateway/internal/jsonx"
+)
+
+// The catalog caches, per replica, each upstream's lists (tools, prompts,
+// resources, resource templates) already rewritten to their exposed names,
+// and answers two questions from them: what does a tenant see (a merge of
+// its upstreams' lists), and which upstream owns an exposed name. Both
+// answers come from the same data, so a name that is not listed is not
+// routable, and a name two upstreams expose (possible with empty prefixes)
+// is neither listed nor routable: it is a conflict, reported to the admin,
+// never silently shadowed.
+
+// kind is one of the four list kinds.
+type kind int
+
+const (
+	kindTools kind = iota
+	kindPrompts
+	kindResources
+	kindTemplates
+)
+
+type kindInfo struct {
+	listMethod string // the upstream method that lists this kind
+	field      string // the result member holding the items
+	key        string // the item member the gateway rewrites
+	capability string // the server capability that enables it
+	uri        bool   // key is a URI (namespaced with "+"), not a name
+	noun       string
+}
+
+var kinds = [...]kindInfo{
+	kindTools:     {"tools/list", "tools", "name", "tools", false, "tool"},
+	kindPrompts:   {"prompts/list", "prompts", "name", "prompts", false, "prompt"},
+	kindResources: {"resources/list", "resources", "uri", "resources", true, "resource"},
+	kindTemplates: {"resources/templates/list", "resourceTemplates", "uriTemplate", "resources", true, "resource template"},
+}
+
+// expose returns the exposed form of an item key for an upstream prefix.
+func (k kind) expose(prefix, key string) string {
+	if kinds[k].uri {
+		return exposedURI(prefix, key)
+	}
+	return exposedName(prefix, key)
+}
+
+// owns reports whether an upstream with the given prefix could expose the
+// name at all; the catalog consults only those upstreams.
+func (k kind) owns(prefix, exposed string) bool {
+	if prefix == "" {
+		return true
+	}
+	sep := nameSeparator
+	if kinds[k].uri {
+		sep = uriSeparator
+	}
+	return strings.HasPrefix(exposed, prefix+sep)
+}
+
+// item is one listed tool, prompt, resource or template.
+type item struct {
+	exposed  string
+	original string
+	raw      json.RawMessage // the upstream's object with the exposed key
+}
+
+// listing is one upstream's list of one kind.
+type listing struct {
+	items   []item
+	index   map[string]int // exposed name → position in items; -1 for a duplicate
+	fetched time.Time
+}
+
+type listKey struct {
+	upstream string
+	kind     kind
+}
+
+// fetchFunc fetches the raw items of one kind from one upstream, following
+// pagination.
+type fetchFunc func(ctx context.Context) ([]json.RawMessage, error)
+
+type catalog struct {
+	ttl time.Duration
+	log *slog.Logger
+	now func() time.Time
+
+	mu       sync.Mutex
+	lists    map[listKey]*listing
+	refetch  map[listKey]time.Time // last forced refresh, to rate-limit them
+	reported map[string]time.Time  // conflicts logged recently
+	sf       singleflight.Group
+}
+
+// minRefetch bounds how often a name missing from a fresh listing makes the
+// gateway ask the upstream again: a client calling unknown names in a loop
+// costs the upstream at most one list per this interval.
+const minRefetch = time.Second
+
+func newCatalog(ttl time.Duration, log *slog.Logger) *catalog {
+	return &catalog{
+		ttl: ttl, log: log, now: time.Now,
+		lists:    make(map[listKey]*listing),
+		refetch:  make(map[listKey]time.Time),
+		reported: make(map[string]time.Time),
+	}
+}
+
+// get returns the upstream's listing of kind k, from the cache while it is
+// fresh, else fetched. force asks for a fetch even of a fresh listing, rate
+// limited by minRefetch.
+func (c *catalog) get(ctx context.Context, up *upstreamRef, k kind, force bool, fetch fetchFunc) (*listing, error) {
+	key := listKey{up.cfg.Name, k}
+	c.mu.Lock()
+	l := c.lists[key]
+	now := c.now()
+	fresh := l != nil && now.Sub(l.fetched) < c.ttl
+	if fresh && force {
+		if now.Sub(c.refetch[key]) < minRefetch {
+			force = false
+		} else {
+			c.refetch[key] = now
+		}
+	}
+	c.mu.Unlock()
+	if fresh && !force {
+		return l, nil
+	}
+	v, err, _ := c.sf.Do(fmt.Sprintf("%s\x00%d", key.upstream, key.kind), func() (any, error) {
+		raw, err := fetch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		l := c.build(up, k, raw)
+		c.mu.Lock()
+		c.lists[key] = l
+		c.refetch[key] = l.fetched
+		c.mu.Unlock()
+		return l, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*listing), nil
+}
+
+// invalidate drops an upstream's cached listings of the given kinds, so the
+// next use fetches them again (an upstream said its list changed, or the
+// config changed).
+func (c *catalog) invalidate(upstream string, ks ...kind) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range ks {
+		delete(c.lists, listKey{upstream, k})
+	}
+}
+
+// build rewrites an upstream's raw items to their exposed names. Items that
+// are not objects or lack their key are dropped and logged: upstream output
+// is untrusted input.
+func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing {
+	info := kinds[k]
+	l := &listing{index: make(map[string]int, len(raw)), fetched: c.now()}
+	for _, r := range raw {
+		o, err := jsonx.ParseObject(r)
+		if err != nil {
+			c.log.Warn("upstream listed a malformed item", "upstream", up.cfg.Name, "kind", info.noun, "error", err)
+			continue
+		}
+		orig, ok := o.GetString(info.key)
+		if !ok || orig == "" {
+			c.log.Warn("upstream listed an item without "+info.key, "upstream", up.cfg.Name, "kind", info.noun)
+			continue
+		}
+		exp := k.expose(up.prefix, orig)
+		if exp != orig {
+			o.SetString(info.key, exp)
+		}
+		if _, dup := l.index[exp]; dup {
+			// The upstream listed one name twice, or two long names
+			// shortened to the same one: neither is usable.
+			c.reportConflict(k, exp, up.cfg.Name, up.cfg.Name)
+			l.index[exp] = -1
+			continue
+		}
+		l.index[exp] = len(l.items)
+		l.items = append(l.items, item{exposed: exp, original: orig, raw: o.Bytes()})
+	}
+	return l
+}
+
+func (c *catalog) reportConflict(k kind, name string, upstreams ...string) {
+	key := fmt.Sprintf("%d\x00%s\x00%s", k, name, strings.Join(upstreams, ","))
+	c.mu.Lock()
+	last, seen := c.reported[key]
+	now := c.now()
+	if seen && now.Sub(last) < time.Minute {
+		c.mu.Unlock()
+		return
+	}
+	c.reported[key] = now
+	c.mu.Unlock()
+	c.log.Error("name conflict: hidden from clients until an upstream prefix disambiguates it",
+		"kind", kinds[k].noun, "name", name, "upstreams", strings.Join(upstreams, ","))
+}
+
+// merge combines several upstreams' listings into one list sorted by exposed
+// name, leaving out every name more than one upstream exposes.
+func (c *catalog) merge(k kind, ups []*upstreamRef, ls []*listing) []item {
+	owners := make(map[string][]string)
+	n := 0
+	for i, l := range ls {
+		if l == nil {
+			continue
+		}
+		for name, pos := range l.index {
+			owners[name] = append(owners[name], ups[i].cfg.Name)
+			if pos < 0 {
+				owners[name] = append(owners[name], ups[i].cfg.Name)
+			}
+		}
+		n += len(l.items)
+	}
+	out := make([]item, 0, n)
+	for _, l := range ls {
+		if l == nil {
+			continue
+		}
+		for _, it := range l.items {
+			if o := owners[it.exposed]; len(o) > 1 {
+				c.reportConflict(k, it.exposed, o...)
+				continue
+			}
+			out = append(out, it)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].exposed < out[j].exposed })
+	return out
+}
+
+// resolveError is what resolving an exposed name reports: the name is
+// unknown, or several upstreams expose it.
+type resolveError struct {
+	conflict []string // upstreams exposing the name, when ambiguous
+	name     string
+	kind     kind
+}
+
+func (e *resolveError) Error() string {
+	if len(e.conflict) > 0 {
+		return fmt.Sprintf("%s %q is provided by several upstreams (%s); an admin must give them distinct prefixes",
+			kinds[e.kind].noun, e.name, strings.Join(e.conflict, ", "))
+	}
+	return fmt.Sprintf("Unknown %s: %s", kinds[e.kind].noun, e.name)
+}

@@ -1,0 +1,571 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/upstream"
+)
+
+// A call is one client request being served.
+type call struct {
+	id     jsonrpc.ID
+	method string
+	params json.RawMessage
+	out    *responder
+}
+
+// A methodFunc serves one MCP method. It returns the result, or an error
+// that toJSONRPCError turns into the response's error object. Notifications
+// it relays on the way go straight to c.out.
+type methodFunc func(ctx context.Context, rq *request, c *call) (json.RawMessage, error)
+
+// methods is the method table of the endpoint. Methods not in it get
+// "method not found".
+var methods map[string]methodFunc
+
+func init() {
+	methods = map[string]methodFunc{
+		"ping":                     func(context.Context, *request, *call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil },
+		"tools/list":               listMethod(kindTools),
+		"prompts/list":             listMethod(kindPrompts),
+		"resources/list":           listMethod(kindResources),
+		"resources/templates/list": listMethod(kindTemplates),
+		"tools/call":               namedCall(kindTools),
+		"prompts/get":              namedCall(kindPrompts),
+		"resources/read":           readResource,
+		"resources/subscribe":      uriCall,
+		"resources/unsubscribe":    uriCall,
+		"completion/complete":      complete,
+		"logging/setLevel":         setLevel,
+	}
+}
+
+// serveInitialize answers initialize: it negotiates the version, opens the
+// upstream sessions, stores the session and issues its id.
+func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request, rq *request, msg *jsonrpc.Message) {
+	fail := func(code int64, format string, args ...any) {
+		writeJSON(w, http.StatusOK, jsonrpc.AppendError(nil, msg.ID, jsonrpc.Errorf(code, format, args...)))
+	}
+	p, err := jsonx.ParseObject(msg.Params)
+	if err != nil {
+		fail(jsonrpc.CodeInvalidParams, "Invalid params: initialize params must be an object")
+		return
+	}
+	clientVersion, ok := p.GetString("protocolVersion")
+	if !ok {
+		fail(jsonrpc.CodeInvalidParams, "Invalid params: protocolVersion is required")
+		return
+	}
+	// 2025-11-25 basic/lifecycle, "Version Negotiation": the client's
+	// version if we support it, else our latest.
+	version := latestVersion
+	if slices.Contains(supportedVersions, clientVersion) {
+		version = clientVersion
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), rq.st.cfg.Server.RequestTimeout.D())
+	defer cancel()
+	now := time.Now()
+	rec := &session.Record{
+		ID:                 session.NewID(),
+		ProtocolVersion:    version,
+		ClientInfo:         p.Get("clientInfo"),
+		ClientCapabilities: p.Get("capabilities"),
+		Principal: session.Principal{
+			Issuer: rq.principal.Issuer, Subject: rq.principal.Subject, Tenant: rq.principal.Tenant,
+		},
+		Created:  now,
+		LastSeen: now,
+	}
+	ups := rq.upstreams()
+	rec.Upstreams = h.initUpstreams(ctx, ups)
+	if err := h.store.Create(ctx, rec); err != nil {
+		// Never hand out an id that was not stored.
+		h.terminateUpstreams(ctx, rq.st, rec)
+		h.log.Error("creating session", "error", err)
+		text := "Service Unavailable: session store unavailable"
+		if errors.Is(err, session.ErrFull) {
+			text = "Service Unavailable: too many sessions"
+		}
+		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.CodeInternalError, text)
+		return
+	}
+	rq.sess = rec
+	result, _ := json.Marshal(struct {
+		ProtocolVersion string                     `json:"protocolVersion"`
+		Capabilities    map[string]json.RawMessage `json:"capabilities"`
+		ServerInfo      map[string]string          `json:"serverInfo"`
+	}{version, rq.capabilities(ups), map[string]string{"name": "mcp-gateway", "version": h.version}})
+	w.Header().Set(headerSessionID, rec.ID)
+	h.log.Info("session started", "session_id", rec.ID, "tenant", rec.Principal.Tenant,
+		"protocol_version", version, "upstreams", len(rec.Upstreams))
+	writeJSON(w, http.StatusOK, jsonrpc.AppendResult(nil, msg.ID, result))
+}
+
+// capabilities returns the union of what ups offer, limited to what the
+// gateway can deliver: it does not claim listChanged or subscribe, because
+// it does not relay the server-to-client stream yet.
+func (rq *request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage)
+	for _, name := range []string{"tools", "prompts", "resources", "logging", "completions"} {
+		for _, up := range ups {
+			if rq.hasCap(up, name) {
+				out[name] = json.RawMessage(`{}`)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// serveRequest dispatches one JSON-RPC request through the method table.
+func (h *Handler) serveRequest(w http.ResponseWriter, r *http.Request, rq *request, msg *jsonrpc.Message) {
+	fn := methods[msg.Method]
+	if fn == nil {
+		writeJSON(w, http.StatusOK, jsonrpc.AppendError(nil, msg.ID,
+			jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s", msg.Method)))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), rq.st.cfg.Server.RequestTimeout.D())
+	defer cancel()
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	defer cancelCause(nil)
+	key := inflightKey(rq.sess.ID, msg.ID)
+	h.inflight.add(key, cancelCause)
+	defer h.inflight.remove(key)
+
+	c := &call{id: msg.ID, method: msg.Method, params: msg.Params, out: newResponder(w)}
+	res, err := fn(ctx, rq, c)
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errCancelledByClient) && c.out.started() {
+			// The client cancelled; it expects no response (2025-11-25
+			// basic/utilities/cancellation). End the stream without one.
+			return
+		}
+		e := h.toJSONRPCError(ctx, msg.Method, err)
+		c.out.final(http.StatusOK, jsonrpc.AppendError(nil, msg.ID, e))
+		return
+	}
+	c.out.final(http.StatusOK, jsonrpc.AppendResult(nil, msg.ID, res))
+}
+
+var errCancelledByClient = errors.New("request cancelled by the client")
+
+// toJSONRPCError maps a method's error to the error object sent to the
+// client. It is the one place where internal errors get their wire code.
+func (h *Handler) toJSONRPCError(ctx context.Context, method string, err error) *jsonrpc.Error {
+	var je *jsonrpc.Error
+	var re *resolveError
+	var ue *upstream.Error
+	switch {
+	case errors.As(err, &re):
+		code := int64(jsonrpc.CodeInvalidParams)
+		if (re.kind == kindResources || re.kind == kindTemplates) && len(re.conflict) == 0 {
+			code = jsonrpc.CodeResourceNotFound
+		}
+		return &jsonrpc.Error{Code: code, Message: re.Error()}
+	case errors.As(err, &je):
+		// Includes error responses relayed from an upstream, verbatim.
+		return je
+	case errors.As(err, &ue):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: ue.Error()}
+	case errors.Is(context.Cause(ctx), errCancelledByClient):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request cancelled"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request timed out"}
+	default:
+		h.log.Error("request failed", "rpc_method", method, "error", err)
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error"}
+	}
+}
+
+// notification handles a notification from the client.
+func (h *Handler) notification(ctx context.Context, rq *request, msg *jsonrpc.Message) {
+	switch msg.Method {
+	case "notifications/cancelled":
+		p, err := jsonx.ParseObject(msg.Params)
+		if err != nil {
+			return
+		}
+		rid, err := jsonrpc.RawID(p.Get("requestId"))
+		if err != nil {
+			return
+		}
+		if h.inflight.cancel(inflightKey(rq.sess.ID, rid)) {
+			return // the request's relay tells its upstream
+		}
+		// Not served by this replica (or already done): tell every upstream
+		// of the session; the one that has it cancels, the others ignore an
+		// unknown id (2025-11-25 basic/utilities/cancellation).
+		params, _ := json.Marshal(map[string]any{"requestId": forwardID(rid), "reason": "cancelled by the client"})
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		for name, us := range rq.upstreamSessions() {
+			if up := rq.st.byName[name]; up != nil {
+				wg.Go(func() { _ = up.client.Notify(ctx, us, "notifications/cancelled", params) })
+			}
+		}
+		wg.Wait()
+	default:
+		// notifications/initialized: the upstreams were initialized at
+		// initialize already. Others have no upstream to go to yet.
+	}
+}
+
+// listMethod serves one of the four list methods from the catalog.
+func listMethod(k kind) methodFunc {
+	return func(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
+		if len(c.params) > 0 {
+			p, err := jsonx.ParseObject(c.params)
+			if err != nil {
+				return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: must be an object")
+			}
+			// The gateway returns each list whole, on one page, so no cursor
+			// of ours exists to be passed back.
+			if cur, ok := p.GetString("cursor"); ok && cur != "" {
+				return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: invalid cursor")
+			}
+		}
+		info := kinds[k]
+		var ups []*upstreamRef
+		for _, up := range rq.upstreams() {
+			if rq.hasCap(up, info.capability) {
+				ups = append(ups, up)
+			}
+		}
+		ls := make([]*listing, len(ups))
+		var wg sync.WaitGroup
+		for i, up := range ups {
+			wg.Go(func() {
+				l, err := rq.listing(ctx, up, k, false)
+				if err != nil {
+					// One failing upstream never breaks the others.
+					rq.h.log.Warn("listing failed", "upstream", up.cfg.Name, "rpc_method", info.listMethod, "error", err)
+					return
+				}
+				ls[i] = l
+			})
+		}
+		wg.Wait()
+		items := rq.h.catalog.merge(k, ups, ls)
+		buf := make([]byte, 0, 64+len(items)*256)
+		buf = append(buf, `{"`...)
+		buf = append(buf, info.field...)
+		buf = append(buf, `":[`...)
+		for i, it := range items {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, it.raw...)
+		}
+		return append(buf, "]}"...), nil
+	}
+}
+
+// routedParams parses params as an object and refuses case variants of the
+// member the gateway routes on (see jsonx.Object.HasCaseVariant).
+func routedParams(params json.RawMessage, key string) (*jsonx.Object, string, error) {
+	p, err := jsonx.ParseObject(params)
+	if err != nil {
+		return nil, "", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: must be an object")
+	}
+	if p.HasCaseVariant(key) {
+		return nil, "", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: ambiguous member %q", key)
+	}
+	v, ok := p.GetString(key)
+	if !ok || v == "" {
+		return nil, "", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %s is required", key)
+	}
+	return p, v, nil
+}
+
+// namedCall serves tools/call and prompts/get: resolve the exposed name,
+// forward with the upstream's own name, relay the answer untouched.
+func namedCall(k kind) methodFunc {
+	return func(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
+		p, name, err := routedParams(c.params, "name")
+		if err != nil {
+			return nil, err
+		}
+		up, orig, err := rq.resolve(ctx, k, name)
+		if err != nil {
+			return nil, err
+		}
+		p.SetString("name", orig)
+		return rq.relay(ctx, c, up, p.Bytes(), nil)
+	}
+}
+
+// resolveURI finds the upstream serving a resource URI (or a URI template,
+// for completions). An explicit prefix decides; where empty prefixes make
+// several upstreams possible, the catalog's listings decide.
+func (rq *request) resolveURI(ctx context.Context, k kind, uri string) (*upstreamRef, string, error) {
+	var cands, prefixed []*upstreamRef
+	for _, up := range rq.upstreams() {
+		if _, ok := upstreamURI(up.prefix, uri); ok {
+			cands = append(cands, up)
+			if up.prefix != "" {
+				prefixed = append(prefixed, up)
+			}
+		}
+	}
+	pick := func(up *upstreamRef) (*upstreamRef, string, error) {
+		orig, _ := upstreamURI(up.prefix, uri)
+		return up, orig, nil
+	}
+	switch len(cands) {
+	case 0:
+		return nil, "", &resolveError{kind: k, name: uri}
+	case 1:
+		return pick(cands[0])
+	}
+	up, orig, err := rq.resolve(ctx, k, uri)
+	var re *resolveError
+	if errors.As(err, &re) && len(re.conflict) == 0 && len(prefixed) == 1 {
+		return pick(prefixed[0])
+	}
+	return up, orig, err
+}
+
+// readResource serves resources/read; the contents' URIs are rewritten to
+// their exposed form, so the client sees the URI it asked for.
+func readResource(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
+	p, uri, err := routedParams(c.params, "uri")
+	if err != nil {
+		return nil, err
+	}
+	up, orig, err := rq.resolveURI(ctx, kindResources, uri)
+	if err != nil {
+		return nil, err
+	}
+	p.SetString("uri", orig)
+	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+		return rewriteContents(res, up.prefix)
+	})
+}
+
+// rewriteContents rewrites contents[].uri of a resources/read result.
+func rewriteContents(res json.RawMessage, prefix string) (json.RawMessage, error) {
+	if prefix == "" {
+		return res, nil
+	}
+	o, err := jsonx.ParseObject(res)
+	if err != nil {
+		return nil, fmt.Errorf("malformed resources/read result: %w", err)
+	}
+	contents := o.Get("contents")
+	if contents == nil {
+		return res, nil
+	}
+	elems, err := jsonx.ParseArray(contents)
+	if err != nil {
+		return nil, fmt.Errorf("malformed resources/read contents: %w", err)
+	}
+	for i, e := range elems {
+		eo, err := jsonx.ParseObject(e)
+		if err != nil {
+			continue
+		}
+		if u, ok := eo.GetString("uri"); ok {
+			eo.SetString("uri", exposedURI(prefix, u))
+			elems[i] = eo.Bytes()
+		}
+	}
+	o.Set("contents", jsonx.AppendArray(nil, elems))
+	return o.Bytes(), nil
+}
+
+// uriCall serves resources/subscribe and resources/unsubscribe.
+func uriCall(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
+	p, uri, err := routedParams(c.params, "uri")
+	if err != nil {
+		return nil, err
+	}
+	up, orig, err := rq.resolveURI(ctx, kindResources, uri)
+	if err != nil {
+		return nil, err
+	}
+	p.SetString("uri", orig)
+	return rq.relay(ctx, c, up, p.Bytes(), nil)
+}
+
+// complete serves completion/complete, routed by its ref.
+func complete(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
+	p, err := jsonx.ParseObject(c.params)
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: must be an object")
+	}
+	ref := p.Get("ref")
+	if ref == nil || p.HasCaseVariant("ref") {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: ref is required")
+	}
+	refType, err := jsonx.ParseObject(ref)
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: ref must be an object")
+	}
+	typ, _ := refType.GetString("type")
+	var up *upstreamRef
+	switch typ {
+	case "ref/prompt":
+		r, name, err := routedParams(ref, "name")
+		if err != nil {
+			return nil, err
+		}
+		var orig string
+		if up, orig, err = rq.resolve(ctx, kindPrompts, name); err != nil {
+			return nil, err
+		}
+		r.SetString("name", orig)
+		p.Set("ref", r.Bytes())
+	case "ref/resource":
+		r, uri, err := routedParams(ref, "uri")
+		if err != nil {
+			return nil, err
+		}
+		var orig string
+		if up, orig, err = rq.resolveURI(ctx, kindTemplates, uri); err != nil {
+			return nil, err
+		}
+		r.SetString("uri", orig)
+		p.Set("ref", r.Bytes())
+	default:
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: unknown ref type %q", typ)
+	}
+	return rq.relay(ctx, c, up, p.Bytes(), nil)
+}
+
+// setLevel fans logging/setLevel out to every upstream that logs.
+func setLevel(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
+	var ups []*upstreamRef
+	for _, up := range rq.upstreams() {
+		if rq.hasCap(up, "logging") {
+			ups = append(ups, up)
+		}
+	}
+	errs := make([]error, len(ups))
+	var wg sync.WaitGroup
+	for i, up := range ups {
+		wg.Go(func() {
+			_, errs[i] = rq.roundTrip(ctx, up, c.method, c.params)
+			if errs[i] != nil {
+				rq.h.log.Warn("logging/setLevel failed", "upstream", up.cfg.Name, "error", errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil {
+			return json.RawMessage(`{}`), nil
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs[0] // every upstream refused: most likely a bad level
+	}
+	return json.RawMessage(`{}`), nil
+}
+
+// relay forwards a client request to up and relays the answer: each
+// notification as it arrives, then the result (through rewrite, if set) or
+// the upstream's error.
+func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params json.RawMessage, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+	resp, err := rq.call(ctx, up, forwardID(c.id), c.method, params)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Close()
+	if resp.Streaming() {
+		c.out.startSSE()
+	}
+	for {
+		msg, raw, err := resp.Next()
+		if err != nil {
+			return nil, err
+		}
+		switch msg.Kind {
+		case jsonrpc.KindNotification:
+			rq.h.observe(up, msg)
+			if msg.Method == "notifications/cancelled" {
+				continue // about the upstream's own requests, of which we relay none
+			}
+			if msg.Method == "notifications/resources/updated" {
+				raw = rewriteUpdated(raw, msg, up.prefix)
+			}
+			if err := c.out.event(raw); err != nil {
+				return nil, err // the client is gone
+			}
+		case jsonrpc.KindRequest:
+			// Server-to-client requests are not relayed yet; the gateway
+			// announces no client capabilities upstream, so a conforming
+			// upstream sends none but ping.
+			rq.h.log.Debug("dropped a request from an upstream", "upstream", up.cfg.Name, "rpc_method", msg.Method)
+		case jsonrpc.KindResponse:
+			if rewrite != nil {
+				return rewrite(msg.Result)
+			}
+			return msg.Result, nil
+		case jsonrpc.KindErrorResponse:
+			return nil, msg.Error
+		}
+	}
+}
+
+// rewriteUpdated rewrites the uri of a notifications/resources/updated.
+func rewriteUpdated(raw []byte, msg *jsonrpc.Message, prefix string) []byte {
+	if prefix == "" {
+		return raw
+	}
+	p, err := jsonx.ParseObject(msg.Params)
+	if err != nil {
+		return raw
+	}
+	if u, ok := p.GetString("uri"); ok {
+		p.SetString("uri", exposedURI(prefix, u))
+		return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, p.Bytes())
+	}
+	return raw
+}
+
+// inflight tracks this replica's requests being served, so that a client's
+// notifications/cancelled can stop them.
+type inflight struct {
+	mu sync.Mutex
+	m  map[string]context.CancelCauseFunc
+}
+
+func inflightKey(sessionID string, id jsonrpc.ID) string { return sessionID + "\x00" + id.String() }
+
+func (f *inflight) add(key string, cancel context.CancelCauseFunc) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = make(map[string]context.CancelCauseFunc)
+	}
+	f.m[key] = cancel
+}
+
+func (f *inflight) remove(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.m, key)
+}
+
+// cancel cancels the request under key and reports whether there was one.
+func (f *inflight) cancel(key string) bool {
+	f.mu.Lock()
+	cancel, ok := f.m[key]
+	f.mu.Unlock()
+	if ok {
+		cancel(errCancelledByClient)
+	}
+	return ok
+}

@@ -1,0 +1,415 @@
+// Package router is the gateway's MCP endpoint: the Streamable HTTP
+// transport rules, the session lifecycle, and the method table that
+// aggregates a tenant's upstreams behind one MCP server.
+//
+//	client ──POST/GET/DELETE /mcp──► Handler.ServeHTTP
+//	                                   │ Origin, Accept, size, JSON-RPC envelope
+//	                                   │ session: Mcp-Session-Id → session.Record
+//	                                   │          (bound to the principal in ctx)
+//	                                   ▼
+//	                                 methods (a table, not a switch)
+//	                                   │ lists: catalog (per-replica cache) merge
+//	                                   │ calls: catalog resolve → owning upstream
+//	                                   ▼
+//	                                 upstream.Client ──► upstream MCP server
+//
+// # Sessions
+//
+// initialize creates a [session.Record] and opens one upstream session per
+// upstream the tenant may use; their Mcp-Session-Ids live in the record, so
+// any replica holding the same store can serve the next request. An upstream
+// that forgot its session (404) is re-initialized transparently and the new
+// id is stored with compare-and-swap.
+//
+// # Streams
+//
+// A request routed to one upstream is answered the way the upstream answers:
+// a JSON body stays a JSON body, an SSE stream is relayed event by event as
+// it arrives (progress, log messages, then the result). The client's request
+// id never reaches the upstream; the upstream sees "c.<id>" and the response
+// gets the client's id back, byte for byte.
+//
+// # Pass-through
+//
+// Params and results stay raw JSON; the router rewrites only the member it
+// routes on (a name, a URI) and leaves every other byte alone.
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/mcpgw/gateway/internal/auth"
+	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/tenant"
+	"github.com/mcpgw/gateway/internal/upstream"
+)
+
+// Protocol versions the endpoint speaks, newest first (2025-11-25
+// basic/lifecycle, "Version Negotiation").
+var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+
+const (
+	latestVersion = "2025-11-25"
+	// defaultVersion is assumed for a request with no MCP-Protocol-Version
+	// header and no other way to tell (2025-11-25 basic/transports,
+	// "Protocol Version Header").
+	defaultVersion = "2025-03-26"
+
+	headerSessionID       = "Mcp-Session-Id"
+	headerProtocolVersion = "Mcp-Protocol-Version"
+)
+
+// Options configure a Handler.
+type Options struct {
+	// Config is the initial configuration; it must be valid and have its
+	// defaults applied.
+	Config *config.Config
+	// Store keeps session records. Required.
+	Store session.Store
+	// Logger, if nil, means no logging.
+	Logger *slog.Logger
+	// Version is the gateway's version, announced in serverInfo.
+	Version string
+	// HTTPClient sends upstream requests. If nil, each upstream gets its own.
+	HTTPClient *http.Client
+}
+
+// Handler serves the MCP endpoint.
+type Handler struct {
+	state   atomic.Pointer[state]
+	store   session.Store
+	log     *slog.Logger
+	version string
+	httpc   *http.Client
+
+	catalog  *catalog
+	inflight inflight
+	sf       singleflight.Group
+	ids      atomic.Uint64
+
+	capsMu   sync.Mutex
+	lastCaps map[string]json.RawMessage // upstream → capabilities last seen
+}
+
+// state is one configuration snapshot and what was built from it. A request
+// takes the snapshot it started with and keeps it to the end.
+type state struct {
+	cfg       *config.Config
+	upstreams []*upstreamRef // config order
+	byName    map[string]*upstreamRef
+	origins   map[string]bool // accepted Origin values
+}
+
+// upstreamRef is one configured upstream and its client.
+type upstreamRef struct {
+	cfg    config.Upstream
+	prefix string
+	client *upstream.Client
+}
+
+// New returns a Handler for opts.
+func New(opts Options) (*Handler, error) {
+	if opts.Store == nil {
+		return nil, errors.New("router: no session store")
+	}
+	if opts.Config == nil {
+		return nil, errors.New("router: no config")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{
+		store:    opts.Store,
+		log:      log,
+		version:  opts.Version,
+		httpc:    opts.HTTPClient,
+		lastCaps: make(map[string]json.RawMessage),
+	}
+	h.catalog = newCatalog(opts.Config.Server.ListCacheTTL.D(), log)
+	h.state.Store(h.build(opts.Config))
+	return h, nil
+}
+
+func (h *Handler) build(cfg *config.Config) *state {
+	st := &state{cfg: cfg, byName: make(map[string]*upstreamRef), origins: make(map[string]bool)}
+	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
+	for _, u := range cfg.Upstreams {
+		ref := &upstreamRef{cfg: u, prefix: u.EffectivePrefix()}
+		ref.client = upstream.New(u, upstream.Options{
+			HTTPClient: h.httpc,
+			Logger:     h.log.With("upstream", u.Name),
+			ClientInfo: info,
+		})
+		st.upstreams = append(st.upstreams, ref)
+		st.byName[u.Name] = ref
+	}
+	for _, o := range cfg.Server.AllowedOrigins {
+		st.origins[strings.ToLower(o)] = true
+	}
+	if u, err := url.Parse(cfg.Server.PublicURL); err == nil && u.Host != "" {
+		st.origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true
+	}
+	return st
+}
+
+// ServeHTTP implements http.Handler for the MCP endpoint.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	st := h.state.Load()
+	// DNS-rebinding protection (2025-11-25 basic/transports, "Security
+	// Warning"): an Origin, when present, must be one we accept.
+	if o := r.Header.Get("Origin"); o != "" && !st.origins[strings.ToLower(o)] {
+		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Forbidden: origin not allowed")
+		return
+	}
+	p, ok := auth.PrincipalFrom(r.Context())
+	if !ok {
+		// The auth middleware always installs a principal; reaching here
+		// without one is a wiring bug, and failing closed is the answer.
+		writeError(w, http.StatusUnauthorized, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Unauthorized")
+		return
+	}
+	view, err := tenant.Resolve(st.cfg, p.Tenant)
+	if err != nil {
+		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Forbidden: unknown tenant")
+		return
+	}
+	rq := &request{h: h, st: st, principal: p, view: view}
+	switch r.Method {
+	case http.MethodPost:
+		h.servePOST(w, r, rq)
+	case http.MethodGet:
+		h.serveGET(w, r, rq)
+	case http.MethodDelete:
+		h.serveDELETE(w, r, rq)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Method Not Allowed")
+	}
+}
+
+// request is the per-request context the method handlers share. It is the
+// same whichever protocol revision the request came in with.
+type request struct {
+	h         *Handler
+	st        *state
+	principal *auth.Principal
+	view      *tenant.View
+	version   string // protocol version in effect
+
+	// mu guards sess.Upstreams, which requests fanned out to several
+	// upstreams update concurrently.
+	mu   sync.Mutex
+	sess *session.Record // nil until initialize stored it
+}
+
+// accepts reports whether the Accept header lists mediaType, directly or by
+// a wildcard.
+func accepts(r *http.Request, mediaType string) bool {
+	major, _, _ := strings.Cut(mediaType, "/")
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			if mt == mediaType || mt == "*/*" || mt == major+"/*" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request) {
+	// 2025-11-25 basic/transports, "Sending Messages to the Server" 2.
+	if !accepts(r, "application/json") || !accepts(r, "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			"Not Acceptable: Accept must list application/json and text/event-stream")
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			"Unsupported Media Type: Content-Type must be application/json")
+		return
+	}
+	// Read the whole (small) body before doing anything with it: nothing is
+	// streamed from the client to an upstream (see DESIGN.md on Go issue
+	// 40747).
+	limit := rq.st.cfg.Server.MaxBodyBytes
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("Request Entity Too Large: body exceeds %d bytes", limit))
+			return
+		}
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Bad Request: could not read body")
+		return
+	}
+	if jsonrpc.IsBatch(body) {
+		// Batching was removed in 2025-06-18 (changelog); the gateway does
+		// not support it for older versions either.
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			"Bad Request: JSON-RPC batches are not supported")
+		return
+	}
+	msg, err := jsonrpc.Decode(body)
+	if err != nil {
+		code := int64(jsonrpc.CodeInvalidRequest)
+		if errors.Is(err, jsonrpc.ErrParse) {
+			code = jsonrpc.CodeParseError
+		}
+		id := jsonrpc.ID{}
+		if msg != nil && msg.ID.IsValid() {
+			id = msg.ID
+		}
+		writeError(w, http.StatusBadRequest, id, code, err.Error())
+		return
+	}
+
+	if msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize" {
+		if r.Header.Get(headerSessionID) != "" {
+			writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidRequest,
+				"Bad Request: initialize must not carry an Mcp-Session-Id")
+			return
+		}
+		h.serveInitialize(w, r, rq, msg)
+		return
+	}
+	if !h.loadSession(w, r, rq) {
+		return
+	}
+	switch msg.Kind {
+	case jsonrpc.KindNotification:
+		h.notification(r.Context(), rq, msg)
+		w.WriteHeader(http.StatusAccepted)
+	case jsonrpc.KindResponse, jsonrpc.KindErrorResponse:
+		// Answers to server-to-client requests. The gateway sends none yet
+		// (it announces no client capabilities upstream), so there is
+		// nothing to route them to.
+		w.WriteHeader(http.StatusAccepted)
+	default:
+		h.serveRequest(w, r, rq, msg)
+	}
+}
+
+// loadSession checks the session and version headers of a non-initialize
+// request and loads the session into rq. It writes the error response and
+// returns false when the request must stop.
+func (h *Handler) loadSession(w http.ResponseWriter, r *http.Request, rq *request) bool {
+	id := r.Header.Get(headerSessionID)
+	if id == "" {
+		// 2025-11-25 basic/transports, "Session Management" 2.
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			"Bad Request: Mcp-Session-Id header is required")
+		return false
+	}
+	if v := r.Header.Get(headerProtocolVersion); v != "" && !slices.Contains(supportedVersions, v) {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("Bad Request: unsupported MCP-Protocol-Version %q (supported: %s)", v, strings.Join(supportedVersions, ", ")))
+		return false
+	}
+	rec, err := h.store.Get(r.Context(), id)
+	if err == nil && !boundTo(rec, rq.principal) {
+		// A session presented by someone else is, to them, a session that
+		// does not exist: same status, same message.
+		err = session.ErrNotFound
+	}
+	if errors.Is(err, session.ErrNotFound) {
+		writeError(w, http.StatusNotFound, jsonrpc.ID{}, jsonrpc.CodeSessionNotFound, "Not Found: session not found")
+		return false
+	}
+	if err != nil {
+		h.log.Error("session store", "error", err)
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
+		return false
+	}
+	rq.sess = rec
+	// The negotiated version identifies the protocol, whatever the header
+	// says (an absent header only means 2025-03-26 when nothing else tells).
+	rq.version = rec.ProtocolVersion
+	if rq.version == "" {
+		rq.version = defaultVersion
+	}
+	return true
+}
+
+func boundTo(rec *session.Record, p *auth.Principal) bool {
+	return rec.Principal.Issuer == p.Issuer && rec.Principal.Subject == p.Subject && rec.Principal.Tenant == p.Tenant
+}
+
+func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, rq *request) {
+	if !accepts(r, "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			"Not Acceptable: Accept must list text/event-stream")
+		return
+	}
+	if !h.loadSession(w, r, rq) {
+		return
+	}
+	// The server-to-client stream (list changes, resource updates, requests
+	// from upstreams) is not relayed yet; 405 is how a server says it offers
+	// no such stream (2025-11-25 basic/transports, "Listening for Messages
+	// from the Server" 3).
+	w.Header().Set("Allow", "POST, DELETE")
+	writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+		"Method Not Allowed: this gateway does not offer a server-to-client stream yet")
+}
+
+func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, rq *request) {
+	if !h.loadSession(w, r, rq) {
+		return
+	}
+	if err := h.store.Delete(r.Context(), rq.sess.ID); err != nil {
+		h.log.Error("session store", "error", err)
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
+		return
+	}
+	h.terminateUpstreams(r.Context(), rq.st, rq.sess)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// terminateUpstreams ends a gateway session's upstream sessions, all at once
+// and bounded in time, whatever happens to ctx.
+func (h *Handler) terminateUpstreams(ctx context.Context, st *state, rec *session.Record) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for name, us := range rec.Upstreams {
+		up := st.byName[name]
+		if up == nil || us.SessionID == "" {
+			continue
+		}
+		wg.Go(func() {
+			if err := up.client.Terminate(ctx, us); err != nil {
+				h.log.Warn("terminating upstream session", "upstream", name, "error", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Expire is the session store's expiry hook: it ends the upstream sessions
+// of a gateway session that expired.
+func (h *Handler) Expire(rec *session.Record) {
+	h.terminateUpstreams(context.Background(), h.state.Load(), rec)
+}

@@ -1,0 +1,123 @@
+package router
+
+import (
+	"bytes"
+	"net/http"
+	"sync"
+
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+)
+
+// A responder writes the answer to one POSTed request: either one
+// application/json body, or an SSE stream of messages that ends with the
+// response. It switches to SSE when the upstream streams (the gateway mirrors
+// the upstream's choice), and once headers are out it never writes a second
+// status.
+type responder struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+
+	mu      sync.Mutex
+	sse     bool
+	written bool // headers sent
+	buf     []byte
+}
+
+func newResponder(w http.ResponseWriter) *responder {
+	return &responder{w: w, rc: http.NewResponseController(w)}
+}
+
+// startSSE sends the headers of an SSE response. It is a no-op if the
+// response has started already.
+func (r *responder) startSSE() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.written {
+		return
+	}
+	h := r.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	r.w.WriteHeader(http.StatusOK)
+	r.sse, r.written = true, true
+	_ = r.rc.Flush() // flushing is best-effort
+}
+
+// event writes one JSON-RPC message as an SSE event and flushes it, so the
+// client sees it as soon as the upstream sent it. It switches the response
+// to SSE if needed.
+func (r *responder) event(msg []byte) error {
+	r.startSSE()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.sse {
+		return nil // a JSON body was written already; nothing can follow it
+	}
+	r.buf = appendEvent(r.buf[:0], msg)
+	if _, err := r.w.Write(r.buf); err != nil {
+		return err
+	}
+	return r.rc.Flush()
+}
+
+// appendEvent appends msg as an SSE "message" event. A payload with line
+// breaks (JSON may contain them between tokens) is split over several data
+// lines, which the client joins back with "\n".
+func appendEvent(dst, msg []byte) []byte {
+	dst = append(dst, "event: message\n"...)
+	for {
+		i := bytes.IndexAny(msg, "\r\n")
+		if i < 0 {
+			break
+		}
+		dst = append(dst, "data: "...)
+		dst = append(dst, msg[:i]...)
+		dst = append(dst, '\n')
+		if msg[i] == '\r' && i+1 < len(msg) && msg[i+1] == '\n' {
+			i++
+		}
+		msg = msg[i+1:]
+	}
+	dst = append(dst, "data: "...)
+	dst = append(dst, msg...)
+	return append(dst, "\n\n"...)
+}
+
+// final writes the response message: as the last SSE event when streaming,
+// else as an application/json body with the given status.
+func (r *responder) final(status int, msg []byte) {
+	r.mu.Lock()
+	sse, written := r.sse, r.written
+	r.mu.Unlock()
+	if sse {
+		_ = r.event(msg)
+		return
+	}
+	if written {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.written = true
+	writeJSON(r.w, status, msg)
+}
+
+// started reports whether headers have been sent.
+func (r *responder) started() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.written
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// writeError answers with a JSON-RPC error response and an HTTP status. Used
+// for transport-level failures, where no request was dispatched.
+func writeError(w http.ResponseWriter, status int, id jsonrpc.ID, code int64, msg string) {
+	writeJSON(w, status, jsonrpc.AppendError(nil, id, &jsonrpc.Error{Code: code, Message: msg}))
+}

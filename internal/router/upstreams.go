@@ -1,0 +1,311 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/upstream"
+)
+
+// Upstream sessions: each gateway session owns one session per upstream its
+// tenant may use. They are opened at initialize; one that failed then (the
+// upstream was down) is opened on first use, and one the upstream forgot is
+// opened again. Opening is deduplicated per replica with singleflight and
+// across replicas by the store's compare-and-swap: the loser of a race ends
+// the session it opened and uses the winner's.
+
+// upstreams returns the tenant's upstreams, in config order.
+func (rq *request) upstreams() []*upstreamRef {
+	out := make([]*upstreamRef, 0, len(rq.view.Upstreams))
+	for _, name := range rq.view.Upstreams {
+		if up := rq.st.byName[name]; up != nil {
+			out = append(out, up)
+		}
+	}
+	return out
+}
+
+// initUpstreams opens sessions with all of ups at once. Failures are logged
+// and leave the upstream out of the returned map.
+func (h *Handler) initUpstreams(ctx context.Context, ups []*upstreamRef) map[string]session.Upstream {
+	var mu sync.Mutex
+	out := make(map[string]session.Upstream, len(ups))
+	var wg sync.WaitGroup
+	for _, up := range ups {
+		wg.Go(func() {
+			res, err := up.client.Initialize(ctx)
+			if err != nil {
+				h.log.Warn("upstream initialize failed", "upstream", up.cfg.Name, "error", err)
+				return
+			}
+			h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
+			mu.Lock()
+			out[up.cfg.Name] = res.Session
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func (h *Handler) rememberCaps(name string, caps json.RawMessage) {
+	h.capsMu.Lock()
+	h.lastCaps[name] = caps
+	h.capsMu.Unlock()
+}
+
+// caps returns what is known of an upstream's capabilities: from this
+// session's upstream session, else as last seen by this replica.
+func (rq *request) caps(up *upstreamRef) json.RawMessage {
+	if us, ok := rq.upstreamSessions()[up.cfg.Name]; ok {
+		return us.Capabilities
+	}
+	rq.h.capsMu.Lock()
+	defer rq.h.capsMu.Unlock()
+	return rq.h.lastCaps[up.cfg.Name]
+}
+
+// hasCap reports whether the upstream is known to offer capability name. An
+// upstream whose capabilities are unknown (never reached) is assumed to
+// offer it, so that it is tried.
+func (rq *request) hasCap(up *upstreamRef, name string) bool {
+	caps := rq.caps(up)
+	if caps == nil {
+		return true
+	}
+	o, err := jsonx.ParseObject(caps)
+	if err != nil {
+		return false
+	}
+	v := o.Get(name)
+	return v != nil && string(v) != "null"
+}
+
+// upstreamSession returns the session's upstream session with up, opening
+// one if there is none yet.
+func (rq *request) upstreamSession(ctx context.Context, up *upstreamRef) (session.Upstream, error) {
+	if us, ok := rq.upstreamSessions()[up.cfg.Name]; ok {
+		return us, nil
+	}
+	return rq.openUpstream(ctx, up, "")
+}
+
+// upstreamSessions returns a snapshot of the session's upstream sessions.
+func (rq *request) upstreamSessions() map[string]session.Upstream {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	if rq.sess == nil {
+		return nil
+	}
+	return maps.Clone(rq.sess.Upstreams)
+}
+
+// openUpstream opens a new upstream session to replace the one with id prev
+// ("" when there is none) and stores it.
+func (rq *request) openUpstream(ctx context.Context, up *upstreamRef, prev string) (session.Upstream, error) {
+	h := rq.h
+	key := rq.sess.ID + "\x00" + up.cfg.Name + "\x00" + prev
+	v, err, _ := h.sf.Do(key, func() (any, error) {
+		// Detached: the session outlives the request that happened to open
+		// it, and other requests may be waiting on this one.
+		ctx := context.WithoutCancel(ctx)
+		res, err := up.client.Initialize(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
+		cur, err := h.store.SetUpstream(ctx, rq.sess.ID, up.cfg.Name, prev, res.Session)
+		switch {
+		case err == nil:
+			return res.Session, nil
+		case errors.Is(err, session.ErrConflict):
+			// Another replica got there first: use its session, end ours.
+			if tErr := up.client.Terminate(ctx, res.Session); tErr != nil {
+				h.log.Warn("terminating duplicate upstream session", "upstream", up.cfg.Name, "error", tErr)
+			}
+			return cur, nil
+		default:
+			_ = up.client.Terminate(ctx, res.Session)
+			return nil, err
+		}
+	})
+	if err != nil {
+		return session.Upstream{}, err
+	}
+	us := v.(session.Upstream)
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	if rq.sess.Upstreams == nil {
+		rq.sess.Upstreams = make(map[string]session.Upstream)
+	}
+	rq.sess.Upstreams[up.cfg.Name] = us
+	return us, nil
+}
+
+// call sends one request to up on the session's upstream session, opening or
+// re-opening the upstream session as needed.
+func (rq *request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage) (*upstream.Response, error) {
+	us, err := rq.upstreamSession(ctx, up)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := up.client.Call(ctx, us, id, method, params)
+	if errors.Is(err, upstream.ErrSessionExpired) {
+		rq.h.log.Info("upstream session expired; opening a new one", "upstream", up.cfg.Name)
+		if us, err = rq.openUpstream(ctx, up, us.SessionID); err != nil {
+			return nil, err
+		}
+		resp, err = up.client.Call(ctx, us, id, method, params)
+	}
+	return resp, err
+}
+
+// internalID returns a fresh id for a request the gateway itself sends
+// upstream. Client requests travel as "c.<id>" (see forwardID), so the two
+// never collide on an upstream session.
+func (h *Handler) internalID() jsonrpc.ID {
+	return jsonrpc.StringID("g." + strconv.FormatUint(h.ids.Add(1), 10))
+}
+
+// forwardID is the id a client request travels upstream with. It is a pure
+// function of the client's id, so any replica can name the upstream request
+// (to cancel it, for one) without shared state.
+func forwardID(id jsonrpc.ID) jsonrpc.ID { return jsonrpc.StringID("c." + id.String()) }
+
+// roundTrip sends a request the gateway itself needs answered and returns
+// the result, ignoring any notifications on the way.
+func (rq *request) roundTrip(ctx context.Context, up *upstreamRef, method string, params json.RawMessage) (json.RawMessage, error) {
+	resp, err := rq.call(ctx, up, rq.h.internalID(), method, params)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Close()
+	for {
+		msg, _, err := resp.Next()
+		if err != nil {
+			return nil, err
+		}
+		switch msg.Kind {
+		case jsonrpc.KindResponse:
+			return msg.Result, nil
+		case jsonrpc.KindErrorResponse:
+			return nil, msg.Error
+		case jsonrpc.KindNotification:
+			rq.h.observe(up, msg)
+		}
+	}
+}
+
+// maxPages bounds how many pages of one list the gateway follows: an
+// upstream that hands out cursors forever does not hold a request forever.
+const maxPages = 100
+
+// fetchList returns all items of kind k from up, following nextCursor.
+func (rq *request) fetchList(ctx context.Context, up *upstreamRef, k kind) ([]json.RawMessage, error) {
+	info := kinds[k]
+	var items []json.RawMessage
+	var params json.RawMessage
+	seen := map[string]bool{}
+	for range maxPages {
+		res, err := rq.roundTrip(ctx, up, info.listMethod, params)
+		if err != nil {
+			return nil, err
+		}
+		o, err := jsonx.ParseObject(res)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: %s: malformed result: %w", up.cfg.Name, info.listMethod, err)
+		}
+		if v := o.Get(info.field); v != nil && string(v) != "null" {
+			page, err := jsonx.ParseArray(v)
+			if err != nil {
+				return nil, fmt.Errorf("upstream %s: %s: %s is not an array", up.cfg.Name, info.listMethod, info.field)
+			}
+			items = append(items, page...)
+		}
+		cursor, ok := o.GetString("nextCursor")
+		if !ok || cursor == "" {
+			return items, nil
+		}
+		if seen[cursor] {
+			return nil, fmt.Errorf("upstream %s: %s: pagination loops", up.cfg.Name, info.listMethod)
+		}
+		seen[cursor] = true
+		params, _ = json.Marshal(map[string]string{"cursor": cursor})
+	}
+	return nil, fmt.Errorf("upstream %s: %s: more than %d pages", up.cfg.Name, info.listMethod, maxPages)
+}
+
+// listing returns up's listing of kind k through the catalog.
+func (rq *request) listing(ctx context.Context, up *upstreamRef, k kind, force bool) (*listing, error) {
+	return rq.h.catalog.get(ctx, up, k, force, func(ctx context.Context) ([]json.RawMessage, error) {
+		return rq.fetchList(context.WithoutCancel(ctx), up, k)
+	})
+}
+
+// observe reacts to a notification an upstream sent: a list change
+// invalidates the catalog.
+func (h *Handler) observe(up *upstreamRef, msg *jsonrpc.Message) {
+	switch msg.Method {
+	case "notifications/tools/list_changed":
+		h.catalog.invalidate(up.cfg.Name, kindTools)
+	case "notifications/prompts/list_changed":
+		h.catalog.invalidate(up.cfg.Name, kindPrompts)
+	case "notifications/resources/list_changed":
+		h.catalog.invalidate(up.cfg.Name, kindResources, kindTemplates)
+	}
+}
+
+// resolve finds the upstream exposing name (a tool or prompt name, or a
+// resource URI in the listing of kind k) and the name it has there.
+func (rq *request) resolve(ctx context.Context, k kind, name string) (*upstreamRef, string, error) {
+	var cands []*upstreamRef
+	for _, up := range rq.upstreams() {
+		if k.owns(up.prefix, name) {
+			cands = append(cands, up)
+		}
+	}
+	for _, force := range []bool{false, true} {
+		var owners []*upstreamRef
+		var orig string
+		var lastErr error
+		for _, up := range cands {
+			l, err := rq.listing(ctx, up, k, force)
+			if err != nil {
+				lastErr = err
+				continue
+			}
+			if pos, ok := l.index[name]; ok {
+				owners = append(owners, up)
+				if pos >= 0 {
+					orig = l.items[pos].original
+				} else {
+					owners = append(owners, up) // listed twice by one upstream
+				}
+			}
+		}
+		switch {
+		case len(owners) == 1:
+			return owners[0], orig, nil
+		case len(owners) > 1:
+			var names []string
+			for _, o := range owners {
+				names = append(names, o.cfg.Name)
+			}
+			rq.h.catalog.reportConflict(k, name, names...)
+			return nil, "", &resolveError{kind: k, name: name, conflict: names}
+		case lastErr != nil && len(cands) == 1:
+			// The only upstream that could own the name is failing: say
+			// so rather than "unknown".
+			return nil, "", lastErr
+		}
+	}
+	return nil, "", &resolveError{kind: k, name: name}
+}

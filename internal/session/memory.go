@@ -1,0 +1,318 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Defaults for [MemoryOptions].
+const (
+	DefaultIdleTTL     = 30 * time.Minute
+	DefaultMaxSessions = 100_000
+)
+
+// maxSweepInterval caps how long an expired record may linger (holding
+// memory, and with OnExpire not yet called) after it expires.
+const maxSweepInterval = time.Minute
+
+// minSweepInterval keeps a tiny IdleTTL from turning the sweeper into a
+// busy loop.
+const minSweepInterval = time.Millisecond
+
+// MemoryOptions configures a [Memory] store. The zero value is usable.
+type MemoryOptions struct {
+	// IdleTTL is how long a record lives after it was created or last
+	// returned by Get. If zero or negative, DefaultIdleTTL is used.
+	IdleTTL time.Duration
+	// MaxSessions is how many records the store holds at most, expired ones
+	// not yet removed included. If zero or negative, DefaultMaxSessions is
+	// used.
+	MaxSessions int
+	// Now returns the current time, for LastSeen and expiry. If nil,
+	// time.Now is used. It must be safe for concurrent use. The sweeper runs
+	// on real timers whatever Now returns.
+	Now func() time.Time
+	// OnExpire, if not nil, is called with a copy of each record removed
+	// because it expired; it is not called for records removed by Delete.
+	// It runs outside the store's lock, in the sweeper goroutine or in a
+	// Create that removed expired records to make room, so it should return
+	// quickly and hand slow work (such as closing upstream sessions) to
+	// another goroutine. It must not call Close.
+	OnExpire func(*Record)
+}
+
+// Memory is a [Store] that keeps records in process memory, for a gateway
+// with a single replica.
+//
+// A record expires IdleTTL after its LastSeen. An expired record is invisible
+// at once (Get and SetUpstream return ErrNotFound); a background sweeper
+// removes it within min(IdleTTL/2, 1m) and reports it to OnExpire. The store
+// holds at most MaxSessions records, so its memory stays bounded.
+//
+// Records are kept in a list ordered by LastSeen, so the sweeper does work
+// in proportion to the records that expired, not to the records held, and
+// Get is O(1). A stored *Record is never modified once stored (SetUpstream
+// swaps in a new one), which lets Get copy it out after releasing the lock.
+//
+// Call [Memory.Close] to stop the sweeper.
+type Memory struct {
+	ttl      time.Duration
+	max      int
+	now      func() time.Time
+	onExpire func(*Record)
+
+	mu   sync.Mutex
+	byID map[string]*entry
+	// root is the sentinel of a circular list of entries, least recently
+	// seen first.
+	root entry
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+var _ Store = (*Memory)(nil)
+
+// entry is a stored record and its place in the LastSeen order.
+type entry struct {
+	rec        *Record // never modified; LastSeen is unused
+	lastSeen   time.Time
+	prev, next *entry
+}
+
+// NewMemory returns a Memory store and starts its sweeper.
+func NewMemory(opts MemoryOptions) *Memory {
+	m := &Memory{
+		ttl:      opts.IdleTTL,
+		max:      opts.MaxSessions,
+		now:      opts.Now,
+		onExpire: opts.OnExpire,
+		byID:     make(map[string]*entry),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	if m.ttl <= 0 {
+		m.ttl = DefaultIdleTTL
+	}
+	if m.max <= 0 {
+		m.max = DefaultMaxSessions
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	m.root.prev, m.root.next = &m.root, &m.root
+	interval := max(min(m.ttl/2, maxSweepInterval), minSweepInterval)
+	go m.sweep(interval)
+	return m
+}
+
+// Create implements [Store.Create]. If an expired record has r's id, Create
+// replaces it, reporting it to OnExpire.
+func (m *Memory) Create(ctx context.Context, r *Record) error {
+	if r == nil || r.ID == "" {
+		return errors.New("session: record has no id")
+	}
+	rec := cloneRecord(r)
+	now := m.now()
+	if rec.Created.IsZero() {
+		rec.Created = now
+	}
+	rec.LastSeen = time.Time{}
+
+	var expired []*entry
+	m.mu.Lock()
+	if e, ok := m.byID[rec.ID]; ok {
+		if !m.isExpired(e, now) {
+			m.mu.Unlock()
+			return ErrExists
+		}
+		m.removeLocked(rec.ID, e)
+		expired = append(expired, e)
+	}
+	if len(m.byID) >= m.max {
+		expired = m.removeExpiredLocked(now, expired)
+	}
+	if len(m.byID) >= m.max {
+		m.mu.Unlock()
+		m.reportExpired(expired)
+		return ErrFull
+	}
+	e := &entry{rec: rec, lastSeen: now}
+	m.byID[rec.ID] = e
+	m.pushBackLocked(e)
+	m.mu.Unlock()
+	m.reportExpired(expired)
+	return nil
+}
+
+// Get implements [Store.Get].
+func (m *Memory) Get(ctx context.Context, id string) (*Record, error) {
+	now := m.now()
+	m.mu.Lock()
+	e, ok := m.byID[id]
+	if !ok || m.isExpired(e, now) {
+		m.mu.Unlock()
+		return nil, ErrNotFound
+	}
+	// Concurrent Gets may take the lock in another order than they read the
+	// clock; LastSeen never goes back.
+	if now.After(e.lastSeen) {
+		e.lastSeen = now
+	}
+	m.moveToBackLocked(e)
+	rec, lastSeen := e.rec, e.lastSeen
+	m.mu.Unlock()
+
+	out := cloneRecord(rec) // safe unlocked: rec is never modified
+	out.LastSeen = lastSeen
+	return out, nil
+}
+
+// SetUpstream implements [Store.SetUpstream].
+func (m *Memory) SetUpstream(ctx context.Context, id, name, prev string, u Upstream) (Upstream, error) {
+	u.Capabilities = bytes.Clone(u.Capabilities)
+	now := m.now()
+	m.mu.Lock()
+	e, ok := m.byID[id]
+	if !ok || m.isExpired(e, now) {
+		m.mu.Unlock()
+		return Upstream{}, ErrNotFound
+	}
+	if cur := e.rec.Upstreams[name]; cur.SessionID != prev {
+		m.mu.Unlock()
+		return cloneUpstream(cur), ErrConflict
+	}
+	// Copy on write: Gets in flight may still be copying e.rec.
+	next := *e.rec
+	next.Upstreams = make(map[string]Upstream, len(e.rec.Upstreams)+1)
+	for k, v := range e.rec.Upstreams {
+		next.Upstreams[k] = v // Capabilities are shared, never modified
+	}
+	next.Upstreams[name] = u
+	e.rec = &next
+	m.mu.Unlock()
+	return cloneUpstream(u), nil
+}
+
+// Delete implements [Store.Delete]. OnExpire is not called.
+func (m *Memory) Delete(ctx context.Context, id string) error {
+	m.mu.Lock()
+	if e, ok := m.byID[id]; ok {
+		m.removeLocked(id, e)
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// Len returns the number of records held, expired ones the sweeper has not
+// removed yet included.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byID)
+}
+
+// Close stops the sweeper and waits for it to return, including any OnExpire
+// call in progress. The store stays usable; expired records are then removed
+// only when Create needs room. Close may be called more than once, and
+// always returns nil.
+func (m *Memory) Close() error {
+	m.closeOnce.Do(func() { close(m.stop) })
+	<-m.done
+	return nil
+}
+
+// sweep removes expired records every interval until Close.
+func (m *Memory) sweep(interval time.Duration) {
+	defer close(m.done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			now := m.now()
+			m.mu.Lock()
+			expired := m.removeExpiredLocked(now, nil)
+			m.mu.Unlock()
+			m.reportExpired(expired)
+		}
+	}
+}
+
+// isExpired reports whether e has been idle for IdleTTL or longer at now.
+func (m *Memory) isExpired(e *entry, now time.Time) bool {
+	return now.Sub(e.lastSeen) >= m.ttl
+}
+
+// removeExpiredLocked removes the expired records and appends them to dst.
+// It walks the list from the least recently seen entry and stops at the
+// first live one. If Now ever goes back, a few expired records may be left
+// for a later sweep; they stay invisible meanwhile.
+func (m *Memory) removeExpiredLocked(now time.Time, dst []*entry) []*entry {
+	for e := m.root.next; e != &m.root && m.isExpired(e, now); {
+		next := e.next
+		m.removeLocked(e.rec.ID, e)
+		dst = append(dst, e)
+		e = next
+	}
+	return dst
+}
+
+// reportExpired passes copies of the removed entries' records to OnExpire.
+// It must be called without m.mu held. Removed entries are no longer
+// reachable from the store, so reading them unlocked is safe.
+func (m *Memory) reportExpired(expired []*entry) {
+	if m.onExpire == nil {
+		return
+	}
+	for _, e := range expired {
+		r := cloneRecord(e.rec)
+		r.LastSeen = e.lastSeen
+		m.onExpire(r)
+	}
+}
+
+func (m *Memory) removeLocked(id string, e *entry) {
+	delete(m.byID, id)
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+}
+
+func (m *Memory) pushBackLocked(e *entry) {
+	last := m.root.prev
+	e.prev, e.next = last, &m.root
+	last.next, m.root.prev = e, e
+}
+
+func (m *Memory) moveToBackLocked(e *entry) {
+	if m.root.prev == e {
+		return
+	}
+	e.prev.next, e.next.prev = e.next, e.prev
+	m.pushBackLocked(e)
+}
+
+// cloneRecord returns a deep copy of r: it shares no memory with r.
+func cloneRecord(r *Record) *Record {
+	c := *r
+	c.ClientInfo = bytes.Clone(r.ClientInfo)
+	c.ClientCapabilities = bytes.Clone(r.ClientCapabilities)
+	if r.Upstreams != nil {
+		c.Upstreams = make(map[string]Upstream, len(r.Upstreams))
+		for k, v := range r.Upstreams {
+			c.Upstreams[k] = cloneUpstream(v)
+		}
+	}
+	return &c
+}
+
+func cloneUpstream(u Upstream) Upstream {
+	u.Capabilities = bytes.Clone(u.Capabilities)
+	return u
+}

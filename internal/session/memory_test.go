@@ -1,0 +1,385 @@
+package session_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/session/sessiontest"
+)
+
+func TestMemory(t *testing.T) {
+	sessiontest.Run(t, func(t *testing.T) session.Store {
+		return newMemory(t, session.MemoryOptions{})
+	})
+}
+
+// newMemory returns a Memory closed when the test ends. Inside a synctest
+// bubble, the cleanup runs in the bubble, so the sweeper is gone before the
+// bubble checks for leftover goroutines.
+func newMemory(t *testing.T, opts session.MemoryOptions) *session.Memory {
+	t.Helper()
+	m := session.NewMemory(opts)
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return m
+}
+
+// fakeClock is a MemoryOptions.Now that moves only when told, for tests that
+// must see expired records before the sweeper does.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2025, 7, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// expiredLog is an OnExpire that remembers the ids it was called with.
+type expiredLog struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (l *expiredLog) OnExpire(r *session.Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ids = append(l.ids, r.ID)
+}
+
+func (l *expiredLog) IDs() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.ids...)
+}
+
+func newRecord(id string) *session.Record {
+	return &session.Record{
+		ID:                 id,
+		ProtocolVersion:    "2025-06-18",
+		ClientInfo:         json.RawMessage(`{"name":"c","version":"1"}`),
+		ClientCapabilities: json.RawMessage(`{"roots":{}}`),
+		Principal:          session.Principal{Subject: "alice", Tenant: "acme"},
+		Upstreams: map[string]session.Upstream{
+			"github": {SessionID: "gh-1", Capabilities: json.RawMessage(`{"tools":{}}`)},
+		},
+	}
+}
+
+func mustCreate(t *testing.T, s session.Store, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if err := s.Create(t.Context(), newRecord(id)); err != nil {
+			t.Fatalf("Create(%q): %v", id, err)
+		}
+	}
+}
+
+func wantLive(t *testing.T, s session.Store, id string) *session.Record {
+	t.Helper()
+	r, err := s.Get(t.Context(), id)
+	if err != nil {
+		t.Fatalf("at %v: Get(%q): %v, want live record", time.Now(), id, err)
+	}
+	return r
+}
+
+func wantGone(t *testing.T, s session.Store, id string) {
+	t.Helper()
+	if _, err := s.Get(t.Context(), id); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("at %v: Get(%q): got %v, want %v", time.Now(), id, err, session.ErrNotFound)
+	}
+}
+
+func TestMemoryIdleExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 10 * time.Minute
+		m := newMemory(t, session.MemoryOptions{IdleTTL: ttl})
+		mustCreate(t, m, "a", "b")
+
+		time.Sleep(ttl - time.Second)
+		wantLive(t, m, "a")
+
+		time.Sleep(time.Second) // b has now been idle for exactly ttl
+		wantGone(t, m, "b")
+		if _, err := m.SetUpstream(t.Context(), "b", "x", "", session.Upstream{}); !errors.Is(err, session.ErrNotFound) {
+			t.Errorf("SetUpstream on expired record: got %v, want %v", err, session.ErrNotFound)
+		}
+		wantLive(t, m, "a")
+	})
+}
+
+func TestMemoryDefaultIdleTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory(t, session.MemoryOptions{})
+		mustCreate(t, m, "a", "b")
+		time.Sleep(session.DefaultIdleTTL - time.Nanosecond)
+		wantLive(t, m, "a")
+		time.Sleep(time.Nanosecond)
+		wantGone(t, m, "b")
+	})
+}
+
+// TestMemoryExpiredInvisible checks that an expired record is hidden before
+// the sweeper removes it: the fake clock expires it, while the sweeper's real
+// timer does not fire during the test.
+func TestMemoryExpiredInvisible(t *testing.T) {
+	clock := newFakeClock()
+	var log expiredLog
+	m := newMemory(t, session.MemoryOptions{IdleTTL: time.Hour, Now: clock.Now, OnExpire: log.OnExpire})
+	mustCreate(t, m, "a")
+	clock.Advance(time.Hour)
+	wantGone(t, m, "a")
+	if _, err := m.SetUpstream(t.Context(), "a", "x", "", session.Upstream{}); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("SetUpstream on expired record: got %v, want %v", err, session.ErrNotFound)
+	}
+	if got := m.Len(); got != 1 {
+		t.Errorf("Len = %d, want 1 (expired but not swept)", got)
+	}
+	if got := log.IDs(); len(got) != 0 {
+		t.Errorf("OnExpire called for %v before any sweep", got)
+	}
+}
+
+func TestMemoryGetRefreshes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 10 * time.Minute
+		m := newMemory(t, session.MemoryOptions{IdleTTL: ttl})
+		mustCreate(t, m, "a")
+		start := time.Now()
+		for range 5 {
+			time.Sleep(ttl - time.Minute)
+			r := wantLive(t, m, "a")
+			if !r.LastSeen.Equal(time.Now()) {
+				t.Errorf("LastSeen = %v, want now (%v)", r.LastSeen, time.Now())
+			}
+			if !r.Created.Equal(start) {
+				t.Errorf("Created = %v, want %v", r.Created, start)
+			}
+		}
+		// Five refreshes kept it alive for 45m, well past ttl; idle, it goes.
+		time.Sleep(ttl)
+		wantGone(t, m, "a")
+	})
+}
+
+func TestMemoryOnExpire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 10 * time.Minute // sweeps every minute
+		var (
+			m       *session.Memory
+			mu      sync.Mutex
+			expired []*session.Record
+		)
+		m = newMemory(t, session.MemoryOptions{
+			IdleTTL: ttl,
+			OnExpire: func(r *session.Record) {
+				// Would deadlock if the store's lock were held.
+				_ = m.Len()
+				mu.Lock()
+				defer mu.Unlock()
+				expired = append(expired, r)
+			},
+		})
+		created := time.Now()
+		mustCreate(t, m, "a", "b", "c")
+
+		time.Sleep(6 * time.Minute)
+		wantLive(t, m, "c") // c now expires at 16m
+
+		time.Sleep(5 * time.Minute) // 11m: a and b expired at 10m
+		synctest.Wait()
+		mu.Lock()
+		got := expired
+		mu.Unlock()
+		var want []*session.Record
+		for _, id := range []string{"a", "b"} {
+			r := newRecord(id)
+			r.Created, r.LastSeen = created, created
+			want = append(want, r)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("OnExpire records mismatch (-want +got):\n%s", diff)
+		}
+		if n := m.Len(); n != 1 {
+			t.Errorf("Len = %d after sweep, want 1", n)
+		}
+
+		// Delete does not report to OnExpire.
+		if err := m.Delete(t.Context(), "c"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(expired) != 2 {
+			t.Errorf("OnExpire called %d times, want 2 (not for Delete)", len(expired))
+		}
+	})
+}
+
+func TestMemoryFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 10 * time.Minute
+		m := newMemory(t, session.MemoryOptions{IdleTTL: ttl, MaxSessions: 2})
+		mustCreate(t, m, "a", "b")
+		if err := m.Create(t.Context(), newRecord("c")); !errors.Is(err, session.ErrFull) {
+			t.Fatalf("Create beyond MaxSessions: got %v, want %v", err, session.ErrFull)
+		}
+		wantGone(t, m, "c")
+
+		// Delete makes room.
+		if err := m.Delete(t.Context(), "a"); err != nil {
+			t.Fatal(err)
+		}
+		mustCreate(t, m, "c")
+		if err := m.Create(t.Context(), newRecord("d")); !errors.Is(err, session.ErrFull) {
+			t.Fatalf("Create beyond MaxSessions: got %v, want %v", err, session.ErrFull)
+		}
+
+		// So does expiry.
+		time.Sleep(ttl)
+		mustCreate(t, m, "d", "e")
+		if n := m.Len(); n != 2 {
+			t.Errorf("Len = %d, want 2", n)
+		}
+	})
+}
+
+// TestMemoryCreateSweeps checks that a full Create removes expired records
+// itself, without waiting for the sweeper, and reports them to OnExpire.
+func TestMemoryCreateSweeps(t *testing.T) {
+	clock := newFakeClock()
+	var log expiredLog
+	m := newMemory(t, session.MemoryOptions{IdleTTL: time.Hour, MaxSessions: 3, Now: clock.Now, OnExpire: log.OnExpire})
+	mustCreate(t, m, "a", "b")
+	clock.Advance(30 * time.Minute)
+	mustCreate(t, m, "c")
+	wantLive(t, m, "a")
+	clock.Advance(30 * time.Minute) // b expired; a and c live
+
+	mustCreate(t, m, "d")
+	if diff := cmp.Diff([]string{"b"}, log.IDs()); diff != "" {
+		t.Errorf("OnExpire ids mismatch (-want +got):\n%s", diff)
+	}
+	if err := m.Create(t.Context(), newRecord("e")); !errors.Is(err, session.ErrFull) {
+		t.Errorf("Create with no expired record to remove: got %v, want %v", err, session.ErrFull)
+	}
+	for _, id := range []string{"a", "c", "d"} {
+		wantLive(t, m, id)
+	}
+}
+
+func TestMemoryCreateReplacesExpired(t *testing.T) {
+	clock := newFakeClock()
+	var log expiredLog
+	m := newMemory(t, session.MemoryOptions{IdleTTL: time.Hour, Now: clock.Now, OnExpire: log.OnExpire})
+	mustCreate(t, m, "a")
+	clock.Advance(time.Hour)
+
+	r := newRecord("a")
+	r.Principal.Subject = "bob"
+	if err := m.Create(t.Context(), r); err != nil {
+		t.Fatalf("Create over an expired record: %v", err)
+	}
+	if got := wantLive(t, m, "a").Principal.Subject; got != "bob" {
+		t.Errorf("Principal.Subject = %q, want the new record's %q", got, "bob")
+	}
+	if diff := cmp.Diff([]string{"a"}, log.IDs()); diff != "" {
+		t.Errorf("OnExpire ids mismatch (-want +got):\n%s", diff)
+	}
+	if n := m.Len(); n != 1 {
+		t.Errorf("Len = %d, want 1", n)
+	}
+}
+
+func TestMemoryCreateInvalid(t *testing.T) {
+	m := newMemory(t, session.MemoryOptions{})
+	for _, r := range []*session.Record{nil, {}} {
+		if err := m.Create(t.Context(), r); err == nil {
+			t.Errorf("Create(%+v) succeeded, want error", r)
+		}
+	}
+	if n := m.Len(); n != 0 {
+		t.Errorf("Len = %d, want 0", n)
+	}
+}
+
+func TestMemoryClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		m := session.NewMemory(session.MemoryOptions{
+			IdleTTL:  time.Minute,
+			OnExpire: func(*session.Record) { calls.Add(1) },
+		})
+		mustCreate(t, m, "a")
+		for range 2 {
+			if err := m.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		}
+		// No sweeper after Close (synctest.Test would also fail on a
+		// goroutine left running), but the store still works.
+		time.Sleep(time.Hour)
+		if n := calls.Load(); n != 0 {
+			t.Errorf("OnExpire called %d times after Close", n)
+		}
+		wantGone(t, m, "a")
+		mustCreate(t, m, "b")
+		wantLive(t, m, "b")
+	})
+}
+
+func BenchmarkMemoryGet(b *testing.B) {
+	const n = 10_000
+	m := session.NewMemory(session.MemoryOptions{})
+	b.Cleanup(func() { m.Close() })
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = session.NewID()
+		r := newRecord(ids[i])
+		r.Upstreams["u"+strconv.Itoa(i%3)] = session.Upstream{SessionID: "s", Capabilities: json.RawMessage(`{"tools":{"listChanged":true}}`)}
+		if err := m.Create(b.Context(), r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := b.Context()
+		i := next.Add(7919) // spread goroutines over the ids
+		for pb.Next() {
+			i++
+			if _, err := m.Get(ctx, ids[i%n]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -1,0 +1,17 @@
+// Package testkit holds the real parts the gateway's integration tests
+// share, so that each test does not start its own processes its own way:
+//
+//   - [Upstream]: a go-sdk MCP server behind httptest, with tools that echo,
+//     stream progress, block, and report the headers and _meta they received.
+//   - [RawUpstream]: a hand-written Streamable HTTP server that answers with
+//     fields no SDK knows about, to check byte-level pass-through.
+//   - [Connect]: a go-sdk client session to any MCP endpoint.
+//   - [BuildGateway] and [StartGateway]: the built binary, run as a child
+//     process.
+//   - [WriteFile] and [FreePort]: config files and ports for that process.
+//
+// Everything a helper starts listens on 127.0.0.1 and is stopped by the
+// test's Cleanup; processes are stopped by their PID.
+//
+// The package is for tests only: nothing outside _test.go files may import it.
+package testkit

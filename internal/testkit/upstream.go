@@ -1,0 +1,434 @@
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// UpstreamTools lists the names of the tools an [Upstream] registers by
+// default, in alphabetical order.
+var UpstreamTools = []string{"block", "echo", "fail", "gate", "headers", "meta", "progress"}
+
+// UpstreamOptions configures an [Upstream]. The zero value registers every
+// tool in [UpstreamTools] and answers with SSE.
+type UpstreamOptions struct {
+	// JSONResponse makes the upstream answer POSTs with a single
+	// application/json body instead of an SSE stream. Progress notifications
+	// then have no request stream to travel on.
+	JSONResponse bool
+	// Tools, if non-nil, lists the only tools of [UpstreamTools] to register;
+	// an empty non-nil slice registers none. An unknown name fails the test.
+	Tools []string
+	// ExtraTools registers that many more trivial tools, named t000, t001, …,
+	// each of which returns its own name as text.
+	ExtraTools int
+}
+
+// RecordedRequest is one HTTP request an [Upstream] received.
+type RecordedRequest struct {
+	Method string      // HTTP method
+	Header http.Header // HTTP headers, as received
+	// RPCMethod is the JSON-RPC method of the body: empty for a body without
+	// one (GET, DELETE, a client's response); for a batch, the methods of its
+	// messages joined by commas.
+	RPCMethod string
+	Body      []byte
+}
+
+// An Upstream is a go-sdk MCP server served over Streamable HTTP on
+// 127.0.0.1 (stateful sessions). Its name is the server name it reports and
+// appears in every tool result, so a test can tell upstreams apart.
+//
+// Tools (see [UpstreamOptions.Tools]):
+//   - echo {text}: text "<name>:<text>", structuredContent
+//     {"text": text, "upstream": name}, result _meta {"testkit/upstream": name}.
+//   - progress {steps}: one progress notification per step (progress i,
+//     total steps, message "step i") and one log message per step (if the
+//     client set a level), then "done".
+//   - gate: one progress notification "waiting", then blocks until
+//     [Upstream.Release] or cancellation, then "released".
+//   - block: one progress notification "blocked", then blocks until its
+//     request is cancelled; reports "block" on [Upstream.Cancelled].
+//   - headers: the JSON of the HTTP headers of this call's request, as text.
+//   - meta: structuredContent {"meta": <params._meta as received>}.
+//   - fail: a tool error result (isError true).
+//
+// Progress notifications are sent only when the request has a progress token.
+// Resources: test://<name>/readme (text/plain "readme of <name>") and the
+// template test://<name>/items/{id} ("item <id> of <name>"). Prompt: greet
+// {who} → one user message "hello <who> from <name>". Completion always offers
+// ["alpha", "beta"]. The logging capability is on.
+//
+// All methods are safe for concurrent use.
+type Upstream struct {
+	Name string
+	URL  string // the MCP endpoint: http://127.0.0.1:PORT/mcp
+
+	tb    testing.TB
+	opts  UpstreamOptions
+	srv   *httptest.Server
+	close sync.Once
+
+	cancelled chan string
+
+	mu       sync.Mutex
+	gen      *generation
+	gate     chan struct{} // closed by Release
+	requests []RecordedRequest
+}
+
+// A generation is one life of the upstream, between restarts: as if a
+// process were started and, on Restart, killed.
+type generation struct {
+	server  *mcp.Server
+	handler http.Handler
+	stop    chan struct{} // closed when this generation ends; unblocks gate and block
+	ended   sync.Once
+}
+
+// NewUpstream starts an upstream with default options, stopped at the end
+// of the test.
+func NewUpstream(t testing.TB, name string) *Upstream {
+	t.Helper()
+	return NewUpstreamWith(t, name, UpstreamOptions{})
+}
+
+// NewUpstreamWith starts an upstream configured by opts, stopped at the end
+// of the test.
+func NewUpstreamWith(t testing.TB, name string, opts UpstreamOptions) *Upstream {
+	t.Helper()
+	for _, tool := range opts.Tools {
+		if !slices.Contains(UpstreamTools, tool) {
+			t.Fatalf("testkit: unknown upstream tool %q (have %v)", tool, UpstreamTools)
+		}
+	}
+	u := &Upstream{
+		Name:      name,
+		tb:        t,
+		opts:      opts,
+		cancelled: make(chan string, 100),
+		gate:      make(chan struct{}),
+	}
+	u.gen = u.newGeneration()
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serveHTTP))
+	u.URL = u.srv.URL + "/mcp"
+	t.Cleanup(u.Close)
+	return u
+}
+
+// Restart forgets every session, as a restarted process would: it ends the
+// in-flight calls and streams of the old sessions and swaps in a fresh
+// server, to which every old session id is unknown (the SDK answers 404).
+// The URL stays the same.
+func (u *Upstream) Restart() {
+	u.mu.Lock()
+	old := u.gen
+	u.gen = u.newGeneration()
+	u.mu.Unlock()
+	old.end()
+}
+
+// SetJSONResponse switches between application/json (true) and SSE (false)
+// responses. The SDK fixes the mode of a session when it is created, so, like
+// [Upstream.Restart], it forgets every session.
+func (u *Upstream) SetJSONResponse(json bool) {
+	u.mu.Lock()
+	u.opts.JSONResponse = json
+	u.mu.Unlock()
+	u.Restart()
+}
+
+// Close stops the upstream: connections afterwards are refused. It is
+// called at the end of the test, and may be called more than once.
+func (u *Upstream) Close() {
+	u.close.Do(func() {
+		u.mu.Lock()
+		gen := u.gen
+		u.mu.Unlock()
+		gen.end()
+		// Close waits for outstanding requests, such as a standalone SSE
+		// stream a client left open: cut the connections first.
+		u.srv.CloseClientConnections()
+		u.srv.Close()
+	})
+}
+
+// Requests returns a copy of every HTTP request received so far, oldest
+// first.
+func (u *Upstream) Requests() []RecordedRequest {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.requests)
+}
+
+// Cancelled reports the names of tools (block, gate) whose request context
+// was cancelled while they waited. It buffers up to 100 names and drops
+// the rest.
+func (u *Upstream) Cancelled() <-chan string { return u.cancelled }
+
+// Release unblocks every gate call waiting now; later gate calls wait for
+// the next Release. To avoid releasing too early, wait for a call's
+// "waiting" progress notification first.
+func (u *Upstream) Release() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	close(u.gate)
+	u.gate = make(chan struct{})
+}
+
+func (u *Upstream) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	// Buffer the small JSON-RPC body to record it, then hand the handler an
+	// identical one.
+	body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	rec := RecordedRequest{
+		Method:    r.Method,
+		Header:    r.Header.Clone(),
+		RPCMethod: rpcMethods(body),
+		Body:      body,
+	}
+	u.mu.Lock()
+	u.requests = append(u.requests, rec)
+	h := u.gen.handler
+	u.mu.Unlock()
+	h.ServeHTTP(w, r)
+}
+
+// rpcMethods returns the JSON-RPC method of a message, or the methods of a
+// batch joined by commas.
+func rpcMethods(body []byte) string {
+	type message struct {
+		Method string `json:"method"`
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		var batch []message
+		if json.Unmarshal(body, &batch) != nil {
+			return ""
+		}
+		var methods []string
+		for _, m := range batch {
+			methods = append(methods, m.Method)
+		}
+		return strings.Join(methods, ",")
+	}
+	var m message
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	return m.Method
+}
+
+// end closes every session of g. It may be called more than once.
+func (g *generation) end() {
+	g.ended.Do(func() {
+		close(g.stop) // first, or Close would wait for blocked calls
+		for ss := range g.server.Sessions() {
+			ss.Close()
+		}
+	})
+}
+
+func (u *Upstream) newGeneration() *generation {
+	g := &generation{stop: make(chan struct{})}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: u.Name, Version: "0.0.1"}, &mcp.ServerOptions{
+		CompletionHandler: func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{"alpha", "beta"}, Total: 2}}, nil
+		},
+	})
+	u.addTools(g)
+	u.addResourcesAndPrompts(g.server)
+	g.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
+		&mcp.StreamableHTTPOptions{JSONResponse: u.opts.JSONResponse})
+	return g
+}
+
+func text(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
+
+// notifyProgress sends a progress notification if the request asked for them.
+func notifyProgress(ctx context.Context, req *mcp.CallToolRequest, progress, total float64, msg string) error {
+	token := req.Params.GetProgressToken()
+	if token == nil {
+		return nil
+	}
+	return req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+		ProgressToken: token,
+		Progress:      progress,
+		Total:         total,
+		Message:       msg,
+	})
+}
+
+// reportCancelled tells Cancelled that tool's request was cancelled.
+func (u *Upstream) reportCancelled(tool string) {
+	select {
+	case u.cancelled <- tool:
+	default:
+	}
+}
+
+func (u *Upstream) addTools(g *generation) {
+	name := u.Name
+	s := g.server
+	add := map[string]func(){
+		"echo": func() {
+			type args struct {
+				Text string `json:"text"`
+			}
+			mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes text, prefixed by the upstream name."},
+				func(_ context.Context, _ *mcp.CallToolRequest, in args) (*mcp.CallToolResult, any, error) {
+					return &mcp.CallToolResult{
+						Meta:    mcp.Meta{"testkit/upstream": name},
+						Content: text(name + ":" + in.Text),
+					}, map[string]any{"text": in.Text, "upstream": name}, nil
+				})
+		},
+		"progress": func() {
+			type args struct {
+				Steps int `json:"steps"`
+			}
+			mcp.AddTool(s, &mcp.Tool{Name: "progress", Description: "Sends one progress notification and one log message per step."},
+				func(ctx context.Context, req *mcp.CallToolRequest, in args) (*mcp.CallToolResult, any, error) {
+					for i := 1; i <= in.Steps; i++ {
+						msg := fmt.Sprintf("step %d", i)
+						if err := notifyProgress(ctx, req, float64(i), float64(in.Steps), msg); err != nil {
+							return nil, nil, err
+						}
+						// Log sends nothing unless the client has set a level.
+						if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: name, Data: msg}); err != nil {
+							return nil, nil, err
+						}
+					}
+					return &mcp.CallToolResult{Content: text("done")}, nil, nil
+				})
+		},
+		"gate": func() {
+			mcp.AddTool(s, &mcp.Tool{Name: "gate", Description: "Waits for Release."},
+				func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+					// Take the gate before announcing the wait, so that a
+					// Release after "waiting" is never missed.
+					u.mu.Lock()
+					gate := u.gate
+					u.mu.Unlock()
+					if err := notifyProgress(ctx, req, 0, 1, "waiting"); err != nil {
+						return nil, nil, err
+					}
+					select {
+					case <-gate:
+						return &mcp.CallToolResult{Content: text("released")}, nil, nil
+					case <-ctx.Done():
+						u.reportCancelled("gate")
+						return nil, nil, ctx.Err()
+					case <-g.stop:
+						return nil, nil, errors.New("upstream stopped")
+					}
+				})
+		},
+		"block": func() {
+			mcp.AddTool(s, &mcp.Tool{Name: "block", Description: "Blocks until cancelled."},
+				func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+					if err := notifyProgress(ctx, req, 0, 1, "blocked"); err != nil {
+						return nil, nil, err
+					}
+					select {
+					case <-ctx.Done():
+						u.reportCancelled("block")
+						return nil, nil, ctx.Err()
+					case <-g.stop:
+						return nil, nil, errors.New("upstream stopped")
+					}
+				})
+		},
+		"headers": func() {
+			mcp.AddTool(s, &mcp.Tool{Name: "headers", Description: "Returns the HTTP headers of this call's request, as JSON text."},
+				func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+					var h http.Header
+					if req.Extra != nil {
+						h = req.Extra.Header
+					}
+					data, err := json.Marshal(h)
+					if err != nil {
+						return nil, nil, err
+					}
+					return &mcp.CallToolResult{Content: text(string(data))}, nil, nil
+				})
+		},
+		"meta": func() {
+			mcp.AddTool(s, &mcp.Tool{Name: "meta", Description: "Returns the request's _meta as structured content."},
+				func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+					return nil, map[string]any{"meta": req.Params.Meta}, nil
+				})
+		},
+		"fail": func() {
+			mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always fails."},
+				func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+					return &mcp.CallToolResult{IsError: true, Content: text("fail from " + name)}, nil, nil
+				})
+		},
+	}
+	tools := u.opts.Tools
+	if tools == nil {
+		tools = UpstreamTools
+	}
+	for _, tool := range tools {
+		add[tool]()
+	}
+	for i := range u.opts.ExtraTools {
+		toolName := fmt.Sprintf("t%03d", i)
+		s.AddTool(&mcp.Tool{
+			Name:        toolName,
+			Description: "A trivial tool.",
+			InputSchema: json.RawMessage(`{"type":"object"}`),
+		}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: text(toolName)}, nil
+		})
+	}
+}
+
+func (u *Upstream) addResourcesAndPrompts(s *mcp.Server) {
+	name := u.Name
+	readme := "test://" + name + "/readme"
+	s.AddResource(&mcp.Resource{URI: readme, Name: "readme", MIMEType: "text/plain"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{
+				{URI: readme, MIMEType: "text/plain", Text: "readme of " + name},
+			}}, nil
+		})
+	itemPrefix := "test://" + name + "/items/"
+	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: itemPrefix + "{id}", Name: "item", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			uri := req.Params.URI
+			id, ok := strings.CutPrefix(uri, itemPrefix)
+			if !ok || id == "" {
+				return nil, mcp.ResourceNotFoundError(uri)
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{
+				{URI: uri, MIMEType: "text/plain", Text: "item " + id + " of " + name},
+			}}, nil
+		})
+	s.AddPrompt(&mcp.Prompt{
+		Name:      "greet",
+		Arguments: []*mcp.PromptArgument{{Name: "who", Required: true}},
+	}, func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{
+			{Role: "user", Content: &mcp.TextContent{Text: "hello " + req.Params.Arguments["who"] + " from " + name}},
+		}}, nil
+	})
+}
