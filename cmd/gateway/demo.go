@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/demo"
+	"github.com/mcpgw/gateway/internal/gateway"
 )
 
 // runDemo runs the gateway with an embedded demo upstream on loopback: no
@@ -55,7 +56,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	return runGateway(ctx, cfg, log, func(addr string) {
+	return gateway.Run(ctx, cfg, gateway.Options{Logger: log, Version: version}, func(addr string) {
 		endpoint := "http://" + addr + "/mcp"
 		fmt.Fprintf(stdout, `
 MCP gateway demo

@@ -899,3 +899,14 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestReservedHeaders(t *testing.T) {
+	yaml := "upstreams:\n  - name: a\n    url: http://127.0.0.1:1/mcp\n    headers:\n      mcp-session-id: x\n      Authorization: y\n"
+	_, err := Parse("f.yaml", []byte(yaml), func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "f.yaml:5: upstreams[0].headers.mcp-session-id: is set by the gateway itself") {
+		t.Fatalf("got %v", err)
+	}
+	if strings.Contains(err.Error(), "Authorization") {
+		t.Fatalf("unexpected problem with Authorization: %v", err)
+	}
+}

@@ -218,6 +218,10 @@ func (v *validator) headers(path string, h map[string]string) {
 		}
 		p := joinPath(path, name)
 		ck := http.CanonicalHeaderKey(name)
+		if reservedHeaders[ck] {
+			v.addAtf(pos, p, "is set by the gateway itself and cannot be configured")
+			continue
+		}
 		if first, ok := canonical[ck]; ok {
 			v.addAtf(pos, p, "duplicate header (same as %s; names are case-insensitive)", first)
 		} else {
@@ -227,6 +231,16 @@ func (v *validator) headers(path string, h map[string]string) {
 			v.addAtf(pos, p, "value contains control characters (after ${VAR} expansion)")
 		}
 	}
+}
+
+// reservedHeaders are the headers the gateway's upstream client manages:
+// protocol headers whose values it chooses per request, and hop-by-hop or
+// framing headers a static value would break.
+var reservedHeaders = map[string]bool{
+	"Accept": true, "Content-Type": true, "Content-Length": true, "Host": true,
+	"Connection": true, "Transfer-Encoding": true, "Te": true, "Upgrade": true,
+	"Mcp-Session-Id": true, "Mcp-Protocol-Version": true, "Last-Event-Id": true,
+	"Traceparent": true, "Tracestate": true, "Baggage": true,
 }
 
 // listenAddr checks a host:port listen address.

@@ -265,5 +265,8 @@ func (e *resolveError) Error() string {
 		return fmt.Sprintf("%s %q is provided by several upstreams (%s); an admin must give them distinct prefixes",
 			kinds[e.kind].noun, e.name, strings.Join(e.conflict, ", "))
 	}
+	if kinds[e.kind].uri {
+		return "Resource not found: " + e.name
+	}
 	return fmt.Sprintf("Unknown %s: %s", kinds[e.kind].noun, e.name)
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"unicode/utf8"
 )
 
 // Namespacing.
@@ -63,6 +64,11 @@ func shortenName(prefix, name string) string {
 	}
 	keep := name
 	if len(keep) > room {
+		// Cut on a character boundary: half a UTF-8 sequence would not
+		// survive JSON encoding unchanged.
+		for room > 0 && !utf8.RuneStart(keep[room]) {
+			room--
+		}
 		keep = keep[:room]
 	}
 	return head + keep + suffix

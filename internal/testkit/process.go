@@ -59,20 +59,26 @@ func BuildGateway(t testing.TB) string {
 }
 
 // listeningRE matches the line a gateway logs once it accepts connections,
-// in plain text or inside a structured log record.
-var listeningRE = regexp.MustCompile(`listening on http://([^/\s"]+)`)
+// in plain text or inside a structured log record: group 1 is "admin " for
+// the admin listener, group 2 the URL, group 3 its host:port.
+var listeningRE = regexp.MustCompile(`(\badmin )?listening on (http://([^/\s"]+)[^\s"]*)`)
 
 // A Process is a gateway started by [StartGateway].
 type Process struct {
-	Cmd  *exec.Cmd
-	Addr string // host:port from the "listening on" line
-	URL  string // "http://" + Addr
+	Cmd      *exec.Cmd
+	Addr     string // host:port from the "listening on http://…" line
+	URL      string // "http://" + Addr
+	Endpoint string // the whole URL of that line, e.g. http://127.0.0.1:PORT/mcp
+	// AdminAddr is the host:port of an "admin listening on http://…" line
+	// logged before the main one, or empty.
+	AdminAddr string
 
 	mu     sync.Mutex
 	output bytes.Buffer // stdout and stderr, interleaved as written
 	stdout bytes.Buffer
 	stderr bytes.Buffer
-	ready  chan string // receives the address once
+	ready  chan []string // receives the main listening line's submatches once
+	admin  string        // AdminAddr, once seen
 
 	exited  chan struct{} // closed once Wait has returned
 	waitErr error         // set before exited is closed
@@ -81,15 +87,16 @@ type Process struct {
 
 // StartGateway runs bin with args, with env added to the test's own
 // environment (a later entry wins over an earlier one of the same name). It
-// waits until the process logs "listening on http://ADDR" on stdout or stderr
-// and fails the test if that takes more than 15s or the process exits first.
+// waits until the process logs "listening on http://ADDR[/PATH]" on stdout or
+// stderr (not "admin listening on …", which sets AdminAddr) and fails the
+// test if that takes more than 15s or the process exits first.
 // The process is stopped at the end of the test (see [Process.Stop]) and its
 // output logged if the test failed.
 func StartGateway(t testing.TB, bin string, args []string, env []string) *Process {
 	t.Helper()
 	p := &Process{
 		Cmd:    exec.Command(bin, args...),
-		ready:  make(chan string, 1),
+		ready:  make(chan []string, 1),
 		exited: make(chan struct{}),
 	}
 	p.Cmd.Env = append(os.Environ(), env...)
@@ -112,9 +119,12 @@ func StartGateway(t testing.TB, bin string, args []string, env []string) *Proces
 	})
 
 	select {
-	case addr := <-p.ready:
-		p.Addr = addr
-		p.URL = "http://" + addr
+	case m := <-p.ready:
+		p.Endpoint, p.Addr = m[2], m[3]
+		p.URL = "http://" + p.Addr
+		p.mu.Lock()
+		p.AdminAddr = p.admin
+		p.mu.Unlock()
 		return p
 	case <-p.exited:
 		t.Fatalf("testkit: %s exited before listening: %v\n%s", bin, p.waitErr, p.Output())
@@ -192,10 +202,16 @@ func (w *lineWriter) Write(b []byte) (int, error) {
 		if !ok {
 			break
 		}
-		if m := listeningRE.FindSubmatch(line); m != nil {
-			select {
-			case w.p.ready <- string(m[1]):
-			default: // already found
+		if m := listeningRE.FindStringSubmatch(string(line)); m != nil {
+			if m[1] != "" {
+				w.p.mu.Lock()
+				w.p.admin = m[3]
+				w.p.mu.Unlock()
+			} else {
+				select {
+				case w.p.ready <- m:
+				default: // already found
+				}
 			}
 		}
 		w.partial = rest

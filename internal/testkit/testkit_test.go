@@ -48,7 +48,9 @@ func fakeGateway() {
 	})}
 	go srv.Serve(l)
 	fmt.Println("starting")
-	fmt.Fprintf(os.Stderr, "time=2026-01-01T00:00:00Z level=INFO msg=\"listening on http://%s\"\n", l.Addr())
+	// Like the gateway's slog text lines; the admin one comes first.
+	fmt.Fprintf(os.Stderr, "time=2026-01-01T00:00:00Z level=INFO msg=\"admin listening on http://127.0.0.1:1\"\n")
+	fmt.Fprintf(os.Stderr, "time=2026-01-01T00:00:00Z level=INFO msg=\"listening on http://%s/mcp\" upstreams=1\n", l.Addr())
 	<-ctx.Done()
 	srv.Close()
 	fmt.Println("stopped")
@@ -107,18 +109,17 @@ func (r *progressRecorder) handle(_ context.Context, req *mcp.ProgressNotificati
 	r.ch <- req.Params.Message
 }
 
-// waitFor waits for message msg on ch.
-func waitFor(t *testing.T, ch <-chan string, msg string) {
+// waitFor waits until every message in msgs has arrived on ch, in any
+// order, dropping the others.
+func waitFor(t *testing.T, ch <-chan string, msgs ...string) {
 	t.Helper()
 	timeout := time.After(waitTimeout)
-	for {
+	for len(msgs) > 0 {
 		select {
 		case got := <-ch:
-			if got == msg {
-				return
-			}
+			msgs = slices.DeleteFunc(msgs, func(m string) bool { return m == got })
 		case <-timeout:
-			t.Fatalf("timed out waiting for %q", msg)
+			t.Fatalf("timed out waiting for %q", msgs)
 		}
 	}
 }
@@ -392,8 +393,7 @@ func TestUpstreamStopWithCallsInFlight(t *testing.T) {
 					done <- err
 				}()
 			}
-			waitFor(t, progress.ch, "waiting")
-			waitFor(t, progress.ch, "blocked")
+			waitFor(t, progress.ch, "waiting", "blocked")
 			stopped := make(chan struct{})
 			go func() {
 				if stop == "Restart" {
@@ -603,6 +603,9 @@ func TestStartGateway(t *testing.T) {
 	}
 	if got := p.Stdout(); got != "starting\nstopped\n" {
 		t.Errorf("stdout = %q", got)
+	}
+	if p.Endpoint != p.URL+"/mcp" || p.AdminAddr != "127.0.0.1:1" {
+		t.Errorf("Endpoint = %q, AdminAddr = %q; want %q, 127.0.0.1:1", p.Endpoint, p.AdminAddr, p.URL+"/mcp")
 	}
 	if !strings.Contains(p.Stderr(), "listening on http://"+p.Addr) {
 		t.Errorf("stderr = %q", p.Stderr())

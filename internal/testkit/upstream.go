@@ -128,15 +128,18 @@ func NewUpstreamWith(t testing.TB, name string, opts UpstreamOptions) *Upstream 
 	return u
 }
 
-// Restart forgets every session, as a restarted process would: it ends the
-// in-flight calls and streams of the old sessions and swaps in a fresh
-// server, to which every old session id is unknown (the SDK answers 404).
-// The URL stays the same.
+// Restart forgets every session, as a restarted process would: it drops
+// every connection (so in-flight calls and streams break without an answer)
+// and swaps in a fresh server, to which every old session id is unknown (the
+// SDK answers 404). The URL stays the same.
 func (u *Upstream) Restart() {
 	u.mu.Lock()
 	old := u.gen
 	u.gen = u.newGeneration()
 	u.mu.Unlock()
+	// Drop every connection, as a dying process would, so that no answer
+	// to an in-flight call gets out.
+	u.srv.CloseClientConnections()
 	old.end()
 }
 
@@ -150,17 +153,20 @@ func (u *Upstream) SetJSONResponse(json bool) {
 	u.Restart()
 }
 
-// Close stops the upstream: connections afterwards are refused. It is
-// called at the end of the test, and may be called more than once.
+// Close stops the upstream: it drops every connection (so in-flight calls
+// and streams break without an answer), and connections afterwards are
+// refused. It is called at the end of the test, and may be called more than
+// once.
 func (u *Upstream) Close() {
 	u.close.Do(func() {
 		u.mu.Lock()
 		gen := u.gen
 		u.mu.Unlock()
-		gen.end()
-		// Close waits for outstanding requests, such as a standalone SSE
-		// stream a client left open: cut the connections first.
+		// Drop every connection first: no answer to an in-flight call gets
+		// out, and httptest's Close would wait for outstanding requests,
+		// such as a standalone SSE stream a client left open.
 		u.srv.CloseClientConnections()
+		gen.end()
 		u.srv.Close()
 	})
 }

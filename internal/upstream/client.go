@@ -134,6 +134,10 @@ const (
 	headerLastEventID     = "Last-Event-Id"
 )
 
+// protocolHeaders are the headers this package sets itself; the config's
+// headers cannot replace them.
+var protocolHeaders = []string{"Accept", "Content-Type", "Content-Length", headerSessionID, headerProtocolVersion, headerLastEventID}
+
 // A Client talks to one upstream MCP server over Streamable HTTP. Its methods
 // are safe for use by multiple goroutines.
 type Client struct {
@@ -151,7 +155,7 @@ type Client struct {
 	// redact lists strings (URL, host) removed from error messages.
 	redact *strings.Replacer
 
-	bg sync.WaitGroup // background notifications/cancelled and DELETEs
+	bg background // notifications/cancelled and DELETEs in flight
 }
 
 // New returns a client for upstream cfg. It does no I/O; a URL that does not
@@ -169,7 +173,10 @@ func New(cfg config.Upstream, opts Options) *Client {
 		c.timeout = defaultTimeout
 	}
 	for k, v := range cfg.Headers {
-		c.header[http.CanonicalHeaderKey(k)] = []string{v}
+		k = http.CanonicalHeaderKey(k)
+		if !slices.Contains(protocolHeaders, k) {
+			c.header[k] = []string{v}
+		}
 	}
 	if c.hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -346,6 +353,11 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 	if err != nil {
 		stop()
 		return nil, c.error(method, 0, err)
+	}
+	if tctx.Err() != nil {
+		// Nothing sent, nothing to cancel.
+		stop()
+		return nil, c.error(method, 0, context.Cause(tctx))
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -622,4 +634,45 @@ func mediaType(h http.Header) string {
 func discard(body io.ReadCloser) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxErrorBody))
 	body.Close()
+}
+
+// background tracks the goroutines a Client leaves running after a call
+// returns. Unlike a sync.WaitGroup, it may be waited on while new work
+// starts.
+type background struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0
+}
+
+// Go runs f in a new goroutine.
+func (b *background) Go(f func()) {
+	b.mu.Lock()
+	if b.n == 0 {
+		b.idle = make(chan struct{})
+	}
+	b.n++
+	b.mu.Unlock()
+	go func() {
+		defer b.done()
+		f()
+	}()
+}
+
+func (b *background) done() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n--; b.n == 0 {
+		close(b.idle)
+	}
+}
+
+// Wait waits until no goroutine is running.
+func (b *background) Wait() {
+	b.mu.Lock()
+	n, idle := b.n, b.idle
+	b.mu.Unlock()
+	if n > 0 {
+		<-idle
+	}
 }

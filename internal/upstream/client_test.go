@@ -476,30 +476,53 @@ func TestStatuses(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	u := newTestUpstream(t, mcp.StreamableHTTPOptions{})
-	const timeout = 300 * time.Millisecond
-	c := newTestClient(t, u.srv.URL, timeout, nil, Options{})
-	s := initialize(t, c)
+	// The go-sdk sends no headers before the first event: a silent tool
+	// times out in Call, a tool that sent progress times out in Next.
+	for _, tc := range []struct {
+		name     string
+		progress int
+	}{{name: "in Call"}, {name: "in Next", progress: 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newTestUpstream(t, mcp.StreamableHTTPOptions{})
+			const timeout = 300 * time.Millisecond
+			c := newTestClient(t, u.srv.URL, timeout, nil, Options{})
+			// Initialize with a patient client: under -race on a loaded
+			// machine, initialize alone can take longer than the timeout.
+			s := initialize(t, newTestClient(t, u.srv.URL, 5*time.Second, nil, Options{}))
 
-	start := time.Now()
-	r, err := callTool(context.Background(), c, s, jsonrpc.IntID(5), "block", toolArgs{})
-	if err != nil {
-		t.Fatal(err)
+			start := time.Now()
+			r, err := callTool(context.Background(), c, s, jsonrpc.IntID(5), "block", toolArgs{N: tc.progress})
+			if err == nil {
+				if tc.progress == 0 {
+					t.Error("Call returned before the upstream answered")
+				}
+				var msgs []message
+				msgs, err = readAll(t, r)
+				if len(msgs) != tc.progress {
+					t.Errorf("got %d messages before the timeout, want %d", len(msgs), tc.progress)
+				}
+			}
+			elapsed := time.Since(start)
+			var e *Error
+			if !errors.As(err, &e) || err.Error() != "upstream up1: tools/call: timed out after 300ms" {
+				t.Fatalf("got %v, want a timeout *Error", err)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("errors.Is(%v, context.DeadlineExceeded) = false", err)
+			}
+			if elapsed < timeout || elapsed > timeout+time.Second {
+				t.Errorf("timed out after %v, want about %v", elapsed, timeout)
+			}
+			// The upstream is told to stop.
+			waitFor(t, u.cancelled, 3*time.Second, "the tool's cancellation")
+			c.Close()
+			for _, req := range u.requests() {
+				if strings.Contains(req.Body, "notifications/cancelled") && !strings.Contains(req.Body, `"reason":"gateway timed out after 300ms"`) {
+					t.Errorf("cancellation %s", req.Body)
+				}
+			}
+		})
 	}
-	_, err = readAll(t, r)
-	elapsed := time.Since(start)
-	var e *Error
-	if !errors.As(err, &e) || !strings.Contains(err.Error(), "timed out after 300ms") {
-		t.Fatalf("got %v, want a timeout *Error", err)
-	}
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("errors.Is(%v, context.DeadlineExceeded) = false", err)
-	}
-	if elapsed < timeout || elapsed > timeout+time.Second {
-		t.Errorf("timed out after %v, want about %v", elapsed, timeout)
-	}
-	// The upstream is told to stop.
-	waitFor(t, u.cancelled, 3*time.Second, "the tool's cancellation")
 }
 
 func TestInitializeTimeout(t *testing.T) {
@@ -531,10 +554,22 @@ func TestInitializeTimeout(t *testing.T) {
 func TestCancellation(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// abandon ends the call after the tool started.
-		abandon func(cancel context.CancelFunc, r *Response) error
+		// progress makes the tool send a notification before blocking, so
+		// that Call returns.
+		progress int
+		// abandon ends the call after the tool started; r is nil when the
+		// call is still in Call.
+		abandon    func(cancel context.CancelFunc, r *Response) error
+		wantReason string
 	}{
-		{name: "Next notices", abandon: func(cancel context.CancelFunc, r *Response) error {
+		{name: "during Call", wantReason: "cancelled by the client", abandon: func(cancel context.CancelFunc, r *Response) error {
+			cancel()
+			return nil
+		}},
+		{name: "Next notices", progress: 1, wantReason: "cancelled by the client", abandon: func(cancel context.CancelFunc, r *Response) error {
+			if msg, _, err := r.Next(); err != nil || msg.Method != "notifications/progress" {
+				return fmt.Errorf("first message: %v, %v", msg, err)
+			}
 			done := make(chan error, 1)
 			go func() {
 				_, _, err := r.Next()
@@ -544,14 +579,31 @@ func TestCancellation(t *testing.T) {
 			cancel()
 			err := <-done
 			r.Close()
-			return err
+			if !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("Next returned %v, want context.Canceled", err)
+			}
+			return nil
 		}},
-		{name: "Close first", abandon: func(cancel context.CancelFunc, r *Response) error {
+		{name: "Close first", progress: 1, wantReason: "cancelled by the client", abandon: func(cancel context.CancelFunc, r *Response) error {
 			cancel()
 			return r.Close()
 		}},
-		{name: "Close without cancelling", abandon: func(cancel context.CancelFunc, r *Response) error {
+		{name: "Close without cancelling", progress: 1, wantReason: "request abandoned by the gateway", abandon: func(cancel context.CancelFunc, r *Response) error {
 			return r.Close()
+		}},
+		{name: "Close during Next", progress: 1, wantReason: "request abandoned by the gateway", abandon: func(cancel context.CancelFunc, r *Response) error {
+			r.Next() // the progress
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := r.Next()
+				done <- err
+			}()
+			time.Sleep(20 * time.Millisecond)
+			r.Close()
+			if err := <-done; !strings.Contains(fmt.Sprint(err), "response closed") {
+				return fmt.Errorf("Next returned %v, want response closed", err)
+			}
+			return nil
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -560,20 +612,36 @@ func TestCancellation(t *testing.T) {
 			s := initialize(t, c)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			r, err := callTool(ctx, c, s, jsonrpc.StringID("c-1"), "block", toolArgs{})
-			if err != nil {
-				t.Fatal(err)
+			type result struct {
+				r   *Response
+				err error
 			}
+			called := make(chan result, 1)
+			go func() {
+				r, err := callTool(ctx, c, s, jsonrpc.StringID("c-1"), "block", toolArgs{N: tc.progress})
+				called <- result{r, err}
+			}()
 			waitFor(t, u.started, 3*time.Second, "the tool to start")
+			var r *Response
+			if tc.progress > 0 {
+				res := waitFor(t, called, 3*time.Second, "Call")
+				if res.err != nil {
+					t.Fatal(res.err)
+				}
+				r = res.r
+			}
 			start := time.Now()
-			err = tc.abandon(cancel, r)
+			if err := tc.abandon(cancel, r); err != nil {
+				t.Error(err)
+			}
+			if tc.progress == 0 {
+				res := waitFor(t, called, 3*time.Second, "Call")
+				if !errors.Is(res.err, context.Canceled) {
+					t.Errorf("Call returned %v, want context.Canceled", res.err)
+				}
+			}
 			if d := time.Since(start); d > time.Second {
 				t.Errorf("abandoning took %v", d)
-			}
-			if tc.name == "Next notices" {
-				if !errors.Is(err, context.Canceled) {
-					t.Errorf("Next returned %v, want context.Canceled", err)
-				}
 			}
 			waitFor(t, u.cancelled, 3*time.Second, "the tool's cancellation")
 			c.Close()
@@ -586,8 +654,9 @@ func TestCancellation(t *testing.T) {
 					}
 				}
 			}
-			if len(sent) != 1 || !strings.Contains(sent[0], `"requestId":"c-1"`) {
-				t.Errorf("cancellations sent: %q", sent)
+			want := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c-1","reason":"` + tc.wantReason + `"}}`
+			if diff := cmp.Diff([]string{want}, sent); diff != "" {
+				t.Errorf("cancellations mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -883,5 +952,55 @@ func TestStreamWithoutIDNotResumed(t *testing.T) {
 	}
 	if gets.Load() != 0 {
 		t.Errorf("sent %d GETs for a stream without ids", gets.Load())
+	}
+}
+
+// TestConfigCannotSetProtocolHeaders checks that the protocol's headers win
+// over the config's.
+func TestConfigCannotSetProtocolHeaders(t *testing.T) {
+	var got http.Header
+	srv := rawUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		w.WriteHeader(http.StatusAccepted)
+	})
+	c := newTestClient(t, srv.URL, 5*time.Second, map[string]string{
+		"content-type": "text/plain", "Accept": "*/*", "Mcp-Session-Id": "forged", "MCP-Protocol-Version": "1999-01-01",
+		"User-Agent": "gw/1",
+	}, Options{})
+	if err := c.Notify(context.Background(), session.Upstream{}, "notifications/x", nil); err != nil {
+		t.Fatal(err)
+	}
+	want := http.Header{
+		"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+		"Content-Length": {"44"}, "User-Agent": {"gw/1"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("headers mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestCallCancelledBeforeSending(t *testing.T) {
+	var n atomic.Int32
+	srv := rawUpstream(t, func(w http.ResponseWriter, r *http.Request) { n.Add(1) })
+	c := newTestClient(t, srv.URL, 5*time.Second, nil, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Call(ctx, session.Upstream{SessionID: "s"}, jsonrpc.IntID(1), "tools/list", nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, want context.Canceled", err)
+	}
+	if _, err := c.Call(context.Background(), session.Upstream{}, jsonrpc.ID{}, "tools/list", nil); err == nil {
+		t.Error("Call without an id succeeded")
+	}
+	c.Close()
+	if n.Load() != 0 {
+		t.Errorf("%d requests sent", n.Load())
+	}
+}
+
+func TestInvalidURL(t *testing.T) {
+	c := newTestClient(t, "ftp://user:pw@host/x", time.Second, nil, Options{})
+	_, err := c.Initialize(context.Background())
+	if err == nil || strings.Contains(err.Error(), "pw") || !strings.Contains(err.Error(), "invalid upstream URL") {
+		t.Errorf("got %v", err)
 	}
 }

@@ -90,9 +90,13 @@ func (r *Response) Next() (msg *jsonrpc.Message, raw []byte, err error) {
 	} else {
 		msg, raw, err = r.nextEvent()
 	}
+	if err == nil && r.closed.Load() {
+		// Close ran while the message was being read.
+		msg, raw, err = nil, nil, r.c.error(r.method, 0, errClosed)
+	}
 	if err != nil {
 		r.err = err
-		if r.tctx.Err() != nil {
+		if r.tctx.Err() != nil && !r.closed.Load() {
 			r.cancelUpstream()
 		}
 	}
@@ -255,13 +259,11 @@ func (r *Response) resume(cause error) error {
 func (r *Response) Close() error {
 	r.closeOnce.Do(func() {
 		r.closed.Store(true)
-		if !r.done.Load() {
-			r.cancelUpstream()
-		}
+		done := r.done.Load()
 		r.mu.Lock()
 		body := r.body
 		r.mu.Unlock()
-		if body != nil && r.streaming && r.done.Load() && r.err == nil {
+		if body != nil && r.streaming && done {
 			// The response is in; the stream should end right after it.
 			t := time.AfterFunc(drainWait, r.stop)
 			_, _ = io.Copy(io.Discard, io.LimitReader(body, maxDrain))
@@ -270,6 +272,11 @@ func (r *Response) Close() error {
 		r.stop()
 		if body != nil {
 			body.Close()
+		}
+		// Only now that nothing more is read: the cancellation could
+		// otherwise race the upstream's answer to it into a Next.
+		if !done {
+			r.cancelUpstream()
 		}
 	})
 	return nil

@@ -205,7 +205,7 @@ func (s *sseReader) readLine() ([]byte, error) {
 		i := bytes.IndexAny(chunk, "\r\n")
 		if i < 0 {
 			if len(s.line)+len(chunk) > s.lineMax {
-				return nil, fmt.Errorf("%w: line longer than %d bytes", errEventTooLarge, s.lineMax)
+				return nil, fmt.Errorf("%w: more than %d bytes", errEventTooLarge, s.max)
 			}
 			s.line = append(s.line, chunk...)
 			s.r = s.w
@@ -216,12 +216,12 @@ func (s *sseReader) readLine() ([]byte, error) {
 		if len(s.line) == 0 {
 			line := chunk[:i]
 			if len(line) > s.lineMax {
-				return nil, fmt.Errorf("%w: line longer than %d bytes", errEventTooLarge, s.lineMax)
+				return nil, fmt.Errorf("%w: more than %d bytes", errEventTooLarge, s.max)
 			}
 			return line, nil
 		}
 		if len(s.line)+i > s.lineMax {
-			return nil, fmt.Errorf("%w: line longer than %d bytes", errEventTooLarge, s.lineMax)
+			return nil, fmt.Errorf("%w: more than %d bytes", errEventTooLarge, s.max)
 		}
 		s.line = append(s.line, chunk[:i]...)
 		return s.line, nil

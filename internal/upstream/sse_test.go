@@ -158,9 +158,9 @@ func FuzzSSE(f *testing.F) {
 			}
 			enc = appendSSEEvent(enc, ev)
 		}
-		again, _, err := parseSSE(bytes.NewReader(enc), max+64)
-		if err != io.EOF {
-			t.Fatalf("re-parsing: %v", err)
+		again, _, errAgain := parseSSE(bytes.NewReader(enc), max+64)
+		if errAgain != io.EOF {
+			t.Fatalf("re-parsing: %v", errAgain)
 		}
 		if diff := cmp.Diff(evs, again); diff != "" {
 			t.Fatalf("re-parsed events differ (-first +second):\n%s\nencoding: %q", diff, enc)

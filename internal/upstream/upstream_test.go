@@ -140,9 +140,16 @@ func (u *testUpstream) addTools(s *mcp.Server) {
 		}
 		return textResult("done"), nil, nil
 	})
-	// block runs until its context ends, and reports that.
+	// block runs until its context ends, and reports that. With N > 0 it
+	// first sends a progress notification, so that the HTTP response starts
+	// (the go-sdk sends its headers with the first event).
 	mcp.AddTool(s, &mcp.Tool{Name: "block"}, func(ctx context.Context, req *mcp.CallToolRequest, in toolArgs) (*mcp.CallToolResult, any, error) {
 		u.started <- "block"
+		if in.N > 0 {
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: 1}); err != nil {
+				return nil, nil, err
+			}
+		}
 		select {
 		case <-ctx.Done():
 			u.cancelled <- "block"

@@ -1,0 +1,83 @@
+package router
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestExposedName(t *testing.T) {
+	long := strings.Repeat("x", 70)
+	tests := []struct {
+		name, prefix, in, want string
+	}{
+		{"prefixed", "github", "create_issue", "github__create_issue"},
+		{"no prefix", "", "create_issue", "create_issue"},
+		{"exactly 64", "p", strings.Repeat("a", 61), "p__" + strings.Repeat("a", 61)},
+		{"too long", "github", long, "github__" + strings.Repeat("x", 64-8-9) + "_" + hash8(long)},
+		{"too long without prefix", "", long, strings.Repeat("x", 64-9) + "_" + hash8(long)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := exposedName(tt.prefix, tt.in)
+			if got != tt.want {
+				t.Errorf("exposedName(%q, %q) = %q, want %q", tt.prefix, tt.in, got, tt.want)
+			}
+			if len(got) > maxNameLen {
+				t.Errorf("len = %d > %d", len(got), maxNameLen)
+			}
+		})
+	}
+	// Two long names with a common head stay distinct.
+	a, b := exposedName("p", long+"a"), exposedName("p", long+"b")
+	if a == b {
+		t.Errorf("distinct long names shortened to the same %q", a)
+	}
+}
+
+func hash8(s string) string { return shortenName("", s)[len(shortenName("", s))-8:] }
+
+func TestURINamespacing(t *testing.T) {
+	tests := []struct {
+		prefix, uri, exposed string
+	}{
+		{"github", "file:///a/b", "github+file:///a/b"},
+		{"github", "repo://x/{id}", "github+repo://x/{id}"},
+		{"", "file:///a", "file:///a"},
+	}
+	for _, tt := range tests {
+		if got := exposedURI(tt.prefix, tt.uri); got != tt.exposed {
+			t.Errorf("exposedURI(%q, %q) = %q, want %q", tt.prefix, tt.uri, got, tt.exposed)
+		}
+		back, ok := upstreamURI(tt.prefix, tt.exposed)
+		if !ok || back != tt.uri {
+			t.Errorf("upstreamURI(%q, %q) = %q, %v", tt.prefix, tt.exposed, back, ok)
+		}
+	}
+	for _, bad := range []string{"other+file:///a", "github+", "githubfile:///a", "file:///a"} {
+		if _, ok := upstreamURI("github", bad); ok {
+			t.Errorf("upstreamURI(github, %q) matched", bad)
+		}
+	}
+}
+
+func FuzzNames(f *testing.F) {
+	f.Add("github", "create_issue")
+	f.Add("", strings.Repeat("é", 40))
+	f.Fuzz(func(t *testing.T, prefix, name string) {
+		got := exposedName(prefix, name)
+		if len(prefix)+len(nameSeparator)+9 <= maxNameLen && len(got) > maxNameLen {
+			t.Fatalf("exposedName(%q, %q) = %q: %d bytes", prefix, name, got, len(got))
+		}
+		if utf8.ValidString(name) && utf8.ValidString(prefix) && !utf8.ValidString(got) {
+			t.Fatalf("exposedName(%q, %q) = %q is not valid UTF-8", prefix, name, got)
+		}
+		if prefix != "" && !strings.HasPrefix(got, prefix+nameSeparator) {
+			t.Fatalf("exposedName(%q, %q) = %q lost its prefix", prefix, name, got)
+		}
+		back, ok := upstreamURI(prefix, exposedURI(prefix, name))
+		if name != "" && (!ok || back != name) {
+			t.Fatalf("URI round trip of %q under %q gave %q, %v", name, prefix, back, ok)
+		}
+	})
+}
