@@ -106,7 +106,7 @@ func (v *validator) server(s *Server) {
 	}
 	if s.AdminListen != "" {
 		v.listenAddr("server.admin_listen", s.AdminListen)
-		if s.AdminListen == cmp.Or(s.Listen, DefaultListen) {
+		if s.AdminListen == cmp.Or(s.Listen, DefaultListen) && !strings.HasSuffix(s.AdminListen, ":0") {
 			v.addf("server.admin_listen", "must differ from server.listen")
 		}
 	}
@@ -154,7 +154,9 @@ func (v *validator) upstreams(us []Upstream) {
 			}
 		}
 		if p := u.EffectivePrefix(); p != "" {
-			if j, ok := byPrefix[p]; ok {
+			// A duplicate name whose prefix defaults to it was reported
+			// just above; saying it twice helps nobody.
+			if j, ok := byPrefix[p]; ok && !(u.Prefix == nil && us[j].Name == u.Name) {
 				where := path + ".prefix"
 				if u.Prefix == nil {
 					where = path + ".name"

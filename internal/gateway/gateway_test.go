@@ -69,7 +69,10 @@ func testLogger(t *testing.T) *slog.Logger {
 
 type tWriter struct{ t *testing.T }
 
-func (w tWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
+func (w tWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
 
 func spec(u *testkit.Upstream) upstreamSpec { return upstreamSpec{name: u.Name, url: u.URL} }
 
@@ -599,5 +602,40 @@ func TestManyToolsFollowPagination(t *testing.T) {
 	last, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__t1199"})
 	if err != nil || text(t, last) != "t1199" {
 		t.Errorf("last tool: %v", err)
+	}
+}
+
+func TestLongNamesStayWithin64(t *testing.T) {
+	long := strings.Repeat("very_long_tool_name_", 5) // 100 characters
+	srv := mcp.NewServer(&mcp.Implementation{Name: "long"}, nil)
+	for _, n := range []string{long + "a", long + "b", "short"} {
+		mcp.AddTool(srv, &mcp.Tool{Name: n}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: n}}}, nil, nil
+		})
+	}
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(up.Close)
+	cs := testkit.Connect(t, startGateway(t, []upstreamSpec{{name: "lng", url: up.URL}}), nil)
+	ctx := context.Background()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) != 3 {
+		t.Fatalf("got %d tools", len(tools.Tools))
+	}
+	seen := map[string]bool{}
+	for _, tl := range tools.Tools {
+		if len(tl.Name) > 64 || !strings.HasPrefix(tl.Name, "lng__") || seen[tl.Name] {
+			t.Errorf("exposed name %q (%d chars)", tl.Name, len(tl.Name))
+		}
+		seen[tl.Name] = true
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tl.Name})
+		if err != nil {
+			t.Fatalf("%s: %v", tl.Name, err)
+		}
+		if got := text(t, res); !strings.HasPrefix(got, "very_long") && got != "short" {
+			t.Errorf("%s called %q", tl.Name, got)
+		}
 	}
 }

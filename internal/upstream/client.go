@@ -103,7 +103,6 @@ type Error struct {
 func (e *Error) Error() string { return "upstream " + e.Upstream + ": " + e.Op + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-
 // Protocol versions. The client asks for the newest and accepts the older
 // ones an upstream may answer with (lifecycle, "Version Negotiation").
 const latestProtocolVersion = "2025-11-25"
@@ -207,7 +206,8 @@ func New(cfg config.Upstream, opts Options) *Client {
 	if u, err := url.Parse(cfg.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		c.urlErr = errors.New("invalid upstream URL")
 	} else {
-		// Longest first, so the URL goes before the host it contains.
+		// The whole URL before the host it contains: at one position, the
+		// first string listed that matches wins.
 		redact = append(redact, cfg.URL, "<upstream>", u.Redacted(), "<upstream>", u.Host, "<upstream>")
 		if h := u.Hostname(); h != u.Host {
 			redact = append(redact, h, "<upstream>")
@@ -283,7 +283,7 @@ func (c *Client) Initialize(ctx context.Context) (*InitResult, error) {
 	r.Close()
 
 	if final.Kind == jsonrpc.KindErrorResponse {
-		return nil, c.error(op, 0, final.Error)
+		return nil, c.error(op, 0, shortened(final.Error))
 	}
 	if !validSessionID(sid) {
 		// Nothing to terminate: the id cannot be sent back.
@@ -675,4 +675,10 @@ func (b *background) Wait() {
 	if n > 0 {
 		<-idle
 	}
+}
+
+// shortened returns a copy of e with its message cut to an excerpt and
+// without data: an upstream's error may be large.
+func shortened(e *jsonrpc.Error) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: e.Code, Message: excerpt([]byte(e.Message), maxExcerpt)}
 }

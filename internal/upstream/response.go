@@ -114,7 +114,7 @@ func (r *Response) nextJSON() (*jsonrpc.Message, []byte, error) {
 	}
 	msg, err := jsonrpc.Decode(data)
 	if err != nil {
-		return nil, nil, r.c.error(r.method, 0, fmt.Errorf("invalid JSON-RPC message: %v", err))
+		return nil, nil, r.c.error(r.method, 0, fmt.Errorf("invalid JSON-RPC message: %s", excerpt([]byte(err.Error()), maxExcerpt)))
 	}
 	if ok, err := r.isFinal(msg); err != nil {
 		return nil, nil, err
@@ -145,7 +145,7 @@ func (r *Response) nextEvent() (*jsonrpc.Message, []byte, error) {
 		}
 		msg, err := jsonrpc.Decode(ev.Data)
 		if err != nil {
-			return nil, nil, r.c.error(r.method, 0, fmt.Errorf("invalid JSON-RPC message: %v", err))
+			return nil, nil, r.c.error(r.method, 0, fmt.Errorf("invalid JSON-RPC message: %s", excerpt([]byte(err.Error()), maxExcerpt)))
 		}
 		if msg.Kind == jsonrpc.KindRequest || msg.Kind == jsonrpc.KindNotification {
 			return msg, ev.Data, nil
@@ -177,9 +177,7 @@ func (r *Response) isFinal(msg *jsonrpc.Message) (bool, error) {
 		return true, nil
 	}
 	if msg.Kind == jsonrpc.KindErrorResponse && msg.ID.IsNull() {
-		e := *msg.Error
-		e.Message = excerpt([]byte(e.Message), maxExcerpt)
-		return false, r.c.error(r.method, 0, &e)
+		return false, r.c.error(r.method, 0, shortened(msg.Error))
 	}
 	return false, nil
 }

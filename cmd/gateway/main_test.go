@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/gateway/internal/testkit"
+)
+
+func runCmd(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb)
+	var ee exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.code
+	default:
+		code = 1
+		errb.WriteString(err.Error())
+	}
+	return code, out.String(), errb.String()
+}
+
+func TestVersionAndUsage(t *testing.T) {
+	if code, out, _ := runCmd(t, nil, "version"); code != 0 || out != "gateway dev\n" {
+		t.Errorf("version: %d %q", code, out)
+	}
+	if code, _, errOut := runCmd(t, nil); code != 2 || !strings.Contains(errOut, "usage:") {
+		t.Errorf("no args: %d %q", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, nil, "frobnicate"); code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
+		t.Errorf("unknown command: %d %q", code, errOut)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := testkit.WriteFile(t, "good.yaml", `
+server:
+  listen: "127.0.0.1:0"
+upstreams:
+  - name: github
+    url: "http://127.0.0.1:9001/mcp"
+    headers:
+      Authorization: "Bearer ${GITHUB_MCP_TOKEN}"
+`)
+	code, out, _ := runCmd(t, map[string]string{"GITHUB_MCP_TOKEN": "s3cret-value"}, "validate", "-config", good)
+	if code != 0 || out != good+": ok\n" {
+		t.Errorf("good config: %d %q", code, out)
+	}
+
+	bad := testkit.WriteFile(t, "bad.yaml", `server:
+  listen: "127.0.0.1:0"
+  bogus: 1
+upstreams:
+  - name: github
+    url: "ftp://example.com"
+  - name: github
+    url: "http://127.0.0.1:9002/mcp"
+    headers:
+      Authorization: "Bearer ${UNSET_TOKEN}"
+      X-Key: "s3cret-value"
+`)
+	code, out, _ = runCmd(t, map[string]string{}, "validate", "-config", bad)
+	if code != 1 {
+		t.Errorf("bad config: exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	wantPrefixes := []string{bad + ":3: server.bogus", bad + ":6: upstreams[0].url", bad + ":7: upstreams[1].name", bad + ":10: upstreams[1].headers.Authorization"}
+	if len(lines) != len(wantPrefixes) {
+		t.Fatalf("got %d problems, want %d:\n%s", len(lines), len(wantPrefixes), out)
+	}
+	for i, p := range wantPrefixes {
+		if !strings.HasPrefix(lines[i], p) {
+			t.Errorf("problem %d = %q, want prefix %q", i, lines[i], p)
+		}
+	}
+	if strings.Contains(out, "s3cret") {
+		t.Errorf("validate printed a secret:\n%s", out)
+	}
+	if code, _, _ := runCmd(t, nil, "validate", "-config", "/nonexistent.yaml"); code != 1 {
+		t.Errorf("missing file: exit %d", code)
+	}
+}
+
+// TestServeBinary runs the built binary with a YAML config in front of two
+// Go SDK upstreams and drives it with the Go SDK client.
+func TestServeBinary(t *testing.T) {
+	bin := testkit.BuildGateway(t)
+	a := testkit.NewUpstream(t, "alpha")
+	b := testkit.NewUpstream(t, "beta")
+	cfg := testkit.WriteFile(t, "gateway.yaml", `
+server:
+  listen: "127.0.0.1:0"
+  admin_listen: "127.0.0.1:0"
+sessions:
+  store: memory
+  idle_ttl: 5m
+upstreams:
+  - name: alpha
+    url: "`+a.URL+`"
+    headers:
+      Authorization: "Bearer ${ALPHA_TOKEN}"
+  - name: beta
+    url: "`+b.URL+`"
+    prefix: "b"
+    timeout: 5s
+`)
+	p := testkit.StartGateway(t, bin, []string{"serve", "-config", cfg, "-log-format", "json"}, []string{"ALPHA_TOKEN=alpha-secret"})
+	cs := testkit.Connect(t, p.Endpoint, nil)
+	ctx := context.Background()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) != 2*len(testkit.UpstreamTools) {
+		t.Errorf("got %d tools", len(tools.Tools))
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "b__echo", Arguments: map[string]any{"text": "hey"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc := res.Content[0].(*mcp.TextContent); tc.Text != "beta:hey" {
+		t.Errorf("b__echo = %q", tc.Text)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__headers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc := res.Content[0].(*mcp.TextContent); !strings.Contains(tc.Text, "Bearer alpha-secret") {
+		t.Errorf("alpha did not get its configured credential: %s", tc.Text)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get("http://" + p.AdminAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d", path, resp.StatusCode)
+		}
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("closing the client session: %v", err)
+	}
+	if err := p.Stop(); err != nil {
+		t.Errorf("gateway did not exit cleanly on SIGTERM: %v", err)
+	}
+	if out := p.Output(); strings.Contains(out, "alpha-secret") {
+		t.Errorf("a credential reached the log:\n%s", out)
+	}
+}
+
+// TestDemoBinary runs "gateway demo" as a user would and uses each kind of
+// thing the demo upstream offers through it.
+func TestDemoBinary(t *testing.T) {
+	bin := testkit.BuildGateway(t)
+	p := testkit.StartGateway(t, bin, []string{"demo", "-listen", "127.0.0.1:0"}, nil)
+	if !strings.Contains(p.Stdout(), "MCP gateway demo") || !strings.Contains(p.Stdout(), p.Endpoint) {
+		t.Errorf("demo did not print how to connect:\n%s", p.Stdout())
+	}
+	progress := make(chan float64, 10)
+	cs := testkit.Connect(t, p.Endpoint, &testkit.ConnectOptions{
+		ProgressHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { progress <- req.Params.Progress },
+	})
+	ctx := context.Background()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{
+		Name: "demo__countdown", Arguments: map[string]any{"from": 2, "delay_ms": 10}, Meta: mcp.Meta{"progressToken": "c"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc := res.Content[0].(*mcp.TextContent); tc.Text != "liftoff" {
+		t.Errorf("countdown = %q", tc.Text)
+	}
+	if len(progress) == 0 {
+		// Notifications may be handled just after the call returns.
+		<-progress
+	}
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "demo+demo://readme"})
+	if err != nil || len(rr.Contents) != 1 {
+		t.Fatalf("readme: %v", err)
+	}
+	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "demo__review", Arguments: map[string]string{"code": "x := 1"}}); err != nil {
+		t.Errorf("prompt: %v", err)
+	}
+}
