@@ -176,10 +176,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr 
 		go func() { errc <- s.Serve(listeners[i]) }()
 	}
 	addr := ln.Addr().String()
-	log.Info("listening on http://"+addr+"/mcp", "upstreams", len(cfg.Upstreams), "session_store", cfg.Sessions.Store)
 	if ready != nil {
 		ready(addr)
 	}
+	log.Info("listening on http://"+addr+"/mcp", "upstreams", len(cfg.Upstreams), "session_store", cfg.Sessions.Store)
 
 	var serveErr error
 	select {
