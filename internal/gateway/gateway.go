@@ -82,7 +82,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 func (g *Gateway) Handler() http.Handler { return g.mux }
 
 // Close releases the gateway's resources.
-func (g *Gateway) Close() error { return g.store.Close() }
+func (g *Gateway) Close() error { return errors.Join(g.router.Close(), g.store.Close()) }
 
 // newMux wires the MCP endpoint: recover, request id, auth, then the router.
 // The auth middleware is the seam where token validation plugs in; until

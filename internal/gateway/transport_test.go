@@ -242,3 +242,48 @@ func TestVersionNegotiation(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestBatchesOnlyFor20250326(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	url := startGateway(t, []upstreamSpec{spec(a)})
+	resp, body := do(t, post(t, url, "", strings.Replace(initBody, "2025-11-25", "2025-03-26", 1)))
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+	}
+	batch := `[{"jsonrpc":"2.0","id":1,"method":"ping"},` +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"},` +
+		`{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"b"}}},` +
+		`{"jsonrpc":"2.0","id":3,"method":"nope"},` +
+		`{"jsonrpc":"1.0","id":4,"method":"ping"}]`
+	req := post(t, url, sid, batch)
+	req.Header.Set("Mcp-Protocol-Version", "2025-03-26")
+	resp, body = do(t, req)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("batch: %d %s", resp.StatusCode, body)
+	}
+	var replies []struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code int64 `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &replies); err != nil || len(replies) != 4 {
+		t.Fatalf("batch replies %s: %v", body, err)
+	}
+	if string(replies[0].ID) != "1" || string(replies[0].Result) != "{}" {
+		t.Errorf("ping reply %s", body)
+	}
+	if string(replies[1].ID) != `"two"` || !strings.Contains(string(replies[1].Result), "alpha:b") {
+		t.Errorf("tools/call reply %s", body)
+	}
+	if replies[2].Error == nil || replies[2].Error.Code != -32601 || replies[3].Error == nil || replies[3].Error.Code != -32600 {
+		t.Errorf("error replies %s", body)
+	}
+	// A batch of notifications only is accepted with 202.
+	req = post(t, url, sid, `[{"jsonrpc":"2.0","method":"notifications/initialized"}]`)
+	if resp, body := do(t, req); resp.StatusCode != 202 || body != "" {
+		t.Errorf("notification batch: %d %q", resp.StatusCode, body)
+	}
+}

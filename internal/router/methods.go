@@ -127,15 +127,23 @@ func (rq *request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 	return out
 }
 
-// serveRequest dispatches one JSON-RPC request through the method table.
+// serveRequest answers one JSON-RPC request.
 func (h *Handler) serveRequest(w http.ResponseWriter, r *http.Request, rq *request, msg *jsonrpc.Message) {
+	out := newResponder(w)
+	if final := h.dispatch(r.Context(), rq, msg, out); final != nil {
+		out.final(http.StatusOK, final)
+	}
+}
+
+// dispatch serves one request through the method table. Notifications it
+// relays go to out as they arrive; the response message is returned, or nil
+// when none must be sent (the client cancelled the request).
+func (h *Handler) dispatch(ctx context.Context, rq *request, msg *jsonrpc.Message, out *responder) []byte {
 	fn := methods[msg.Method]
 	if fn == nil {
-		writeJSON(w, http.StatusOK, jsonrpc.AppendError(nil, msg.ID,
-			jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s", msg.Method)))
-		return
+		return jsonrpc.AppendError(nil, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s", msg.Method))
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), rq.st.cfg.Server.RequestTimeout.D())
+	ctx, cancel := context.WithTimeout(ctx, rq.st.cfg.Server.RequestTimeout.D())
 	defer cancel()
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	defer cancelCause(nil)
@@ -143,19 +151,68 @@ func (h *Handler) serveRequest(w http.ResponseWriter, r *http.Request, rq *reque
 	h.inflight.add(key, cancelCause)
 	defer h.inflight.remove(key)
 
-	c := &call{id: msg.ID, method: msg.Method, params: msg.Params, out: newResponder(w)}
+	c := &call{id: msg.ID, method: msg.Method, params: msg.Params, out: out}
 	res, err := fn(ctx, rq, c)
 	if err != nil {
-		if errors.Is(context.Cause(ctx), errCancelledByClient) && c.out.started() {
+		if errors.Is(context.Cause(ctx), errCancelledByClient) && out.started() {
 			// The client cancelled; it expects no response (2025-11-25
 			// basic/utilities/cancellation). End the stream without one.
-			return
+			return nil
 		}
-		e := h.toJSONRPCError(ctx, msg.Method, err)
-		c.out.final(http.StatusOK, jsonrpc.AppendError(nil, msg.ID, e))
+		return jsonrpc.AppendError(nil, msg.ID, h.toJSONRPCError(ctx, msg.Method, err))
+	}
+	return jsonrpc.AppendResult(nil, msg.ID, res)
+}
+
+// serveBatch answers a JSON-RPC batch, which only 2025-03-26 allows (the
+// 2025-06-18 changelog removed batching). Requests are served one after
+// another and answered together in one application/json array;
+// notifications relayed on the way are dropped, as a JSON answer has no
+// room for them.
+func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, rq *request, body []byte) {
+	elems, err := jsonx.ParseArray(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError, "Parse error: invalid batch")
 		return
 	}
-	c.out.final(http.StatusOK, jsonrpc.AppendResult(nil, msg.ID, res))
+	if len(elems) == 0 {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Invalid Request: empty batch")
+		return
+	}
+	var replies [][]byte
+	for _, e := range elems {
+		msg, err := jsonrpc.Decode(e)
+		switch {
+		case err != nil:
+			id := jsonrpc.NullID
+			if msg != nil && msg.ID.IsValid() {
+				id = msg.ID
+			}
+			replies = append(replies, jsonrpc.AppendError(nil, id, jsonrpc.AsError(err)))
+		case msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize":
+			// 2025-03-26 basic/lifecycle: initialize MUST NOT be batched.
+			replies = append(replies, jsonrpc.AppendError(nil, msg.ID,
+				jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Invalid Request: initialize cannot be part of a batch")))
+		case msg.Kind == jsonrpc.KindRequest:
+			if final := h.dispatch(r.Context(), rq, msg, newCollector()); final != nil {
+				replies = append(replies, final)
+			}
+		case msg.Kind == jsonrpc.KindNotification:
+			h.notification(r.Context(), rq, msg)
+		}
+	}
+	if len(replies) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	buf := []byte{'['}
+	for i, m := range replies {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, m...)
+	}
+	writeJSON(w, http.StatusOK, append(buf, ']'))
 }
 
 var errCancelledByClient = errors.New("request cancelled by the client")

@@ -170,6 +170,16 @@ func (h *Handler) build(cfg *config.Config) *state {
 	return st
 }
 
+// Close waits for the upstream clients' background work (cancellations,
+// session terminations) and releases their connections.
+func (h *Handler) Close() error {
+	var errs []error
+	for _, up := range h.state.Load().upstreams {
+		errs = append(errs, up.client.Close())
+	}
+	return errors.Join(errs...)
+}
+
 // ServeHTTP implements http.Handler for the MCP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.state.Load()
@@ -266,10 +276,16 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 		return
 	}
 	if jsonrpc.IsBatch(body) {
-		// Batching was removed in 2025-06-18 (changelog); the gateway does
-		// not support it for older versions either.
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-			"Bad Request: JSON-RPC batches are not supported")
+		if !h.loadSession(w, r, rq) {
+			return
+		}
+		if rq.version >= "2025-06-18" {
+			// The 2025-06-18 changelog removed JSON-RPC batching.
+			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+				"Bad Request: JSON-RPC batches are not supported in protocol version "+rq.version)
+			return
+		}
+		h.serveBatch(w, r, rq, body)
 		return
 	}
 	msg, err := jsonrpc.Decode(body)

@@ -17,6 +17,8 @@ type responder struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
 
+	discard bool // a collector: nothing is written
+
 	mu      sync.Mutex
 	sse     bool
 	written bool // headers sent
@@ -27,12 +29,17 @@ func newResponder(w http.ResponseWriter) *responder {
 	return &responder{w: w, rc: http.NewResponseController(w)}
 }
 
+// newCollector returns a responder that writes nothing: it drops relayed
+// notifications, and its caller takes the final message from dispatch.
+// Batched requests are served with one.
+func newCollector() *responder { return &responder{discard: true} }
+
 // startSSE sends the headers of an SSE response. It is a no-op if the
 // response has started already.
 func (r *responder) startSSE() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.written {
+	if r.written || r.discard {
 		return
 	}
 	h := r.w.Header()
@@ -48,6 +55,9 @@ func (r *responder) startSSE() {
 // client sees it as soon as the upstream sent it. It switches the response
 // to SSE if needed.
 func (r *responder) event(msg []byte) error {
+	if r.discard {
+		return nil
+	}
 	r.startSSE()
 	r.mu.Lock()
 	defer r.mu.Unlock()
