@@ -17,6 +17,8 @@ type Config struct {
 	Server    Server     `yaml:"server"`
 	Sessions  Sessions   `yaml:"sessions"`
 	Upstreams []Upstream `yaml:"upstreams"`
+	Auth      Auth       `yaml:"auth"`
+	Tenants   []Tenant   `yaml:"tenants"`
 
 	// Path is the file the config was loaded from ("" when built in code).
 	Path string `yaml:"-"`
@@ -64,6 +66,115 @@ type Sessions struct {
 	IdleTTL Duration `yaml:"idle_ttl"`
 	// MaxSessions bounds the memory store. Default 100000.
 	MaxSessions int `yaml:"max_sessions"`
+	// Redis configures the Redis store (store: redis).
+	Redis Redis `yaml:"redis"`
+}
+
+// Redis configures the Redis session store. One config serves a single
+// server, Sentinel (MasterName set) and Cluster (several Addrs).
+type Redis struct {
+	// Addrs are host:port addresses. Default ["127.0.0.1:6379"].
+	Addrs []string `yaml:"addrs"`
+	// MasterName selects Sentinel mode.
+	MasterName string `yaml:"master_name"`
+	Username   string `yaml:"username"`
+	// Password is a secret, ${VAR}-expanded like upstream headers; never
+	// logged or printed.
+	Password string `yaml:"password"`
+	DB       int    `yaml:"db"`
+	TLS      bool   `yaml:"tls"`
+	// KeyPrefix prefixes every key the gateway writes. Default "mcpgw:".
+	KeyPrefix string `yaml:"key_prefix"`
+	// Timeout bounds each Redis command (dial, read, write). Default 500ms:
+	// a request that needs session state fails fast when Redis is down.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Auth configures how callers of the MCP endpoint are authenticated: the
+// gateway is an OAuth 2.1 resource server that accepts JWT access tokens
+// from the configured issuers.
+type Auth struct {
+	// Issuers are the trusted token issuers. At least one is required
+	// unless Anonymous is set.
+	Issuers []Issuer `yaml:"issuers"`
+	// RequiredScopes must all be granted to every token.
+	RequiredScopes []string `yaml:"required_scopes"`
+	// Leeway is the clock skew tolerated on exp, nbf and iat. Default 30s.
+	Leeway Duration `yaml:"leeway"`
+	// TokenCacheSize bounds the cache of verified tokens (keyed by the
+	// token's SHA-256, kept until the token expires). Default 10000.
+	TokenCacheSize int `yaml:"token_cache_size"`
+	// Anonymous serves without authentication: every caller is one
+	// anonymous principal of tenant "default". For local development only;
+	// it excludes Issuers.
+	Anonymous bool `yaml:"anonymous"`
+}
+
+// Issuer is one trusted token issuer.
+type Issuer struct {
+	// Name identifies the issuer in logs and metrics: [a-z0-9-]+, unique.
+	Name string `yaml:"name"`
+	// IssuerURL must equal the tokens' iss claim; OIDC discovery starts
+	// from it. https, or http on a loopback host.
+	IssuerURL string `yaml:"issuer_url"`
+	// Audiences are accepted aud values; a token must carry one of them.
+	// Default: [server.public_url].
+	Audiences []string `yaml:"audiences"`
+	// TenantClaim is the claim holding the tenant id; a dotted path reaches
+	// into nested objects ("org.tenant"). Exactly one of TenantClaim and
+	// Tenant is set.
+	TenantClaim string `yaml:"tenant_claim"`
+	// Tenant assigns every token of this issuer to one tenant.
+	Tenant string `yaml:"tenant"`
+	// JWKSURL, if set, is where the signing keys are fetched, skipping
+	// discovery.
+	JWKSURL string `yaml:"jwks_url"`
+	// Algorithms are the accepted signature algorithms, a subset of RS256,
+	// PS256, ES256 and EdDSA. Default: all four.
+	Algorithms []string `yaml:"algorithms"`
+}
+
+// Tenant is one tenant: who may use which upstreams, and how.
+type Tenant struct {
+	// ID is the tenant id tokens carry: unique, non-empty.
+	ID string `yaml:"id"`
+	// Upstreams are the upstreams that exist for the tenant. nil (the key
+	// absent) means every upstream, with no rules; an empty list means none.
+	Upstreams []TenantUpstream `yaml:"upstreams"`
+}
+
+// TenantUpstream is one upstream a tenant may use, and its rules.
+type TenantUpstream struct {
+	// Name names a configured upstream.
+	Name      string `yaml:"name"`
+	Tools     Rules  `yaml:"tools"`
+	Prompts   Rules  `yaml:"prompts"`
+	Resources Rules  `yaml:"resources"`
+	// RequiredScopes maps a tool's original name to scopes a token must
+	// also carry to call it, on top of auth.required_scopes.
+	RequiredScopes map[string][]string `yaml:"required_scopes"`
+	// Annotations are admin-asserted tool annotations, by the tool's
+	// original name. They replace the upstream's in what the tenant is shown
+	// and are the only annotations policy may rely on.
+	Annotations map[string]ToolAnnotations `yaml:"annotations"`
+}
+
+// Rules select items by glob patterns (path.Match syntax) on the upstream's
+// original names or URIs. Deny wins over Allow; a nil Allow means every
+// item.
+type Rules struct {
+	Allow []string `yaml:"allow"`
+	Deny  []string `yaml:"deny"`
+}
+
+// ToolAnnotations are the MCP tool annotations an admin may assert. Unset
+// fields are not asserted.
+type ToolAnnotations struct {
+	Title           *string `yaml:"title" json:"title,omitempty"`
+	ReadOnlyHint    *bool   `yaml:"readOnlyHint" json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool   `yaml:"destructiveHint" json:"destructiveHint,omitempty"`
+	IdempotentHint  *bool   `yaml:"idempotentHint" json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool   `yaml:"openWorldHint" json:"openWorldHint,omitempty"`
 }
 
 // Upstream is one upstream MCP server.
