@@ -73,6 +73,7 @@ func (k kind) owns(prefix, exposed string) bool {
 
 // item is one listed tool, prompt, resource or template.
 type item struct {
+	upstream string
 	exposed  string
 	original string
 	raw      json.RawMessage // the upstream's object with the exposed key
@@ -198,7 +199,7 @@ func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing
 			continue
 		}
 		l.index[exp] = len(l.items)
-		l.items = append(l.items, item{exposed: exp, original: orig, raw: o.Bytes()})
+		l.items = append(l.items, item{upstream: up.cfg.Name, exposed: exp, original: orig, raw: o.Bytes()})
 	}
 	return l
 }
@@ -219,37 +220,40 @@ func (c *catalog) reportConflict(k kind, name string, upstreams ...string) {
 }
 
 // merge combines several upstreams' listings into one list sorted by exposed
-// name, leaving out every name more than one upstream exposes.
-func (c *catalog) merge(k kind, ups []*upstreamRef, ls []*listing) []item {
+// name. Only items visible(up, item) reports true for take part: an item the
+// tenant cannot see neither appears nor conflicts with anything. A name more
+// than one visible item has is left out.
+func (c *catalog) merge(k kind, ups []*upstreamRef, ls []*listing, visible func(*upstreamRef, *item) bool) []item {
 	owners := make(map[string][]string)
-	n := 0
+	var out []item
 	for i, l := range ls {
 		if l == nil {
 			continue
 		}
-		for name, pos := range l.index {
-			owners[name] = append(owners[name], ups[i].cfg.Name)
-			if pos < 0 {
-				owners[name] = append(owners[name], ups[i].cfg.Name)
-			}
-		}
-		n += len(l.items)
-	}
-	out := make([]item, 0, n)
-	for _, l := range ls {
-		if l == nil {
-			continue
-		}
-		for _, it := range l.items {
-			if o := owners[it.exposed]; len(o) > 1 {
-				c.reportConflict(k, it.exposed, o...)
+		for j := range l.items {
+			it := &l.items[j]
+			if !visible(ups[i], it) {
 				continue
 			}
-			out = append(out, it)
+			owners[it.exposed] = append(owners[it.exposed], ups[i].cfg.Name)
+			out = append(out, *it)
+		}
+		for name, pos := range l.index {
+			if pos < 0 { // listed twice by this upstream
+				owners[name] = append(owners[name], ups[i].cfg.Name, ups[i].cfg.Name)
+			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].exposed < out[j].exposed })
-	return out
+	kept := out[:0]
+	for _, it := range out {
+		if o := owners[it.exposed]; len(o) > 1 {
+			c.reportConflict(k, it.exposed, o...)
+			continue
+		}
+		kept = append(kept, it)
+	}
+	sort.Slice(kept, func(i, j int) bool { return kept[i].exposed < kept[j].exposed })
+	return kept
 }
 
 // resolveError is what resolving an exposed name reports: the name is

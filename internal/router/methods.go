@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
@@ -314,7 +315,16 @@ func listMethod(k kind) methodFunc {
 			})
 		}
 		wg.Wait()
-		items := rq.h.catalog.merge(k, ups, ls)
+		items := rq.h.catalog.merge(k, ups, ls, func(up *upstreamRef, it *item) bool {
+			return rq.visible(k, up, it.original)
+		})
+		if k == kindTools {
+			for i := range items {
+				if a, ok := rq.view.Annotations(items[i].upstream, items[i].original); ok {
+					items[i].raw = assertAnnotations(items[i].raw, a)
+				}
+			}
+		}
 		buf := make([]byte, 0, 64+len(items)*256)
 		buf = append(buf, `{"`...)
 		buf = append(buf, info.field...)
@@ -327,6 +337,43 @@ func listMethod(k kind) methodFunc {
 		}
 		return append(buf, "]}"...), nil
 	}
+}
+
+// assertAnnotations overlays admin-asserted annotations on a listed tool:
+// each asserted field replaces the upstream's, the others stay as the
+// upstream sent them.
+func assertAnnotations(tool json.RawMessage, a config.ToolAnnotations) json.RawMessage {
+	o, err := jsonx.ParseObject(tool)
+	if err != nil {
+		return tool
+	}
+	ann := &jsonx.Object{}
+	if cur := o.Get("annotations"); cur != nil {
+		if p, err := jsonx.ParseObject(cur); err == nil {
+			ann = p
+		}
+	}
+	set := func(name string, v any) {
+		b, _ := json.Marshal(v)
+		ann.Set(name, b)
+	}
+	if a.Title != nil {
+		set("title", *a.Title)
+	}
+	if a.ReadOnlyHint != nil {
+		set("readOnlyHint", *a.ReadOnlyHint)
+	}
+	if a.DestructiveHint != nil {
+		set("destructiveHint", *a.DestructiveHint)
+	}
+	if a.IdempotentHint != nil {
+		set("idempotentHint", *a.IdempotentHint)
+	}
+	if a.OpenWorldHint != nil {
+		set("openWorldHint", *a.OpenWorldHint)
+	}
+	o.Set("annotations", ann.Bytes())
+	return o.Bytes()
 }
 
 // routedParams parses params as an object and refuses case variants of the
@@ -367,6 +414,15 @@ func namedCall(k kind) methodFunc {
 // for completions). An explicit prefix decides; where empty prefixes make
 // several upstreams possible, the catalog's listings decide.
 func (rq *request) resolveURI(ctx context.Context, k kind, uri string) (*upstreamRef, string, error) {
+	up, orig, err := rq.resolveURIOwner(ctx, k, uri)
+	if err == nil && !rq.visible(k, up, orig) {
+		// Hidden is the same as absent: same code, same message.
+		return nil, "", &resolveError{kind: k, name: uri}
+	}
+	return up, orig, err
+}
+
+func (rq *request) resolveURIOwner(ctx context.Context, k kind, uri string) (*upstreamRef, string, error) {
 	var cands, prefixed []*upstreamRef
 	for _, up := range rq.upstreams() {
 		if _, ok := upstreamURI(up.prefix, uri); ok {

@@ -115,6 +115,7 @@ type state struct {
 	upstreams []*upstreamRef // config order
 	byName    map[string]*upstreamRef
 	origins   map[string]bool // accepted Origin values
+	tenants   *tenant.Set
 }
 
 // upstreamRef is one configured upstream and its client.
@@ -149,7 +150,7 @@ func New(opts Options) (*Handler, error) {
 }
 
 func (h *Handler) build(cfg *config.Config) *state {
-	st := &state{cfg: cfg, byName: make(map[string]*upstreamRef), origins: make(map[string]bool)}
+	st := &state{cfg: cfg, byName: make(map[string]*upstreamRef), origins: make(map[string]bool), tenants: tenant.NewSet(cfg)}
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
 	for _, u := range cfg.Upstreams {
 		ref := &upstreamRef{cfg: u, prefix: u.EffectivePrefix()}
@@ -196,7 +197,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Unauthorized")
 		return
 	}
-	view, err := tenant.Resolve(st.cfg, p.Tenant)
+	view, err := st.tenants.Get(p.Tenant)
 	if err != nil {
 		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Forbidden: unknown tenant")
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/tenant"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -263,6 +264,23 @@ func (h *Handler) observe(up *upstreamRef, msg *jsonrpc.Message) {
 	}
 }
 
+// visible is the policy decision for the request's tenant: whether it may
+// see, and so use, the item of kind k that up calls name. Lists and calls
+// both ask it (see tenant.View.Decide).
+func (rq *request) visible(k kind, up *upstreamRef, name string) bool {
+	return rq.view.Decide(policyKind(k), up.cfg.Name, name).Allowed
+}
+
+func policyKind(k kind) tenant.Kind {
+	switch k {
+	case kindTools:
+		return tenant.Tool
+	case kindPrompts:
+		return tenant.Prompt
+	}
+	return tenant.Resource
+}
+
 // resolve finds the upstream exposing name (a tool or prompt name, or a
 // resource URI in the listing of kind k) and the name it has there.
 func (rq *request) resolve(ctx context.Context, k kind, name string) (*upstreamRef, string, error) {
@@ -282,13 +300,14 @@ func (rq *request) resolve(ctx context.Context, k kind, name string) (*upstreamR
 				lastErr = err
 				continue
 			}
-			if pos, ok := l.index[name]; ok {
+			pos, ok := l.index[name]
+			switch {
+			case !ok:
+			case pos < 0:
+				owners = append(owners, up, up) // listed twice by one upstream
+			case rq.visible(k, up, l.items[pos].original):
 				owners = append(owners, up)
-				if pos >= 0 {
-					orig = l.items[pos].original
-				} else {
-					owners = append(owners, up) // listed twice by one upstream
-				}
+				orig = l.items[pos].original
 			}
 		}
 		switch {

@@ -1,54 +1,225 @@
 // Package tenant turns a principal's tenant id into that tenant's view of
-// the configuration: which upstreams exist for it.
+// the configuration: which upstreams exist for it, and which of their tools,
+// prompts and resources it may see and use.
 //
-// Every layer below the router asks the tenant view, never the raw config, so
-// per-tenant rules (allowlists, policies) land here without touching the
-// router's handlers.
+// # One decision
+//
+// [View.Decide] is the only policy function. Lists filter with it and calls
+// enforce it, so an item a tenant cannot see is an item it cannot use, and
+// the reason it gives is the same one `gateway explain` prints. Decisions
+// are made on the upstream's original names and URIs, never on anything an
+// upstream claims about an item (annotations are hints, not policy).
 package tenant
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/mcpgw/gateway/internal/config"
 )
 
-// DefaultID is the tenant of requests when no tenants are configured.
+// DefaultID is the tenant of anonymous callers (auth.anonymous).
 const DefaultID = "default"
 
 // ErrUnknown is returned for a tenant id the config does not name.
 var ErrUnknown = errors.New("unknown tenant")
 
-// A View is what one tenant may see and use.
+// Kind is what a rule applies to.
+type Kind int
+
+const (
+	Tool Kind = iota
+	Prompt
+	Resource // resources and resource templates, by URI
+)
+
+func (k Kind) String() string { return [...]string{"tools", "prompts", "resources"}[k] }
+
+// A View is what one tenant may see and use. A View is immutable and safe
+// for concurrent use.
 type View struct {
 	ID string
 	// Upstreams are the names of the upstreams that exist for the tenant, in
 	// config order.
 	Upstreams []string
+
+	rules map[string]*upstreamRules // by upstream; nil entry: everything
+}
+
+type upstreamRules struct {
+	sets        [3]config.Rules // by Kind
+	scopes      map[string][]string
+	annotations map[string]config.ToolAnnotations
 }
 
 // Allows reports whether upstream name exists for the tenant.
-func (v *View) Allows(name string) bool {
-	for _, u := range v.Upstreams {
-		if u == name {
+func (v *View) Allows(name string) bool { return slices.Contains(v.Upstreams, name) }
+
+// A Decision is the outcome of a policy check and the rule that decided it.
+type Decision struct {
+	Allowed bool
+	// Rule names what decided, for admins: `tools.deny[0] "delete_*"`,
+	// `no allow list: everything`, `upstream not listed for tenant`.
+	Rule string
+}
+
+// Decide says whether the tenant may see and use the item of kind k that
+// upstream calls name (a tool or prompt name, or a resource URI or URI
+// template). Deny wins over allow; an absent allow list allows everything.
+func (v *View) Decide(k Kind, upstream, name string) Decision {
+	if !v.Allows(upstream) {
+		return Decision{false, "upstream not listed for tenant"}
+	}
+	r := v.rules[upstream]
+	if r == nil {
+		return Decision{true, "no rules for this upstream: everything"}
+	}
+	set := r.sets[k]
+	candidates := []string{name}
+	if k == Resource {
+		// A URI is matched as written and as decoded: an allowed prefix
+		// followed by %2e%2e%2f must not reach what it decodes to. A URI
+		// with a dot segment is refused outright.
+		dec, err := url.PathUnescape(name)
+		if err != nil || hasDotSegment(dec) {
+			return Decision{false, "resource URI with dot segments or bad escapes"}
+		}
+		if dec != name {
+			candidates = append(candidates, dec)
+		}
+	}
+	for i, p := range set.Deny {
+		for _, c := range candidates {
+			if match(p, c) {
+				return Decision{false, fmt.Sprintf("%s.deny[%d] %q", k, i, p)}
+			}
+		}
+	}
+	if set.Allow == nil {
+		return Decision{true, fmt.Sprintf("no %s.allow list: everything not denied", k)}
+	}
+	for i, p := range set.Allow {
+		ok := true
+		for _, c := range candidates {
+			ok = ok && match(p, c)
+		}
+		if ok {
+			return Decision{true, fmt.Sprintf("%s.allow[%d] %q", k, i, p)}
+		}
+	}
+	return Decision{false, fmt.Sprintf("matches no %s.allow pattern", k)}
+}
+
+func hasDotSegment(s string) bool {
+	for _, seg := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg == "." || seg == ".." {
 			return true
 		}
 	}
 	return false
 }
 
-// Resolve returns tenant id's view of cfg. Until per-tenant rules exist every
-// tenant sees every upstream.
+// RequiredScopes returns the scopes a token must carry, on top of
+// auth.required_scopes, to call the tool upstream calls name.
+func (v *View) RequiredScopes(upstream, name string) []string {
+	if r := v.rules[upstream]; r != nil {
+		return r.scopes[name]
+	}
+	return nil
+}
+
+// Annotations returns the tool annotations the admin asserted for the tool
+// upstream calls name, if any.
+func (v *View) Annotations(upstream, name string) (config.ToolAnnotations, bool) {
+	if r := v.rules[upstream]; r != nil {
+		a, ok := r.annotations[name]
+		return a, ok
+	}
+	return config.ToolAnnotations{}, false
+}
+
+// Resolve returns tenant id's view of cfg. With no tenants configured (only
+// possible with auth.anonymous) the default tenant sees every upstream.
 func Resolve(cfg *config.Config, id string) (*View, error) {
 	if id == "" {
 		return nil, ErrUnknown
 	}
-	v := &View{ID: id}
-	for _, u := range cfg.Upstreams {
-		v.Upstreams = append(v.Upstreams, u.Name)
+	if len(cfg.Tenants) == 0 {
+		if id != DefaultID {
+			return nil, ErrUnknown
+		}
+		v := &View{ID: id}
+		for _, u := range cfg.Upstreams {
+			v.Upstreams = append(v.Upstreams, u.Name)
+		}
+		return v, nil
 	}
-	return v, nil
+	i := slices.IndexFunc(cfg.Tenants, func(t config.Tenant) bool { return t.ID == id })
+	if i < 0 {
+		return nil, ErrUnknown
+	}
+	return newView(cfg, &cfg.Tenants[i]), nil
 }
+
+func newView(cfg *config.Config, t *config.Tenant) *View {
+	v := &View{ID: t.ID, rules: make(map[string]*upstreamRules)}
+	if t.Upstreams == nil {
+		for _, u := range cfg.Upstreams {
+			v.Upstreams = append(v.Upstreams, u.Name)
+		}
+		return v
+	}
+	// Config order, not the tenant's listing order, so every tenant sees
+	// upstreams in one order.
+	for _, u := range cfg.Upstreams {
+		j := slices.IndexFunc(t.Upstreams, func(tu config.TenantUpstream) bool { return tu.Name == u.Name })
+		if j < 0 {
+			continue
+		}
+		tu := &t.Upstreams[j]
+		v.Upstreams = append(v.Upstreams, u.Name)
+		v.rules[u.Name] = &upstreamRules{
+			sets:        [3]config.Rules{tu.Tools, tu.Prompts, tu.Resources},
+			scopes:      tu.RequiredScopes,
+			annotations: tu.Annotations,
+		}
+	}
+	return v
+}
+
+// Set is every tenant's view of one config, built once per config so the
+// hot path does not rebuild views per request.
+type Set struct {
+	views map[string]*View
+}
+
+// NewSet builds the views of every tenant of cfg.
+func NewSet(cfg *config.Config) *Set {
+	s := &Set{views: make(map[string]*View)}
+	if len(cfg.Tenants) == 0 {
+		s.views[DefaultID], _ = Resolve(cfg, DefaultID)
+		return s
+	}
+	for i := range cfg.Tenants {
+		s.views[cfg.Tenants[i].ID] = newView(cfg, &cfg.Tenants[i])
+	}
+	return s
+}
+
+// Get returns tenant id's view, or ErrUnknown.
+func (s *Set) Get(id string) (*View, error) {
+	if v, ok := s.views[id]; ok {
+		return v, nil
+	}
+	return nil, ErrUnknown
+}
+
+// Known reports whether id is a configured tenant.
+func (s *Set) Known(id string) bool { _, ok := s.views[id]; return ok }
 
 type viewKey struct{}
 
