@@ -9,6 +9,12 @@
 //   - [BuildGateway] and [StartGateway]: the built binary, run as a child
 //     process.
 //   - [WriteFile] and [FreePort]: config files and ports for that process.
+//   - [StartIDP]: a real OpenID provider (node, oidc-provider) issuing JWT
+//     access tokens through the client_credentials grant.
+//   - [RunTSClient]: the official TypeScript MCP SDK client, run by node.
+//   - [NodeDir]: the Node scripts behind those two, in node/, with their
+//     npm dependencies installed (npm ci, once). Tests that use them need
+//     node (>= 20) and npm, and fail without them.
 //
 // Everything a helper starts listens on 127.0.0.1 and is stopped by the
 // test's Cleanup; processes are stopped by their PID.
