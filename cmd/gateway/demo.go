@@ -46,6 +46,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 
 	cfg := &config.Config{
 		Server: config.Server{Listen: *listen},
+		Auth:   config.Auth{Anonymous: true},
 		Upstreams: []config.Upstream{{
 			Name: "demo",
 			URL:  "http://" + uln.Addr().String() + "/mcp",

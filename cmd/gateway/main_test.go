@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -45,6 +46,8 @@ func TestValidate(t *testing.T) {
 	good := testkit.WriteFile(t, "good.yaml", `
 server:
   listen: "127.0.0.1:0"
+auth:
+  anonymous: true
 upstreams:
   - name: github
     url: "http://127.0.0.1:9001/mcp"
@@ -73,7 +76,7 @@ upstreams:
 		t.Errorf("bad config: exit %d", code)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	wantPrefixes := []string{bad + ":3: server.bogus", bad + ":6: upstreams[0].url", bad + ":7: upstreams[1].name", bad + ":10: upstreams[1].headers.Authorization"}
+	wantPrefixes := []string{bad + ": auth.issuers: at least one issuer is required", bad + ":3: server.bogus", bad + ":6: upstreams[0].url", bad + ":7: upstreams[1].name", bad + ":10: upstreams[1].headers.Authorization"}
 	if len(lines) != len(wantPrefixes) {
 		t.Fatalf("got %d problems, want %d:\n%s", len(lines), len(wantPrefixes), out)
 	}
@@ -103,6 +106,8 @@ server:
 sessions:
   store: memory
   idle_ttl: 5m
+auth:
+  anonymous: true
 upstreams:
   - name: alpha
     url: "`+a.URL+`"
@@ -163,6 +168,11 @@ upstreams:
 func TestDemoBinary(t *testing.T) {
 	bin := testkit.BuildGateway(t)
 	p := testkit.StartGateway(t, bin, []string{"demo", "-listen", "127.0.0.1:0"}, nil)
+	// stdout and stderr are separate pipes: the instructions, written
+	// before the log line, may still be on their way.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(p.Stdout(), p.Endpoint) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if !strings.Contains(p.Stdout(), "MCP gateway demo") || !strings.Contains(p.Stdout(), p.Endpoint) {
 		t.Errorf("demo did not print how to connect:\n%s", p.Stdout())
 	}

@@ -2,12 +2,14 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,25 @@ import (
 )
 
 const examplePath = "../../configs/gateway.yaml"
+
+// anon is an auth section that satisfies the "issuers or anonymous" rule,
+// for tests about other sections.
+const anon = "auth:\n  anonymous: true\n"
+
+// defaultAuth and defaultRedis are what ApplyDefaults gives an anonymous
+// config.
+var (
+	defaultAuth = Auth{
+		Anonymous:      true,
+		Leeway:         Duration(30 * time.Second),
+		TokenCacheSize: 10000,
+	}
+	defaultRedis = Redis{
+		Addrs:     []string{"127.0.0.1:6379"},
+		KeyPrefix: "mcpgw:",
+		Timeout:   Duration(500 * time.Millisecond),
+	}
+)
 
 // env returns a getenv func backed by vars.
 func env(vars map[string]string) func(string) string {
@@ -56,6 +77,7 @@ func TestLoadExample(t *testing.T) {
 			Store:       "memory",
 			IdleTTL:     Duration(30 * time.Minute),
 			MaxSessions: 100000,
+			Redis:       defaultRedis,
 		},
 		Upstreams: []Upstream{{
 			Name:    "github",
@@ -63,6 +85,37 @@ func TestLoadExample(t *testing.T) {
 			Prefix:  ptr("github"),
 			Timeout: Duration(30 * time.Second),
 			Headers: map[string]string{"Authorization": "Bearer tok-123"},
+		}, {
+			Name:    "search",
+			URL:     "http://127.0.0.1:9002/mcp",
+			Timeout: Duration(30 * time.Second),
+		}},
+		Auth: Auth{
+			Issuers: []Issuer{{
+				Name:        "corp",
+				IssuerURL:   "https://idp.example.com",
+				Audiences:   []string{"https://mcp.example.com/mcp"},
+				TenantClaim: "tenant",
+				Algorithms:  []string{"RS256", "PS256", "ES256", "EdDSA"},
+			}},
+			RequiredScopes: []string{"mcp"},
+			Leeway:         Duration(30 * time.Second),
+			TokenCacheSize: 10000,
+		},
+		Tenants: []Tenant{{
+			ID: "acme",
+			Upstreams: []TenantUpstream{{
+				Name:           "github",
+				Tools:          Rules{Allow: []string{"list_*", "get_*", "create_issue"}, Deny: []string{"delete_*"}},
+				Prompts:        Rules{Allow: []string{"*"}},
+				Resources:      Rules{Allow: []string{"repo://acme/*"}},
+				RequiredScopes: map[string][]string{"create_issue": {"mcp:write"}},
+			}, {
+				Name: "search",
+			}},
+		}, {
+			ID:        "globex",
+			Upstreams: []TenantUpstream{{Name: "search"}},
 		}},
 		Path: examplePath,
 	}
@@ -83,6 +136,11 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"max_body_bytes:", "request_timeout:", "read_header_timeout:", "list_cache_ttl:",
 		"sessions:", "store:", "idle_ttl:", "max_sessions:",
 		"upstreams:", "name:", "url:", "prefix:", "timeout:", "headers:",
+		"redis:", "addrs:", "master_name:", "username:", "password:", "db:", "tls:", "key_prefix:",
+		"auth:", "issuers:", "issuer_url:", "audiences:", "tenant_claim:", "tenant:", "jwks_url:",
+		"algorithms:", "required_scopes:", "leeway:", "token_cache_size:", "anonymous:",
+		"tenants:", "id:", "tools:", "prompts:", "resources:", "allow:", "deny:", "annotations:",
+		"title:", "readOnlyHint:", "destructiveHint:", "idempotentHint:", "openWorldHint:",
 	} {
 		if !bytes.Contains(data, []byte(key)) {
 			t.Errorf("%s does not mention %q", examplePath, key)
@@ -110,7 +168,9 @@ func TestParseDefaults(t *testing.T) {
 			Store:       "memory",
 			IdleTTL:     Duration(30 * time.Minute),
 			MaxSessions: 100000,
+			Redis:       defaultRedis,
 		},
+		Auth: defaultAuth,
 		Path: "test.yaml",
 	}
 	withUpstream := defaults
@@ -121,12 +181,13 @@ func TestParseDefaults(t *testing.T) {
 		yaml string
 		want Config
 	}{
-		{name: "empty file", yaml: "", want: defaults},
-		{name: "only comments", yaml: "# nothing here\n", want: defaults},
-		{name: "empty document", yaml: "---\n", want: defaults},
-		{name: "null sections", yaml: "server:\nsessions: ~\nupstreams:\n", want: defaults},
-		{name: "explicit empty strings", yaml: "server:\n  listen: \"\"\nsessions:\n  store: \"\"\n", want: defaults},
-		{name: "upstream timeout", yaml: "upstreams:\n  - name: a\n    url: http://a/mcp\n", want: withUpstream},
+		{name: "only anonymous", yaml: anon, want: defaults},
+		{name: "comments", yaml: "# nothing here\n" + anon, want: defaults},
+		{name: "document marker", yaml: "---\n" + anon, want: defaults},
+		{name: "null sections", yaml: "server:\nsessions: ~\nupstreams:\ntenants:\n" + anon + "  issuers:\n  required_scopes: ~\n", want: defaults},
+		{name: "null redis and auth settings", yaml: "sessions:\n  redis:\n    addrs:\n    password:\n" + anon + "  leeway:\n", want: defaults},
+		{name: "explicit empty strings", yaml: "server:\n  listen: \"\"\nsessions:\n  store: \"\"\n  redis:\n    password: \"\"\n" + anon, want: defaults},
+		{name: "upstream timeout", yaml: "upstreams:\n  - name: a\n    url: http://a/mcp\n" + anon, want: withUpstream},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,7 +214,7 @@ server:
 sessions:
   idle_ttl: 1h
   max_sessions: 10
-`
+` + anon
 	got, err := Parse("test.yaml", []byte(yaml), env(nil))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
@@ -169,7 +230,7 @@ sessions:
 	if diff := cmp.Diff(want, got.Server); diff != "" {
 		t.Errorf("Server mismatch (-want +got):\n%s", diff)
 	}
-	wantSessions := Sessions{Store: "memory", IdleTTL: Duration(time.Hour), MaxSessions: 10}
+	wantSessions := Sessions{Store: "memory", IdleTTL: Duration(time.Hour), MaxSessions: 10, Redis: defaultRedis}
 	if diff := cmp.Diff(wantSessions, got.Sessions); diff != "" {
 		t.Errorf("Sessions mismatch (-want +got):\n%s", diff)
 	}
@@ -191,7 +252,7 @@ func TestParsePrefix(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			yaml := "upstreams:\n  - name: gh\n    url: http://gh/mcp\n" + tt.prefixLine
+			yaml := anon + "upstreams:\n  - name: gh\n    url: http://gh/mcp\n" + tt.prefixLine
 			c, err := Parse("test.yaml", []byte(yaml), env(nil))
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
@@ -219,7 +280,7 @@ upstreams:
   - name: c
     url: http://c/mcp
     prefix: a
-`
+` + anon
 	// c's prefix "a" does not clash with upstream a, whose prefix is "".
 	if _, err := Parse("test.yaml", []byte(yaml), env(nil)); err != nil {
 		t.Errorf("Parse: %v", err)
@@ -240,12 +301,21 @@ func TestParseProblems(t *testing.T) {
 	// up is a valid upstream to append items after; it is upstreams[0] on
 	// lines 2-3.
 	const up = "upstreams:\n  - name: up\n    url: http://up/mcp\n"
+	// Each YAML gets anon appended unless it has an auth section or raw is
+	// set.
 	tests := []struct {
 		name string
 		yaml string
+		raw  bool
 		env  map[string]string
 		want []string
 	}{
+		{
+			name: "empty file",
+			yaml: "",
+			raw:  true,
+			want: []string{"test.yaml: auth.issuers: at least one issuer is required (or set auth.anonymous: true for local development only)"},
+		},
 		{
 			name: "syntax error",
 			yaml: "server:\n  listen: :8080\n bad: x\n",
@@ -266,12 +336,13 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "top level not a mapping",
 			yaml: "- a\n- b\n",
+			raw:  true,
 			want: []string{"test.yaml:1: the top level must be a mapping"},
 		},
 		{
 			name: "unknown top-level key",
 			yaml: "server: {}\nupstream: []\n",
-			want: []string{"test.yaml:2: upstream: unknown key (want one of server, sessions, upstreams)"},
+			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, server, sessions, tenants, upstreams)"},
 		},
 		{
 			name: "unknown nested key",
@@ -296,7 +367,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "merge key",
 			yaml: "base: &b {listen: \":1\"}\n",
-			want: []string{"test.yaml:1: base: unknown key (want one of server, sessions, upstreams)"},
+			want: []string{"test.yaml:1: base: unknown key (want one of auth, server, sessions, tenants, upstreams)"},
 		},
 		{
 			name: "merge key in section",
@@ -388,14 +459,9 @@ func TestParseProblems(t *testing.T) {
 			want: []string{"test.yaml:2: sessions.max_sessions: must be positive"},
 		},
 		{
-			name: "redis store",
-			yaml: "sessions:\n  store: redis\n",
-			want: []string{`test.yaml:2: sessions.store: "redis" is not supported yet (memory only)`},
-		},
-		{
 			name: "unknown store",
 			yaml: "sessions:\n  store: disk\n",
-			want: []string{`test.yaml:2: sessions.store: unknown store "disk": must be "memory"`},
+			want: []string{`test.yaml:2: sessions.store: unknown store "disk": must be "memory" or "redis"`},
 		},
 		{
 			name: "listen without port",
@@ -569,7 +635,11 @@ func TestParseProblems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("test.yaml", []byte(tt.yaml), env(tt.env))
+			yaml := tt.yaml
+			if !tt.raw && !strings.Contains(yaml, "auth:") {
+				yaml += anon
+			}
+			c, err := Parse("test.yaml", []byte(yaml), env(tt.env))
 			if err == nil {
 				t.Fatalf("Parse succeeded, want an error; got %v", c)
 			}
@@ -600,19 +670,37 @@ upstreams:
   - name: ok
     url: http://ok2/mcp
     prefix: other
+auth:
+  issuers:
+    - name: corp
+      issuer_url: http://idp.example.com
+      tenant_claim: tenant
+      algorithms: [HS256]
+  leeway: soon
+tenants:
+  - id: acme
+    upstreams:
+      - name: gitlab
+        tools: {allow: ["[z-a"]}
+  - id: acme
 `
 	want := []string{
 		`cfg.yaml:2: server.listen: invalid address "nope": want host:port, such as ":8080" or "127.0.0.1:9090"`,
 		"cfg.yaml:3: server.public_url: must be an absolute http or https URL",
 		`cfg.yaml:4: server.max_body_bytes: must be an integer, got "lots"`,
 		"cfg.yaml:5: server.colour: unknown key (want one of admin_listen, allowed_origins, list_cache_ttl, listen, max_body_bytes, public_url, read_header_timeout, request_timeout)",
-		`cfg.yaml:7: sessions.store: "redis" is not supported yet (memory only)`,
 		`cfg.yaml:8: sessions.idle_ttl: must be a duration such as "30s" or "1m30s", got "forever"`,
 		`cfg.yaml:10: upstreams[0].name: "Bad_Name" must contain only a-z, 0-9 and -`,
 		"cfg.yaml:11: upstreams[0].url: must be an absolute http or https URL",
 		"cfg.yaml:13: upstreams[0].headers.Authorization: environment variable MISSING is not set",
 		`cfg.yaml:16: upstreams[1].prefix: "UPPER" must contain only a-z, 0-9 and - ("" for no namespace)`,
 		`cfg.yaml:17: upstreams[2].name: duplicate upstream name "ok" (also upstreams[1])`,
+		"cfg.yaml:23: auth.issuers[0].issuer_url: must be https (http is accepted only on a loopback host: 127.0.0.0/8, ::1 or localhost)",
+		`cfg.yaml:25: auth.issuers[0].algorithms[0]: HMAC algorithms are not accepted: a resource server must verify with public keys (got "HS256")`,
+		`cfg.yaml:26: auth.leeway: must be a duration such as "30s" or "1m30s", got "soon"`,
+		`cfg.yaml:30: tenants[0].upstreams[0].name: unknown upstream "gitlab"`,
+		`cfg.yaml:31: tenants[0].upstreams[0].tools.allow[0]: "[z-a" is not a valid glob pattern (path.Match syntax: "*", "?", "[a-z]", "\" escapes)`,
+		`cfg.yaml:32: tenants[1].id: duplicate tenant id "acme" (also tenants[0])`,
 	}
 	_, err := Parse("cfg.yaml", []byte(yaml), env(nil))
 	if diff := cmp.Diff(want, problemLines(t, err)); diff != "" {
@@ -633,7 +721,7 @@ upstreams:
   - name: b
     url: http://b/mcp
     headers: *h
-`
+` + anon
 	c, err := Parse("test.yaml", []byte(yaml), env(map[string]string{"KEY": "k"}))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
@@ -720,7 +808,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			yaml := "upstreams:\n  - name: a\n    url: http://a/mcp\n    " + tt.yaml
+			yaml := anon + "upstreams:\n  - name: a\n    url: http://a/mcp\n    " + tt.yaml
 			_, err := Parse("test.yaml", []byte(yaml), env(vars))
 			if err == nil {
 				t.Fatal("Parse succeeded, want an error")
@@ -732,7 +820,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 
 	t.Run("printing a config", func(t *testing.T) {
-		yaml := "upstreams:\n  - name: a\n    url: http://a/mcp\n    headers:\n      Authorization: Bearer ${TOKEN}\n      X-Literal: " + secret + "\n"
+		yaml := "upstreams:\n  - name: a\n    url: http://a/mcp\n    headers:\n      Authorization: Bearer ${TOKEN}\n      X-Literal: " + secret + "\n" + anon
 		c, err := Parse("test.yaml", []byte(yaml), env(vars))
 		if err != nil {
 			t.Fatalf("Parse: %v", err)
@@ -768,7 +856,10 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	valid := func() *Config {
-		return &Config{Upstreams: []Upstream{{Name: "a", URL: "http://a/mcp", Headers: map[string]string{"X-Key": "k"}}}}
+		return &Config{
+			Upstreams: []Upstream{{Name: "a", URL: "http://a/mcp", Headers: map[string]string{"X-Key": "k"}}},
+			Auth:      Auth{Anonymous: true},
+		}
 	}
 	tests := []struct {
 		name   string
@@ -787,14 +878,14 @@ func TestValidate(t *testing.T) {
 			modify: func(c *Config) {
 				c.Server.RequestTimeout = -1
 				c.Server.MaxBodyBytes = -1
-				c.Sessions.Store = "redis"
+				c.Sessions.Store = "disk"
 				c.Upstreams = append(c.Upstreams, Upstream{Name: "b", URL: "http://b", Prefix: ptr("a")})
 				c.Upstreams[0].Headers["X-Bad"] = "a\nb"
 			},
 			want: []string{
 				"server.max_body_bytes: must be positive",
 				"server.request_timeout: must be positive",
-				`sessions.store: "redis" is not supported yet (memory only)`,
+				`sessions.store: unknown store "disk": must be "memory" or "redis"`,
 				"upstreams[0].headers.X-Bad: value contains control characters (after ${VAR} expansion)",
 				`upstreams[1].prefix: prefix "a" is already used by upstreams[0]; set a distinct prefix`,
 			},
@@ -880,7 +971,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(""))
 	f.Add([]byte("upstreams:\n  - name: a\n    url: http://a\n    headers: {X: \"$${A}${B\"}\n"))
 	f.Add([]byte("a: &a [*a]\n"))
-	getenv := env(map[string]string{"GITHUB_MCP_TOKEN": "tok"})
+	f.Add([]byte(fullYAML))
+	f.Add([]byte(anon + "tenants:\n  - id: default\n    upstreams: []\n"))
+	getenv := env(map[string]string{"GITHUB_MCP_TOKEN": "tok", "REDIS_PW": "pw"})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data, getenv)
 		if (c == nil) == (err == nil) {
@@ -909,4 +1002,825 @@ func TestReservedHeaders(t *testing.T) {
 	if strings.Contains(err.Error(), "Authorization") {
 		t.Fatalf("unexpected problem with Authorization: %v", err)
 	}
+}
+
+// fullYAML sets every auth, tenant and Redis setting.
+const fullYAML = `server:
+  public_url: https://mcp.example.com/mcp
+sessions:
+  store: redis
+  redis:
+    addrs: ["redis-0.redis:26379", "[::1]:26379"]
+    master_name: mymaster
+    username: gw
+    password: "pw-${REDIS_PW}"
+    db: 2
+    tls: true
+    key_prefix: "gw1:"
+    timeout: 250ms
+upstreams:
+  - name: github
+    url: https://gh.example.com/mcp
+  - name: search
+    url: http://127.0.0.1:9002/mcp
+auth:
+  issuers:
+    - name: corp
+      issuer_url: https://idp.example.com
+      tenant_claim: org.tenant
+    - name: local-dex
+      issuer_url: http://127.0.0.1:5556/dex
+      audiences: [gw, "https://other.example.com"]
+      tenant: acme
+      jwks_url: http://localhost:5556/dex/keys
+      algorithms: [ES256, EdDSA]
+  required_scopes: [mcp, "mcp:read"]
+  leeway: 1m
+  token_cache_size: 50
+  anonymous: false
+tenants:
+  - id: acme
+    upstreams:
+      - name: github
+        tools: {allow: ["list_*", "list.*", create_issue], deny: ["delete_*"]}
+        prompts: {allow: []}
+        resources: {deny: ["repo://secret/*"]}
+        required_scopes:
+          create_issue: ["mcp:write", "repo"]
+        annotations:
+          create_issue:
+            title: Create an issue
+            readOnlyHint: false
+            destructiveHint: false
+            idempotentHint: false
+            openWorldHint: true
+          list_repos: {readOnlyHint: true}
+          list.v2: {}
+      - name: search
+  - id: globex.eu
+    upstreams: []
+  - id: Initech_2
+`
+
+func TestParseFull(t *testing.T) {
+	got, err := Parse("test.yaml", []byte(fullYAML), env(map[string]string{"REDIS_PW": "hunter2"}))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	want := &Config{
+		Server: Server{
+			Listen:            ":8080",
+			PublicURL:         "https://mcp.example.com/mcp",
+			MaxBodyBytes:      4 << 20,
+			RequestTimeout:    Duration(5 * time.Minute),
+			ReadHeaderTimeout: Duration(10 * time.Second),
+			ListCacheTTL:      Duration(time.Minute),
+		},
+		Sessions: Sessions{
+			Store:       "redis",
+			IdleTTL:     Duration(30 * time.Minute),
+			MaxSessions: 100000,
+			Redis: Redis{
+				Addrs:      []string{"redis-0.redis:26379", "[::1]:26379"},
+				MasterName: "mymaster",
+				Username:   "gw",
+				Password:   "pw-hunter2",
+				DB:         2,
+				TLS:        true,
+				KeyPrefix:  "gw1:",
+				Timeout:    Duration(250 * time.Millisecond),
+			},
+		},
+		Upstreams: []Upstream{
+			{Name: "github", URL: "https://gh.example.com/mcp", Timeout: Duration(30 * time.Second)},
+			{Name: "search", URL: "http://127.0.0.1:9002/mcp", Timeout: Duration(30 * time.Second)},
+		},
+		Auth: Auth{
+			Issuers: []Issuer{{
+				Name:        "corp",
+				IssuerURL:   "https://idp.example.com",
+				Audiences:   []string{"https://mcp.example.com/mcp"},
+				TenantClaim: "org.tenant",
+				Algorithms:  []string{"RS256", "PS256", "ES256", "EdDSA"},
+			}, {
+				Name:       "local-dex",
+				IssuerURL:  "http://127.0.0.1:5556/dex",
+				Audiences:  []string{"gw", "https://other.example.com"},
+				Tenant:     "acme",
+				JWKSURL:    "http://localhost:5556/dex/keys",
+				Algorithms: []string{"ES256", "EdDSA"},
+			}},
+			RequiredScopes: []string{"mcp", "mcp:read"},
+			Leeway:         Duration(time.Minute),
+			TokenCacheSize: 50,
+		},
+		Tenants: []Tenant{{
+			ID: "acme",
+			Upstreams: []TenantUpstream{{
+				Name:           "github",
+				Tools:          Rules{Allow: []string{"list_*", "list.*", "create_issue"}, Deny: []string{"delete_*"}},
+				Prompts:        Rules{Allow: []string{}},
+				Resources:      Rules{Deny: []string{"repo://secret/*"}},
+				RequiredScopes: map[string][]string{"create_issue": {"mcp:write", "repo"}},
+				Annotations: map[string]ToolAnnotations{
+					"create_issue": {
+						Title:           ptr("Create an issue"),
+						ReadOnlyHint:    ptr(false),
+						DestructiveHint: ptr(false),
+						IdempotentHint:  ptr(false),
+						OpenWorldHint:   ptr(true),
+					},
+					"list_repos": {ReadOnlyHint: ptr(true)},
+					"list.v2":    {},
+				},
+			}, {
+				Name: "search",
+			}},
+		}, {
+			ID:        "globex.eu",
+			Upstreams: []TenantUpstream{},
+		}, {
+			ID: "Initech_2",
+		}},
+		Path: "test.yaml",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("mismatch (-want +got):\n%s", diff)
+	}
+	// nil and empty mean different things: every upstream or item, or none.
+	if got.Tenants[2].Upstreams != nil || got.Tenants[1].Upstreams == nil {
+		t.Errorf("tenant upstreams: absent gave %#v, [] gave %#v", got.Tenants[2].Upstreams, got.Tenants[1].Upstreams)
+	}
+	tu := got.Tenants[0].Upstreams[0]
+	if tu.Tools.Allow == nil || tu.Prompts.Allow == nil || tu.Resources.Allow != nil {
+		t.Errorf("allow lists: got %#v, %#v, %#v", tu.Tools.Allow, tu.Prompts.Allow, tu.Resources.Allow)
+	}
+	// The full example also passes Validate, and parses without warnings.
+	if err := got.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	if got.Warnings != nil {
+		t.Errorf("Warnings = %v, want none", got.Warnings)
+	}
+}
+
+func TestParseAnonymousWithTenants(t *testing.T) {
+	yaml := anon + "tenants:\n  - id: default\n  - id: other\n"
+	c, err := Parse("test.yaml", []byte(yaml), env(nil))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if !c.Auth.Anonymous || len(c.Tenants) != 2 {
+		t.Errorf("got %+v", c)
+	}
+}
+
+func TestParseAuthProblems(t *testing.T) {
+	// tenant is a tenants section for configs with issuers.
+	const tenant = "tenants:\n  - id: acme\n"
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{
+			name: "no auth section",
+			yaml: "server: {}\n",
+			want: []string{"test.yaml: auth.issuers: at least one issuer is required (or set auth.anonymous: true for local development only)"},
+		},
+		{
+			name: "empty issuers",
+			yaml: "auth:\n  issuers: []\n",
+			want: []string{"test.yaml:2: auth.issuers: at least one issuer is required (or set auth.anonymous: true for local development only)"},
+		},
+		{
+			name: "anonymous false",
+			yaml: "auth:\n  anonymous: false\n",
+			want: []string{"test.yaml:1: auth.issuers: at least one issuer is required (or set auth.anonymous: true for local development only)"},
+		},
+		{
+			name: "anonymous as a string",
+			yaml: "auth:\n  anonymous: \"true\"\n",
+			want: []string{`test.yaml:2: auth.anonymous: must be true or false, got "true"`},
+		},
+		{
+			name: "anonymous as yes",
+			yaml: "auth:\n  anonymous: yes\n",
+			want: []string{`test.yaml:2: auth.anonymous: must be true or false, got "yes"`},
+		},
+		{
+			name: "anonymous and issuers",
+			yaml: "auth:\n  anonymous: true\n  issuers:\n    - name: a\n      issuer_url: https://a\n      tenant: acme\n      audiences: [x]\n" + tenant,
+			want: []string{"test.yaml:2: auth.anonymous: cannot be combined with auth.issuers: anonymous access is for local development only"},
+		},
+		{
+			name: "anonymous without the default tenant",
+			yaml: anon + tenant,
+			want: []string{`test.yaml:2: auth.anonymous: tenant "default" must be configured when tenants are listed`},
+		},
+		{
+			name: "issuers without tenants",
+			yaml: "auth:\n  issuers:\n    - name: a\n      issuer_url: https://a\n      tenant_claim: t\n      audiences: [x]\n",
+			want: []string{"test.yaml: tenants: at least one tenant is required when auth.issuers are configured"},
+		},
+		{
+			name: "issuers with an empty tenants list",
+			yaml: "auth:\n  issuers:\n    - name: a\n      issuer_url: https://a\n      tenant: acme\n      audiences: [x]\ntenants: []\n",
+			want: []string{"test.yaml:7: tenants: at least one tenant is required when auth.issuers are configured"},
+		},
+		{
+			name: "issuer names and urls",
+			yaml: "auth:\n  issuers:\n" +
+				"    - name: Corp_1\n      issuer_url: http://idp.example.com\n      tenant_claim: t\n      audiences: [x]\n" + // 3-6
+				"    - issuer_url: https://u:p@idp.example.com\n      tenant_claim: t\n      audiences: [x]\n      jwks_url: ftp://idp/keys\n" + // 7-10
+				"    - name: c\n      issuer_url: https://idp.example.com/?x=1\n      tenant_claim: t\n      audiences: [x]\n      jwks_url: http://[::1]:8080/k\n" + // 11-15
+				"    - name: c\n      issuer_url: https://idp.example.com#f\n      tenant_claim: t\n      audiences: [x]\n" + // 16-19
+				"    - name: e\n      issuer_url: http://localhost:5556\n      tenant_claim: t\n      audiences: [x]\n      jwks_url: http://10.0.0.1/keys\n" + // 20-24
+				"    - name: f\n      issuer_url: http://127.0.0.2:5556\n      tenant_claim: t\n      audiences: [x]\n" + // 25-28
+				"    - name: g\n      issuer_url: http://localhost:5556\n      tenant_claim: t\n      audiences: [x]\n" + // 29-32
+				"    - name: h\n      tenant_claim: t\n      audiences: [x]\n      issuer_url: /relative\n" + // 33-36
+				"    - name: i\n      tenant_claim: t\n      audiences: [x]\n" + // 37-39
+				tenant,
+			want: []string{
+				`test.yaml:3: auth.issuers[0].name: "Corp_1" must contain only a-z, 0-9 and -`,
+				"test.yaml:4: auth.issuers[0].issuer_url: must be https (http is accepted only on a loopback host: 127.0.0.0/8, ::1 or localhost)",
+				"test.yaml:7: auth.issuers[1].name: is required",
+				"test.yaml:7: auth.issuers[1].issuer_url: must not contain credentials (user:password@)",
+				"test.yaml:10: auth.issuers[1].jwks_url: must be an absolute https URL",
+				"test.yaml:12: auth.issuers[2].issuer_url: must not have a query or fragment",
+				`test.yaml:16: auth.issuers[3].name: duplicate issuer name "c" (also auth.issuers[2])`,
+				"test.yaml:17: auth.issuers[3].issuer_url: must not have a query or fragment",
+				"test.yaml:24: auth.issuers[4].jwks_url: must be https (http is accepted only on a loopback host: 127.0.0.0/8, ::1 or localhost)",
+				"test.yaml:30: auth.issuers[6].issuer_url: duplicate issuer_url (also auth.issuers[4])",
+				"test.yaml:36: auth.issuers[7].issuer_url: must be an absolute https URL",
+				"test.yaml:37: auth.issuers[8].issuer_url: is required",
+			},
+		},
+		{
+			name: "issuer tenants",
+			yaml: "auth:\n  issuers:\n" +
+				"    - name: a\n      issuer_url: https://a\n      audiences: [x]\n" + // 3-5
+				"    - name: b\n      issuer_url: https://b\n      audiences: [x]\n      tenant_claim: t\n      tenant: acme\n" + // 6-10
+				"    - name: c\n      issuer_url: https://c\n      audiences: [x]\n      tenant: nope\n" + // 11-14
+				"    - name: d\n      issuer_url: https://d\n      audiences: [x]\n      tenant_claim: org..tenant\n" + // 15-18
+				"    - name: e\n      issuer_url: https://e\n      audiences: [x]\n      tenant_claim: .tenant\n" + // 19-22
+				"    - name: f\n      issuer_url: https://f\n      audiences: [x]\n      tenant_claim: org.tenant.id\n" + // 23-26
+				tenant,
+			want: []string{
+				"test.yaml:3: auth.issuers[0].tenant_claim: is required unless tenant is set: set tenant_claim to the claim holding the tenant id, or tenant to put every token in one tenant",
+				"test.yaml:10: auth.issuers[1].tenant: cannot be combined with tenant_claim: set exactly one",
+				`test.yaml:14: auth.issuers[2].tenant: unknown tenant "nope": it must be listed in tenants`,
+				`test.yaml:18: auth.issuers[3].tenant_claim: "org..tenant" is not a claim path: want claim names separated by single dots, such as "tenant" or "org.tenant"`,
+				`test.yaml:22: auth.issuers[4].tenant_claim: ".tenant" is not a claim path: want claim names separated by single dots, such as "tenant" or "org.tenant"`,
+			},
+		},
+		{
+			name: "audiences",
+			yaml: "auth:\n  issuers:\n" +
+				"    - name: a\n      issuer_url: https://a\n      tenant: acme\n" + // 3-5
+				"    - name: b\n      issuer_url: https://b\n      tenant: acme\n      audiences: [\"\", x]\n" + // 6-9
+				"    - name: c\n      issuer_url: https://c\n      tenant: acme\n      audiences: []\n" + // 10-13
+				tenant,
+			want: []string{
+				"test.yaml:3: auth.issuers[0].audiences: required when server.public_url is not set",
+				"test.yaml:9: auth.issuers[1].audiences[0]: must not be empty",
+				"test.yaml:13: auth.issuers[2].audiences: required when server.public_url is not set",
+			},
+		},
+		{
+			name: "algorithms",
+			yaml: "auth:\n  issuers:\n    - name: a\n      issuer_url: https://a\n      tenant: acme\n      audiences: [x]\n" +
+				"      algorithms:\n        - RS256\n        - HS256\n        - none\n        - RS512\n        - hs384\n        - NONE\n        - es256\n        - [x]\n" + // 7-15
+				tenant,
+			want: []string{
+				`test.yaml:9: auth.issuers[0].algorithms[1]: HMAC algorithms are not accepted: a resource server must verify with public keys (got "HS256")`,
+				`test.yaml:10: auth.issuers[0].algorithms[2]: "none" is not accepted: tokens must be signed`,
+				`test.yaml:11: auth.issuers[0].algorithms[3]: unknown algorithm "RS512": want one of RS256, PS256, ES256, EdDSA`,
+				`test.yaml:12: auth.issuers[0].algorithms[4]: HMAC algorithms are not accepted: a resource server must verify with public keys (got "hs384")`,
+				`test.yaml:13: auth.issuers[0].algorithms[5]: "NONE" is not accepted: tokens must be signed`,
+				`test.yaml:14: auth.issuers[0].algorithms[6]: unknown algorithm "es256": want one of RS256, PS256, ES256, EdDSA`,
+				"test.yaml:15: auth.issuers[0].algorithms[7]: must be a string",
+			},
+		},
+		{
+			name: "settings",
+			yaml: "auth:\n  anonymous: true\n  required_scopes: [\"mcp read\", \"\", \"a\\\"b\", \"é\", ok]\n  leeway: 0s\n  token_cache_size: -1\n  issuer: x\n",
+			want: []string{
+				`test.yaml:3: auth.required_scopes[0]: "mcp read" must not contain spaces: list each scope separately`,
+				"test.yaml:3: auth.required_scopes[1]: must not be empty",
+				`test.yaml:3: auth.required_scopes[2]: "a\"b" is not a valid scope: want printable ASCII without spaces, '"' or '\'`,
+				`test.yaml:3: auth.required_scopes[3]: "é" is not a valid scope: want printable ASCII without spaces, '"' or '\'`,
+				"test.yaml:4: auth.leeway: must be positive",
+				"test.yaml:5: auth.token_cache_size: must be positive",
+				"test.yaml:6: auth.issuer: unknown key (want one of anonymous, issuers, leeway, required_scopes, token_cache_size)",
+			},
+		},
+		{
+			name: "shapes",
+			yaml: "auth:\n  issuers:\n    - name: a\n      issuer_url: https://a\n      tenant: acme\n      audiences: x\n      tenant_id: t\n    - ~\n    - [a]\n" + tenant,
+			want: []string{
+				"test.yaml:6: auth.issuers[0].audiences: must be a list",
+				"test.yaml:7: auth.issuers[0].tenant_id: unknown key (want one of algorithms, audiences, issuer_url, jwks_url, name, tenant, tenant_claim)",
+				"test.yaml:8: auth.issuers[1]: must be a mapping",
+				"test.yaml:9: auth.issuers[2]: must be a mapping",
+			},
+		},
+		{
+			name: "auth not a mapping",
+			yaml: "auth: anonymous\n",
+			want: []string{"test.yaml:1: auth: must be a mapping"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("test.yaml", []byte(tt.yaml), env(nil))
+			if err == nil {
+				t.Fatalf("Parse succeeded, want an error; got %v", c)
+			}
+			if diff := cmp.Diff(tt.want, problemLines(t, err)); diff != "" {
+				t.Errorf("mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseTenantProblems(t *testing.T) {
+	// base is lines 1-9; tests append tenants from line 10.
+	const base = "upstreams:\n  - name: github\n    url: http://gh/mcp\n  - name: search\n    url: http://s/mcp\n" +
+		anon + "tenants:\n  - id: default\n"
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{
+			name: "ids",
+			yaml: "  - id: \"\"\n  - id: \"a b\"\n  - id: default\n  - upstreams: []\n  - id: x/y\n",
+			want: []string{
+				"test.yaml:10: tenants[1].id: is required",
+				`test.yaml:11: tenants[2].id: "a b" must contain only A-Z, a-z, 0-9, ".", "_" and "-"`,
+				`test.yaml:12: tenants[3].id: duplicate tenant id "default" (also tenants[0])`,
+				"test.yaml:13: tenants[4].id: is required",
+				`test.yaml:14: tenants[5].id: "x/y" must contain only A-Z, a-z, 0-9, ".", "_" and "-"`,
+			},
+		},
+		{
+			name: "upstream names",
+			yaml: "  - id: t\n    upstreams:\n      - name: gitlab\n      - name: github\n      - name: github\n      - tools: {}\n      - ~\n      - name: search\n",
+			want: []string{
+				`test.yaml:12: tenants[1].upstreams[0].name: unknown upstream "gitlab"`,
+				`test.yaml:14: tenants[1].upstreams[2].name: upstream "github" is already listed (tenants[1].upstreams[1])`,
+				"test.yaml:15: tenants[1].upstreams[3].name: is required",
+				"test.yaml:16: tenants[1].upstreams[4]: must be a mapping",
+			},
+		},
+		{
+			name: "upstreams without a value",
+			yaml: "  - id: t\n    upstreams:\n  - id: u\n    upstreams: ~\n",
+			want: []string{
+				"test.yaml:11: tenants[1].upstreams: has no value: leave the key out for every upstream, or write [] for none",
+				"test.yaml:13: tenants[2].upstreams: has no value: leave the key out for every upstream, or write [] for none",
+			},
+		},
+		{
+			name: "shapes",
+			yaml: "  - id: t\n    upstreams: github\n    rules: {}\n  - just-a-name\n",
+			want: []string{
+				"test.yaml:11: tenants[1].upstreams: must be a list",
+				"test.yaml:12: tenants[1].rules: unknown key (want one of id, upstreams)",
+				"test.yaml:13: tenants[2]: must be a mapping",
+			},
+		},
+		{
+			name: "rules",
+			yaml: "  - id: t\n    upstreams:\n      - name: github\n" + // 10-12
+				"        tools: {allow: [\"\", \"[a-\", \"ok_*\"], deny: [\"a\\\\\", [x]]}\n" + // 13
+				"        prompts:\n          allow:\n          deny: x\n" + // 14-16
+				"        resources: [\"*\"]\n" + // 17
+				"        policy: {}\n" + // 18
+				"      - name: search\n        tools: {allow: [a], except: [b]}\n", // 19-20
+			want: []string{
+				"test.yaml:13: tenants[1].upstreams[0].tools.allow[0]: must not be empty",
+				`test.yaml:13: tenants[1].upstreams[0].tools.allow[1]: "[a-" is not a valid glob pattern (path.Match syntax: "*", "?", "[a-z]", "\" escapes)`,
+				`test.yaml:13: tenants[1].upstreams[0].tools.deny[0]: "a\\" is not a valid glob pattern (path.Match syntax: "*", "?", "[a-z]", "\" escapes)`,
+				"test.yaml:13: tenants[1].upstreams[0].tools.deny[1]: must be a string",
+				"test.yaml:15: tenants[1].upstreams[0].prompts.allow: has no value: leave the key out to allow everything, or write [] to allow nothing",
+				"test.yaml:16: tenants[1].upstreams[0].prompts.deny: must be a list",
+				"test.yaml:17: tenants[1].upstreams[0].resources: must be a mapping",
+				"test.yaml:18: tenants[1].upstreams[0].policy: unknown key (want one of annotations, name, prompts, required_scopes, resources, tools)",
+				"test.yaml:20: tenants[1].upstreams[1].tools.except: unknown key (want one of allow, deny)",
+			},
+		},
+		{
+			name: "required scopes",
+			yaml: "  - id: t\n    upstreams:\n      - name: github\n        required_scopes:\n" + // 10-13
+				"          a: [\"x y\", \"\"]\n" + // 14
+				"          b: []\n" + // 15
+				"          c:\n" + // 16
+				"          d: x\n" + // 17
+				"          \"\": [x]\n" + // 18
+				"          a: [z]\n" + // 19
+				"          \"x.y\": [\"a\\\"\"]\n" + // 20
+				"      - name: search\n        required_scopes: [a]\n", // 21-22
+			want: []string{
+				`test.yaml:14: tenants[1].upstreams[0].required_scopes.a[0]: "x y" must not contain spaces: list each scope separately`,
+				"test.yaml:14: tenants[1].upstreams[0].required_scopes.a[1]: must not be empty",
+				"test.yaml:15: tenants[1].upstreams[0].required_scopes.b: must list at least one scope",
+				"test.yaml:16: tenants[1].upstreams[0].required_scopes.c: must list at least one scope",
+				"test.yaml:17: tenants[1].upstreams[0].required_scopes.d: must be a list",
+				`test.yaml:18: tenants[1].upstreams[0].required_scopes[""]: tool name must not be empty`,
+				"test.yaml:19: tenants[1].upstreams[0].required_scopes.a: duplicate key (first defined at line 14)",
+				`test.yaml:20: tenants[1].upstreams[0].required_scopes["x.y"][0]: "a\"" is not a valid scope: want printable ASCII without spaces, '"' or '\'`,
+				"test.yaml:22: tenants[1].upstreams[1].required_scopes: must be a mapping",
+			},
+		},
+		{
+			name: "annotations",
+			yaml: "  - id: t\n    upstreams:\n      - name: github\n        annotations:\n" + // 10-13
+				"          a: {readOnlyHint: \"true\", destructiveHint: yes, idempotentHint: 1, openWorldHint: [true]}\n" + // 14
+				"          b: {title: [x], readonlyHint: true}\n" + // 15
+				"          \"\": {}\n" + // 16
+				"          c: true\n" + // 17
+				"          b: {}\n" + // 18
+				"      - name: search\n        annotations: [a]\n", // 19-20
+			want: []string{
+				`test.yaml:14: tenants[1].upstreams[0].annotations.a.readOnlyHint: must be true or false, got "true"`,
+				`test.yaml:14: tenants[1].upstreams[0].annotations.a.destructiveHint: must be true or false, got "yes"`,
+				`test.yaml:14: tenants[1].upstreams[0].annotations.a.idempotentHint: must be true or false, got "1"`,
+				`test.yaml:14: tenants[1].upstreams[0].annotations.a.openWorldHint: must be true or false`,
+				"test.yaml:15: tenants[1].upstreams[0].annotations.b.title: must be a string",
+				"test.yaml:15: tenants[1].upstreams[0].annotations.b.readonlyHint: unknown key (want one of destructiveHint, idempotentHint, openWorldHint, readOnlyHint, title)",
+				`test.yaml:16: tenants[1].upstreams[0].annotations[""]: tool name must not be empty`,
+				"test.yaml:17: tenants[1].upstreams[0].annotations.c: must be a mapping",
+				"test.yaml:18: tenants[1].upstreams[0].annotations.b: duplicate key (first defined at line 15)",
+				"test.yaml:20: tenants[1].upstreams[1].annotations: must be a mapping",
+			},
+		},
+		{
+			name: "tenants not a list",
+			yaml: "    upstreams: []\ntenants2: {}\n",
+			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, server, sessions, tenants, upstreams)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("test.yaml", []byte(base+tt.yaml), env(nil))
+			if err == nil {
+				t.Fatalf("Parse succeeded, want an error; got %v", c)
+			}
+			if diff := cmp.Diff(tt.want, problemLines(t, err)); diff != "" {
+				t.Errorf("mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseRedisProblems(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{
+			name: "redis store",
+			yaml: "sessions:\n  store: redis\n  redis:\n" +
+				`    addrs: ["a", ":6379", "h:0", "redis://:pw@h:6379", "h:6379", "h:x"]` + "\n" + // 4
+				"    db: -1\n    key_prefix: \"\"\n    timeout: 0s\n    tls: \"yes\"\n    password: ${NOPE}\n    sentinel: x\n    db: 1.5\n", // 5-11
+			want: []string{
+				`test.yaml:4: sessions.redis.addrs[0]: invalid address "a": want host:port, such as "127.0.0.1:6379"`,
+				`test.yaml:4: sessions.redis.addrs[1]: invalid address ":6379": want host:port, such as "127.0.0.1:6379"`,
+				`test.yaml:4: sessions.redis.addrs[2]: invalid port in "h:0": want a number from 1 to 65535`,
+				"test.yaml:4: sessions.redis.addrs[3]: must be host:port, not a URL (put a password in sessions.redis.password)",
+				`test.yaml:4: sessions.redis.addrs[5]: invalid port in "h:x": want a number from 1 to 65535`,
+				"test.yaml:5: sessions.redis.db: must not be negative",
+				`test.yaml:6: sessions.redis.key_prefix: must not be empty (leave the key out for the default "mcpgw:")`,
+				"test.yaml:7: sessions.redis.timeout: must be positive",
+				`test.yaml:8: sessions.redis.tls: must be true or false, got "yes"`,
+				"test.yaml:9: sessions.redis.password: environment variable NOPE is not set",
+				"test.yaml:10: sessions.redis.sentinel: unknown key (want one of addrs, db, key_prefix, master_name, password, timeout, tls, username)",
+				"test.yaml:11: sessions.redis.db: duplicate key (first defined at line 5)",
+			},
+		},
+		{
+			// The section is checked even while the memory store is used.
+			name: "memory store",
+			yaml: "sessions:\n  redis:\n    addrs: [nope]\n",
+			want: []string{`test.yaml:3: sessions.redis.addrs[0]: invalid address "nope": want host:port, such as "127.0.0.1:6379"`},
+		},
+		{
+			name: "not a mapping",
+			yaml: "sessions:\n  redis: 127.0.0.1:6379\n",
+			want: []string{"test.yaml:2: sessions.redis: must be a mapping"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("test.yaml", []byte(tt.yaml+anon), env(nil))
+			if err == nil {
+				t.Fatalf("Parse succeeded, want an error; got %v", c)
+			}
+			if diff := cmp.Diff(tt.want, problemLines(t, err)); diff != "" {
+				t.Errorf("mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseRedisSentinelSingleAddr(t *testing.T) {
+	yaml := "sessions:\n  store: redis\n  redis:\n    master_name: m\n    addrs: [\"sentinel:26379\"]\n    db: 0\n" + anon
+	c, err := Parse("test.yaml", []byte(yaml), env(nil))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	want := Redis{MasterName: "m", Addrs: []string{"sentinel:26379"}, KeyPrefix: "mcpgw:", Timeout: Duration(500 * time.Millisecond)}
+	if diff := cmp.Diff(want, c.Sessions.Redis); diff != "" {
+		t.Errorf("mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	const yaml = `upstreams:
+  - name: github
+    url: http://gh/mcp
+auth:
+  anonymous: true
+tenants:
+  - id: default
+    upstreams:
+      - name: github
+        tools:
+          allow: ["get_*", "delete_repo", "x", "repo://a/*"]
+          deny: ["x", "delete_*"]
+        prompts:
+          allow: ["*", "p?"]
+          deny: ["*"]
+        resources:
+          allow: ["repo://a/*", "[^a]", "*"]
+          deny: ["*", "file:///*"]
+        required_scopes:
+          list_repos: [a]
+          get_x: [b]
+          delete_repo: [c]
+        annotations:
+          "a.b": {readOnlyHint: true}
+          get_y: {readOnlyHint: true}
+  - id: other
+    upstreams:
+      - name: github
+        tools: {deny: ["drop_*"]}
+        annotations: {drop_db: {}, list: {}}
+        required_scopes: {list: [x]}
+  - id: third
+    upstreams: [{name: github, tools: {allow: []}, annotations: {x: {}}}]
+sessions:
+  redis: {addrs: ["r:6379"]}
+`
+	c, err := Parse("test.yaml", []byte(yaml), env(nil))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	want := []string{
+		`test.yaml:11: tenants[0].upstreams[0].tools.allow[1]: pattern "delete_repo" can never match: deny pattern "delete_*" matches it`,
+		`test.yaml:11: tenants[0].upstreams[0].tools.allow[2]: pattern "x" can never match: deny repeats it`,
+		`test.yaml:11: tenants[0].upstreams[0].tools.allow[3]: pattern "repo://a/*" contains "/" but tool names have none: did you mean resources?`,
+		`test.yaml:14: tenants[0].upstreams[0].prompts.allow[0]: pattern "*" can never match: deny "*" denies every name it matches`,
+		`test.yaml:14: tenants[0].upstreams[0].prompts.allow[1]: pattern "p?" can never match: deny "*" denies every name it matches`,
+		`test.yaml:17: tenants[0].upstreams[0].resources.allow[0]: pattern "repo://a/*" can never match: deny "*" denies every name it matches`,
+		`test.yaml:17: tenants[0].upstreams[0].resources.allow[1]: pattern "[^a]" can never match: deny "*" denies every name it matches`,
+		`test.yaml:17: tenants[0].upstreams[0].resources.allow[2]: pattern "*" can never match: deny "*" denies every name it matches`,
+		`test.yaml:20: tenants[0].upstreams[0].required_scopes.list_repos: tool "list_repos" is not matched by any tools.allow pattern: this entry has no effect`,
+		`test.yaml:22: tenants[0].upstreams[0].required_scopes.delete_repo: tool "delete_repo" is denied by tools.deny pattern "delete_*": this entry has no effect`,
+		`test.yaml:24: tenants[0].upstreams[0].annotations["a.b"]: tool "a.b" is not matched by any tools.allow pattern: this entry has no effect`,
+		`test.yaml:30: tenants[1].upstreams[0].annotations.drop_db: tool "drop_db" is denied by tools.deny pattern "drop_*": this entry has no effect`,
+		`test.yaml:33: tenants[2].upstreams[0].annotations.x: tool "x" is not matched by any tools.allow pattern: this entry has no effect`,
+		`test.yaml:35: sessions.redis: is ignored: sessions.store is not "redis"`,
+	}
+	var got []string
+	for _, w := range c.Warnings {
+		got = append(got, w.Error())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("warnings mismatch (-want +got):\n%s", diff)
+	}
+	// Validate finds the same warnings but the last one (which needs the
+	// file), without lines and in another order.
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	var gotValidate []string
+	for _, w := range c.Warnings {
+		gotValidate = append(gotValidate, w.Error())
+	}
+	wantValidate := make([]string, len(want)-1)
+	for i, w := range want[:len(want)-1] {
+		_, rest, _ := strings.Cut(w, ": ")
+		wantValidate[i] = "test.yaml: " + rest
+	}
+	slices.Sort(gotValidate)
+	slices.Sort(wantValidate)
+	if diff := cmp.Diff(wantValidate, gotValidate); diff != "" {
+		t.Errorf("Validate warnings mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidateWarnings(t *testing.T) {
+	c := &Config{
+		Upstreams: []Upstream{{Name: "a", URL: "http://a/mcp"}},
+		Auth:      Auth{Anonymous: true},
+		Tenants: []Tenant{{ID: "default", Upstreams: []TenantUpstream{{
+			Name:           "a",
+			Tools:          Rules{Allow: []string{"get_*", "x"}, Deny: []string{"x"}},
+			RequiredScopes: map[string][]string{"put": {"w"}},
+		}}}},
+		Warnings: []Problem{{Msg: "stale"}},
+	}
+	c.ApplyDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	want := []Problem{
+		{Path: "tenants[0].upstreams[0].tools.allow[1]", Msg: `pattern "x" can never match: deny repeats it`},
+		{Path: "tenants[0].upstreams[0].required_scopes.put", Msg: `tool "put" is not matched by any tools.allow pattern: this entry has no effect`},
+	}
+	if diff := cmp.Diff(want, c.Warnings); diff != "" {
+		t.Errorf("warnings mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidateAuthAndTenants(t *testing.T) {
+	valid := func() *Config {
+		return &Config{
+			Server:    Server{PublicURL: "https://gw.example.com/mcp"},
+			Upstreams: []Upstream{{Name: "a", URL: "http://a/mcp"}},
+			Auth: Auth{Issuers: []Issuer{{
+				Name: "corp", IssuerURL: "https://idp.example.com", TenantClaim: "tenant",
+			}}},
+			Tenants: []Tenant{{ID: "acme", Upstreams: []TenantUpstream{{Name: "a"}}}},
+		}
+	}
+	tests := []struct {
+		name   string
+		modify func(c *Config)
+		want   []string
+	}{
+		{name: "valid, before defaults", modify: func(c *Config) {}},
+		{name: "valid, after defaults", modify: func(c *Config) { c.ApplyDefaults() }},
+		{name: "redis store", modify: func(c *Config) { c.Sessions.Store = StoreRedis; c.ApplyDefaults() }},
+		{
+			name:   "neither issuers nor anonymous",
+			modify: func(c *Config) { c.Auth = Auth{} },
+			want:   []string{"auth.issuers: at least one issuer is required (or set auth.anonymous: true for local development only)"},
+		},
+		{
+			name:   "no audience without public_url",
+			modify: func(c *Config) { c.Server.PublicURL = ""; c.ApplyDefaults() },
+			want:   []string{"auth.issuers[0].audiences: required when server.public_url is not set"},
+		},
+		{
+			name:   "no tenants",
+			modify: func(c *Config) { c.Tenants = nil },
+			want:   []string{"tenants: at least one tenant is required when auth.issuers are configured"},
+		},
+		{
+			name: "several problems",
+			modify: func(c *Config) {
+				c.Auth.Leeway = -1
+				c.Auth.TokenCacheSize = -1
+				c.Auth.Issuers[0].Algorithms = []string{"HS512"}
+				c.Auth.Issuers = append(c.Auth.Issuers, Issuer{Name: "corp", IssuerURL: "https://idp.example.com", Tenant: "nope"})
+				c.Tenants[0].Upstreams = append(c.Tenants[0].Upstreams, TenantUpstream{Name: "b", Tools: Rules{Deny: []string{"["}}})
+				c.Tenants[0].Upstreams[0].RequiredScopes = map[string][]string{"t": nil}
+				c.Tenants = append(c.Tenants, Tenant{ID: "acme"})
+				c.Sessions.Redis = Redis{Addrs: []string{"x"}, DB: -1, Timeout: -1}
+			},
+			want: []string{
+				`sessions.redis.addrs[0]: invalid address "x": want host:port, such as "127.0.0.1:6379"`,
+				"sessions.redis.db: must not be negative",
+				"sessions.redis.timeout: must be positive",
+				"auth.leeway: must be positive",
+				"auth.token_cache_size: must be positive",
+				`auth.issuers[0].algorithms[0]: HMAC algorithms are not accepted: a resource server must verify with public keys (got "HS512")`,
+				`auth.issuers[1].name: duplicate issuer name "corp" (also auth.issuers[0])`,
+				"auth.issuers[1].issuer_url: duplicate issuer_url (also auth.issuers[0])",
+				`auth.issuers[1].tenant: unknown tenant "nope": it must be listed in tenants`,
+				"tenants[0].upstreams[0].required_scopes.t: must list at least one scope",
+				`tenants[0].upstreams[1].name: unknown upstream "b"`,
+				`tenants[0].upstreams[1].tools.deny[0]: "[" is not a valid glob pattern (path.Match syntax: "*", "?", "[a-z]", "\" escapes)`,
+				`tenants[1].id: duplicate tenant id "acme" (also tenants[0])`,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := valid()
+			tt.modify(c)
+			err := c.Validate()
+			if diff := cmp.Diff(tt.want, problemLines(t, err)); diff != "" {
+				t.Errorf("mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestApplyDefaultsAuth(t *testing.T) {
+	c := &Config{
+		Server: Server{PublicURL: "https://gw.example.com/mcp"},
+		Auth: Auth{Issuers: []Issuer{
+			{Name: "a"},
+			{Name: "b", Audiences: []string{"x"}, Algorithms: []string{"ES256"}},
+			{Name: "c"},
+		}},
+	}
+	c.ApplyDefaults()
+	want := Auth{
+		Issuers: []Issuer{
+			{Name: "a", Audiences: []string{"https://gw.example.com/mcp"}, Algorithms: []string{"RS256", "PS256", "ES256", "EdDSA"}},
+			{Name: "b", Audiences: []string{"x"}, Algorithms: []string{"ES256"}},
+			{Name: "c", Audiences: []string{"https://gw.example.com/mcp"}, Algorithms: []string{"RS256", "PS256", "ES256", "EdDSA"}},
+		},
+		Leeway:         Duration(DefaultLeeway),
+		TokenCacheSize: DefaultTokenCacheSize,
+	}
+	if diff := cmp.Diff(want, c.Auth); diff != "" {
+		t.Errorf("Auth mismatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(defaultRedis, c.Sessions.Redis); diff != "" {
+		t.Errorf("Redis mismatch (-want +got):\n%s", diff)
+	}
+	// Every issuer gets its own slices.
+	c.Auth.Issuers[0].Algorithms[0] = "changed"
+	c.Auth.Issuers[0].Audiences[0] = "changed"
+	if c.Auth.Issuers[2].Algorithms[0] != "RS256" || c.Auth.Issuers[2].Audiences[0] != "https://gw.example.com/mcp" || DefaultAlgorithms()[0] != "RS256" {
+		t.Error("issuers share their defaulted slices")
+	}
+
+	// Without public_url, audiences stay empty (and Validate reports them).
+	c = &Config{Auth: Auth{Issuers: []Issuer{{Name: "a"}}}}
+	c.ApplyDefaults()
+	if got := c.Auth.Issuers[0].Audiences; got != nil {
+		t.Errorf("Audiences = %q, want nil", got)
+	}
+}
+
+func TestRedisSecretNeverLeaks(t *testing.T) {
+	const secret = "s3cr3t-p4ss"
+	vars := map[string]string{"REDIS_PW": secret}
+	for _, tt := range []struct{ name, redis string }{
+		{name: "unset variable next to a literal secret", redis: "password: " + secret + "${UNSET}"},
+		{name: "unterminated reference", redis: "password: ${" + secret},
+		{name: "secret as a variable name", redis: "password: ${" + secret + "}"},
+		{name: "value is a list", redis: "password: [" + secret + "]"},
+		{name: "value is a mapping", redis: "password: {" + secret + ": x}"},
+		{name: "bad binary value", redis: "password: !!binary " + secret},
+		{name: "syntax error", redis: "password: \"" + secret},
+		{name: "password in addrs", redis: "addrs: [\"redis://:" + secret + "@h:6379\"]"},
+		{name: "user and password in addrs", redis: "addrs: [\"u:" + secret + "@h:6379\"]"},
+		{name: "password in an invalid addr", redis: "addrs: [\"" + secret + "@h\"]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			yaml := "sessions:\n  store: redis\n  redis:\n    " + tt.redis + "\n" + anon
+			_, err := Parse("test.yaml", []byte(yaml), env(vars))
+			if err == nil {
+				t.Fatal("Parse succeeded, want an error")
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error contains the secret:\n%v", err)
+			}
+		})
+	}
+
+	t.Run("printing a config", func(t *testing.T) {
+		c, err := Parse("test.yaml", []byte(fullYAML), env(vars))
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		c.Upstreams[0].Headers = map[string]string{"Authorization": secret}
+		if got := c.Sessions.Redis.Password; got != "pw-"+secret {
+			t.Fatalf("Password = %q, want the expanded secret", got)
+		}
+		var logs bytes.Buffer
+		slog.New(slog.NewJSONHandler(&logs, nil)).Info("loaded",
+			"redis", c.Sessions.Redis, "redis_ptr", &c.Sessions.Redis, "sessions", c.Sessions, "config", c)
+		slog.New(slog.NewTextHandler(&logs, nil)).Info("loaded",
+			"redis", c.Sessions.Redis, "sessions", c.Sessions, "config", c)
+		for _, s := range []string{
+			fmt.Sprint(c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), fmt.Sprintf("%v", *c),
+			fmt.Sprintf("%+v", *c), fmt.Sprintf("%#v", *c), fmt.Sprint(c.Sessions), fmt.Sprintf("%#v", c.Sessions),
+			c.Sessions.Redis.String(), fmt.Sprintf("%q", c.Sessions.Redis), logs.String(),
+		} {
+			if strings.Contains(s, secret) {
+				t.Errorf("output contains the secret:\n%s", s)
+			}
+			if !strings.Contains(s, "mymaster") {
+				t.Errorf("output does not show the Redis settings:\n%s", s)
+			}
+		}
+		data, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := string(data); strings.Contains(s, secret) || !strings.Contains(s, `"Password":"REDACTED"`) || !strings.Contains(s, `"Authorization":"REDACTED"`) {
+			t.Errorf("JSON does not redact the secrets:\n%s", s)
+		}
+	})
 }

@@ -14,7 +14,30 @@ const (
 	DefaultIdleTTL           = 30 * time.Minute
 	DefaultMaxSessions       = 100_000
 	DefaultUpstreamTimeout   = 30 * time.Second
+	DefaultLeeway            = 30 * time.Second
+	DefaultTokenCacheSize    = 10_000
+	DefaultRedisAddr         = "127.0.0.1:6379" // the only item of the default sessions.redis.addrs
+	DefaultRedisKeyPrefix    = "mcpgw:"
+	DefaultRedisTimeout      = 500 * time.Millisecond
 )
+
+// Signature algorithms accepted in auth.issuers[].algorithms: asymmetric
+// ones only, since a resource server verifies with the issuer's public keys.
+const (
+	AlgRS256 = "RS256"
+	AlgPS256 = "PS256"
+	AlgES256 = "ES256"
+	AlgEdDSA = "EdDSA"
+)
+
+// DefaultAlgorithms returns the default of auth.issuers[].algorithms: every
+// accepted algorithm. The slice is new on every call.
+func DefaultAlgorithms() []string {
+	return []string{AlgRS256, AlgPS256, AlgES256, AlgEdDSA}
+}
+
+// AnonymousTenant is the tenant of every caller when auth.anonymous is set.
+const AnonymousTenant = "default"
 
 // Session store names accepted in sessions.store.
 const (
@@ -26,6 +49,12 @@ const (
 // [Parse] and [Load] call it; code that builds a Config itself (demo mode,
 // tests) should call it before use. It does not default Upstream.Prefix: nil
 // already means "use the name".
+//
+// An issuer's audiences default to [server.public_url] only when public_url
+// is set; [Config.Validate] reports an issuer left without one. The Redis
+// settings are defaulted whatever the store, so that they read the same
+// wherever they are used. Lists are defaulted when empty, with a new slice
+// for each.
 func (c *Config) ApplyDefaults() {
 	s := &c.Server
 	setDefault(&s.Listen, DefaultListen)
@@ -38,6 +67,26 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&ss.Store, DefaultSessionStore)
 	setDefault(&ss.IdleTTL, Duration(DefaultIdleTTL))
 	setDefault(&ss.MaxSessions, DefaultMaxSessions)
+
+	r := &ss.Redis
+	if len(r.Addrs) == 0 {
+		r.Addrs = []string{DefaultRedisAddr}
+	}
+	setDefault(&r.KeyPrefix, DefaultRedisKeyPrefix)
+	setDefault(&r.Timeout, Duration(DefaultRedisTimeout))
+
+	a := &c.Auth
+	setDefault(&a.Leeway, Duration(DefaultLeeway))
+	setDefault(&a.TokenCacheSize, DefaultTokenCacheSize)
+	for i := range a.Issuers {
+		is := &a.Issuers[i]
+		if len(is.Audiences) == 0 && c.Server.PublicURL != "" {
+			is.Audiences = []string{c.Server.PublicURL}
+		}
+		if len(is.Algorithms) == 0 {
+			is.Algorithms = DefaultAlgorithms()
+		}
+	}
 
 	for i := range c.Upstreams {
 		setDefault(&c.Upstreams[i].Timeout, Duration(DefaultUpstreamTimeout))

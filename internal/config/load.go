@@ -30,12 +30,14 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 // problem reports and may be "".
 //
 // getenv looks up the variables in ${VAR} references, which are expanded in
-// upstream header values only. A variable for which getenv returns "" is
-// treated as unset, which is an error. If getenv is nil, [os.Getenv] is used.
+// secrets only: upstream header values and sessions.redis.password. A
+// variable for which getenv returns "" is treated as unset, which is an
+// error. If getenv is nil, [os.Getenv] is used.
 //
 // Decoding is strict: unknown keys, values of the wrong type and duplicate
 // keys are errors. On failure the error is a [Problems] holding every
-// problem found, sorted by line.
+// problem found, sorted by line. On success, Config.Warnings holds what
+// looks wrong but is allowed (see [Config.Warnings]).
 func Parse(path string, data []byte, getenv func(string) string) (*Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -59,6 +61,7 @@ func Parse(path string, data []byte, getenv func(string) string) (*Config, error
 	if err := v.problems.err(); err != nil {
 		return nil, err
 	}
+	c.Warnings = v.sortedWarnings()
 	c.ApplyDefaults()
 	c.Path = path
 	return &c, nil
@@ -217,7 +220,7 @@ func (d *decoder) items(n *yaml.Node, path string, fn func(item *yaml.Node, path
 		return
 	}
 	if n.Kind != yaml.SequenceNode {
-		d.errorf(n, path, "must be a list")
+		d.fail(n, path, "must be a list")
 		return
 	}
 	for i, item := range n.Content {
@@ -295,6 +298,11 @@ func (d *decoder) stringList(out *[]string) field {
 // error rather than "use the default": whoever wrote it meant something
 // else.
 func positive[T int | int64](d *decoder, out *T) field {
+	return integer(d, out, 1)
+}
+
+// integer decodes an integer of at least least (0 or 1).
+func integer[T int | int64](d *decoder, out *T, least T) field {
 	return func(n *yaml.Node, path string) {
 		if !d.scalar(n, path, "an integer") {
 			return
@@ -305,12 +313,123 @@ func positive[T int | int64](d *decoder, out *T) field {
 			d.errorf(n, path, "must be an integer, got %q", n.Value)
 			return
 		}
-		if v <= 0 {
-			d.errorf(n, path, "must be positive")
+		if v < least {
+			if least > 0 {
+				d.errorf(n, path, "must be positive")
+			} else {
+				d.errorf(n, path, "must not be negative")
+			}
 			return
 		}
 		*out = v
 	}
+}
+
+// decodeBool decodes a YAML boolean. Strings such as "true" or "yes" are
+// errors: a quoted "false" read as true would be a nasty surprise.
+func (d *decoder) decodeBool(n *yaml.Node, path string) (bool, bool) {
+	if !d.scalar(n, path, "true or false") {
+		return false, false
+	}
+	var b bool
+	if n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
+		d.fail(n, path, fmt.Sprintf("must be true or false, got %q", n.Value))
+		return false, false
+	}
+	return b, true
+}
+
+func (d *decoder) boolean(out *bool) field {
+	return func(n *yaml.Node, path string) {
+		if b, ok := d.decodeBool(n, path); ok {
+			*out = b
+		}
+	}
+}
+
+// boolPtr decodes into a *bool, leaving it nil for null.
+func (d *decoder) boolPtr(out **bool) field {
+	return func(n *yaml.Node, path string) {
+		if b, ok := d.decodeBool(n, path); ok {
+			*out = &b
+		}
+	}
+}
+
+// nonEmptyStr decodes a string whose explicit "" is an error rather than
+// "use the default"; hint completes "must not be empty (...)".
+func (d *decoder) nonEmptyStr(out *string, hint string) field {
+	return func(n *yaml.Node, path string) {
+		s, ok := d.decodeString(n, path)
+		if !ok {
+			return
+		}
+		if s == "" {
+			d.errorf(n, path, "must not be empty (%s)", hint)
+			return
+		}
+		*out = s
+	}
+}
+
+// secret decodes a string and expands the ${VAR} references in it. The
+// value is a secret: no problem reported here quotes it.
+func (d *decoder) secret(out *string) field {
+	return func(n *yaml.Node, path string) {
+		if s, ok := d.expandString(n, path); ok {
+			*out = s
+		}
+	}
+}
+
+// expandString decodes the scalar n as a string and expands it; see
+// [expand]. It reports problems at path and never quotes the value.
+func (d *decoder) expandString(n *yaml.Node, path string) (string, bool) {
+	raw, ok := d.decodeString(n, path)
+	if !ok {
+		return "", false
+	}
+	val, errs := expand(raw, d.getenv)
+	for _, msg := range errs {
+		d.errorf(n, path, "%s", msg)
+	}
+	if errs != nil {
+		return "", false
+	}
+	return val, true
+}
+
+// orNone decodes a list whose absence and emptiness mean different things
+// (nil: no restriction; empty: nothing). An empty list in the file gives a
+// non-nil empty slice, and null is an error, since "key:" with nothing
+// after it (say, every item commented out) would otherwise silently mean
+// "no restriction". what completes "has no value: ...".
+func orNone[T any](d *decoder, out *[]T, what string, decode field) field {
+	return func(n *yaml.Node, path string) {
+		if isNull(n) {
+			d.fail(n, path, "has no value: "+what)
+			return
+		}
+		if n.Kind == yaml.SequenceNode && *out == nil {
+			*out = []T{}
+		}
+		decode(n, path)
+	}
+}
+
+// mappings decodes a list of mappings, calling decode for each item.
+func mappings[T any](d *decoder, n *yaml.Node, path string, out *[]T, decode func(n *yaml.Node, path string, v *T)) {
+	d.items(n, path, func(item *yaml.Node, p string) {
+		var v T
+		if isNull(item) {
+			d.fail(item, p, "must be a mapping")
+		} else {
+			decode(item, p, &v)
+		}
+		// Keep broken items so that indexes in later problems match
+		// the file; the validator skips paths reported here.
+		*out = append(*out, v)
+	})
 }
 
 // duration decodes a positive Go duration string; see positive for why zero
@@ -336,13 +455,15 @@ func (d *decoder) duration(out *Duration) field {
 func (d *decoder) config(n *yaml.Node, c *Config) {
 	n = resolve(n)
 	if !isNull(n) && n.Kind != yaml.MappingNode {
-		d.errorf(n, "", "the top level must be a mapping")
+		d.fail(n, "", "the top level must be a mapping")
 		return
 	}
 	d.fields(n, "", map[string]field{
 		"server":    func(v *yaml.Node, p string) { d.server(v, p, &c.Server) },
 		"sessions":  func(v *yaml.Node, p string) { d.sessions(v, p, &c.Sessions) },
-		"upstreams": func(v *yaml.Node, p string) { d.upstreams(v, p, &c.Upstreams) },
+		"upstreams": func(v *yaml.Node, p string) { mappings(d, v, p, &c.Upstreams, d.upstream) },
+		"auth":      func(v *yaml.Node, p string) { d.auth(v, p, &c.Auth) },
+		"tenants":   func(v *yaml.Node, p string) { mappings(d, v, p, &c.Tenants, d.tenant) },
 	})
 }
 
@@ -364,21 +485,109 @@ func (d *decoder) sessions(n *yaml.Node, path string, s *Sessions) {
 		"store":        d.str(&s.Store),
 		"idle_ttl":     d.duration(&s.IdleTTL),
 		"max_sessions": positive(d, &s.MaxSessions),
+		"redis":        func(v *yaml.Node, p string) { d.redis(v, p, &s.Redis) },
 	})
 }
 
-func (d *decoder) upstreams(n *yaml.Node, path string, us *[]Upstream) {
-	d.items(n, path, func(item *yaml.Node, p string) {
-		var u Upstream
-		if isNull(item) {
-			d.fail(item, p, "must be a mapping")
-		} else {
-			d.upstream(item, p, &u)
-		}
-		// Keep broken items so that indexes in later problems match
-		// the file; the validator skips paths reported here.
-		*us = append(*us, u)
+func (d *decoder) redis(n *yaml.Node, path string, r *Redis) {
+	d.fields(n, path, map[string]field{
+		"addrs":       d.stringList(&r.Addrs),
+		"master_name": d.str(&r.MasterName),
+		"username":    d.str(&r.Username),
+		"password":    d.secret(&r.Password),
+		"db":          integer(d, &r.DB, 0),
+		"tls":         d.boolean(&r.TLS),
+		"key_prefix":  d.nonEmptyStr(&r.KeyPrefix, fmt.Sprintf("leave the key out for the default %q", DefaultRedisKeyPrefix)),
+		"timeout":     d.duration(&r.Timeout),
 	})
+}
+
+func (d *decoder) auth(n *yaml.Node, path string, a *Auth) {
+	d.fields(n, path, map[string]field{
+		"issuers":          func(v *yaml.Node, p string) { mappings(d, v, p, &a.Issuers, d.issuer) },
+		"required_scopes":  d.stringList(&a.RequiredScopes),
+		"leeway":           d.duration(&a.Leeway),
+		"token_cache_size": positive(d, &a.TokenCacheSize),
+		"anonymous":        d.boolean(&a.Anonymous),
+	})
+}
+
+func (d *decoder) issuer(n *yaml.Node, path string, is *Issuer) {
+	d.fields(n, path, map[string]field{
+		"name":         d.str(&is.Name),
+		"issuer_url":   d.str(&is.IssuerURL),
+		"audiences":    d.stringList(&is.Audiences),
+		"tenant_claim": d.str(&is.TenantClaim),
+		"tenant":       d.str(&is.Tenant),
+		"jwks_url":     d.str(&is.JWKSURL),
+		"algorithms":   d.stringList(&is.Algorithms),
+	})
+}
+
+func (d *decoder) tenant(n *yaml.Node, path string, t *Tenant) {
+	d.fields(n, path, map[string]field{
+		"id": d.str(&t.ID),
+		"upstreams": orNone(d, &t.Upstreams, "leave the key out for every upstream, or write [] for none",
+			func(v *yaml.Node, p string) { mappings(d, v, p, &t.Upstreams, d.tenantUpstream) }),
+	})
+}
+
+func (d *decoder) tenantUpstream(n *yaml.Node, path string, u *TenantUpstream) {
+	d.fields(n, path, map[string]field{
+		"name":            d.str(&u.Name),
+		"tools":           d.rules(&u.Tools),
+		"prompts":         d.rules(&u.Prompts),
+		"resources":       d.rules(&u.Resources),
+		"required_scopes": func(v *yaml.Node, p string) { d.requiredScopes(v, p, &u.RequiredScopes) },
+		"annotations":     func(v *yaml.Node, p string) { d.annotations(v, p, &u.Annotations) },
+	})
+}
+
+func (d *decoder) rules(r *Rules) field {
+	return func(n *yaml.Node, path string) {
+		d.fields(n, path, map[string]field{
+			"allow": orNone(d, &r.Allow, "leave the key out to allow everything, or write [] to allow nothing",
+				d.stringList(&r.Allow)),
+			"deny": d.stringList(&r.Deny),
+		})
+	}
+}
+
+// requiredScopes decodes a mapping of tool name to a list of scopes.
+func (d *decoder) requiredScopes(n *yaml.Node, path string, out *map[string][]string) {
+	d.entries(n, path, func(name string) string { return keyPath(path, name) },
+		func(name string, k, v *yaml.Node) {
+			p := keyPath(path, name)
+			d.mark(p, k)
+			var scopes []string
+			d.stringList(&scopes)(resolve(v), p)
+			if *out == nil {
+				*out = make(map[string][]string)
+			}
+			(*out)[name] = scopes
+		})
+}
+
+// annotations decodes a mapping of tool name to annotations, whose keys
+// are MCP's camelCase ones.
+func (d *decoder) annotations(n *yaml.Node, path string, out *map[string]ToolAnnotations) {
+	d.entries(n, path, func(name string) string { return keyPath(path, name) },
+		func(name string, k, v *yaml.Node) {
+			p := keyPath(path, name)
+			d.mark(p, k)
+			var a ToolAnnotations
+			d.fields(resolve(v), p, map[string]field{
+				"title":           d.strPtr(&a.Title),
+				"readOnlyHint":    d.boolPtr(&a.ReadOnlyHint),
+				"destructiveHint": d.boolPtr(&a.DestructiveHint),
+				"idempotentHint":  d.boolPtr(&a.IdempotentHint),
+				"openWorldHint":   d.boolPtr(&a.OpenWorldHint),
+			})
+			if *out == nil {
+				*out = make(map[string]ToolAnnotations)
+			}
+			(*out)[name] = a
+		})
 }
 
 func (d *decoder) upstream(n *yaml.Node, path string, u *Upstream) {
@@ -412,15 +621,8 @@ func (d *decoder) headers(n *yaml.Node, path string, out *map[string]string) {
 			d.errorf(v, path, `a header has no value (write "" for an empty one)`)
 			return
 		}
-		raw, ok := d.decodeString(v, p)
+		val, ok := d.expandString(v, p)
 		if !ok {
-			return
-		}
-		val, errs := expand(raw, d.getenv)
-		for _, msg := range errs {
-			d.errorf(v, p, "%s", msg)
-		}
-		if errs != nil {
 			return
 		}
 		if *out == nil {
@@ -435,6 +637,19 @@ func (d *decoder) headers(n *yaml.Node, path string, out *map[string]string) {
 // names.
 func headerKey(path, name string) string {
 	return path + "\x00" + name
+}
+
+// plainKeyRE matches the map keys that keyPath joins with a dot.
+var plainKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// keyPath is the path of the entry key in the mapping at path whose keys
+// are names (tool names): path.key, or path["key"] when key holds anything
+// but letters, digits, "_" and "-" (a tool name may contain dots).
+func keyPath(path, key string) string {
+	if plainKeyRE.MatchString(key) {
+		return joinPath(path, key)
+	}
+	return path + "[" + strconv.Quote(key) + "]"
 }
 
 func joinPath(path, key string) string {

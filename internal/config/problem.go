@@ -9,7 +9,8 @@ import (
 
 // A Problem is one thing wrong with a configuration, with where it is.
 //
-// Messages never contain upstream header values: those are secrets.
+// Messages never contain secrets: upstream header values and the Redis
+// password.
 type Problem struct {
 	// File is the config file's path; "" for a config built in code.
 	File string

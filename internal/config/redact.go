@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -9,7 +10,8 @@ import (
 	"strings"
 )
 
-// redacted replaces header values wherever an Upstream is printed.
+// redacted replaces secrets (header values, the Redis password) wherever
+// they would be printed.
 const redacted = "REDACTED"
 
 // String describes u for humans with its header values redacted. fmt uses
@@ -40,6 +42,68 @@ func (u Upstream) LogValue() slog.Value {
 		slog.Duration("timeout", u.Timeout.D()),
 		slog.Any("header_names", slices.Sorted(maps.Keys(u.Headers))),
 	)
+}
+
+// MarshalJSON encodes u with its header values redacted, so that a logger
+// that falls back to encoding/json (slog's JSONHandler given a Config)
+// cannot print them either.
+func (u Upstream) MarshalJSON() ([]byte, error) {
+	type plain Upstream // without methods, so no recursion
+	p := plain(u)
+	p.URL = redactURL(u.URL)
+	if u.Headers != nil {
+		p.Headers = make(map[string]string, len(u.Headers))
+		for name := range u.Headers {
+			p.Headers[name] = redacted
+		}
+	}
+	return json.Marshal(p)
+}
+
+// String describes r for humans with its password redacted. fmt uses it
+// for %v and %s, including when r is inside a Config.
+func (r Redis) String() string {
+	password := `""`
+	if r.Password != "" {
+		password = redacted
+	}
+	return fmt.Sprintf("{addrs: [%s], master_name: %q, username: %q, password: %s, db: %d, tls: %t, key_prefix: %q, timeout: %s}",
+		strings.Join(r.Addrs, " "), r.MasterName, r.Username, password, r.DB, r.TLS, r.KeyPrefix, r.Timeout)
+}
+
+// GoString is like String; it keeps %#v from printing the password.
+func (r Redis) GoString() string { return "config.Redis" + r.String() }
+
+// LogValue logs r's settings, and whether a password is set instead of
+// the password.
+func (r Redis) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.Any("addrs", r.Addrs),
+		slog.String("master_name", r.MasterName),
+		slog.String("username", r.Username),
+		slog.Bool("password_set", r.Password != ""),
+		slog.Int("db", r.DB),
+		slog.Bool("tls", r.TLS),
+		slog.String("key_prefix", r.KeyPrefix),
+		slog.Duration("timeout", r.Timeout.D()),
+	)
+}
+
+// MarshalJSON encodes r with its password redacted; see
+// [Upstream.MarshalJSON].
+func (r Redis) MarshalJSON() ([]byte, error) {
+	type plain Redis // without methods, so no recursion
+	p := plain(r)
+	p.Password = redactSecret(r.Password)
+	return json.Marshal(p)
+}
+
+// redactSecret hides a secret, showing only whether it is set.
+func redactSecret(s string) string {
+	if s == "" {
+		return ""
+	}
+	return redacted
 }
 
 // redactURL hides the user info of a URL built in code (a parsed config

@@ -22,6 +22,13 @@ type Config struct {
 
 	// Path is the file the config was loaded from ("" when built in code).
 	Path string `yaml:"-"`
+
+	// Warnings are what [Parse] or [Config.Validate] found that looks wrong
+	// but is allowed, such as a tenant rule pattern that can never match
+	// (see [Config.Validate] for the list). They never make Parse fail; log
+	// them. Parse sorts them by line; Validate replaces them with its own,
+	// which have no lines.
+	Warnings []Problem `yaml:"-"`
 }
 
 // Upstream returns the upstream named name, or nil if there is none.

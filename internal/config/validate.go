@@ -29,9 +29,25 @@ var (
 // Settings at their zero value count as unset, so Validate accepts c both
 // before and after [Config.ApplyDefaults]. Negative sizes and durations are
 // errors.
+//
+// Validate also sets c.Warnings, so it must not run while c is shared.
+// Warnings are a cheap heuristic for likely mistakes, not a proof; they
+// cover:
+//   - in a tenant's rules, an allow pattern that can never match because
+//     deny repeats it, or deny holds "*" (which matches every name without
+//     a "/"; patterns with a "/" or a "[...]" class are left alone), or it
+//     is a literal name that a deny pattern matches;
+//   - a tools pattern containing "/" (as in "://"): tool names have none,
+//     so it was probably meant for resources;
+//   - a required_scopes or annotations entry for a tool that no tools.allow
+//     pattern matches (when allow is set) or that a tools.deny pattern
+//     matches: the tenant never sees that tool;
+//   - a sessions.redis section in the file while sessions.store is not
+//     redis.
 func (c *Config) Validate() error {
 	v := &validator{file: c.Path}
 	v.config(c)
+	c.Warnings = v.sortedWarnings()
 	return v.problems.err()
 }
 
@@ -44,6 +60,7 @@ type validator struct {
 	// inside them are not reported again.
 	skip     map[string]bool
 	problems Problems
+	warnings Problems
 }
 
 // addf reports a problem at path, positioned at path or, when path itself
@@ -55,13 +72,31 @@ func (v *validator) addf(path, format string, args ...any) {
 
 // addAtf reports a problem at path, positioned at pos.
 func (v *validator) addAtf(pos position, path, format string, args ...any) {
+	v.report(&v.problems, pos, path, format, args...)
+}
+
+// warnf reports a warning at path, positioned like addf's problems.
+func (v *validator) warnf(path, format string, args ...any) {
+	v.report(&v.warnings, v.find(path), path, format, args...)
+}
+
+func (v *validator) report(to *Problems, pos position, path, format string, args ...any) {
 	if v.skipped(path) {
 		return
 	}
-	v.problems = append(v.problems, Problem{
+	*to = append(*to, Problem{
 		File: v.file, Line: pos.line, Col: pos.col, Path: path,
 		Msg: fmt.Sprintf(format, args...),
 	})
+}
+
+// sortedWarnings returns the warnings sorted by line, or nil.
+func (v *validator) sortedWarnings() []Problem {
+	if len(v.warnings) == 0 {
+		return nil
+	}
+	v.warnings.sort()
+	return v.warnings
 }
 
 func (v *validator) find(path string) position {
@@ -98,6 +133,8 @@ func (v *validator) config(c *Config) {
 	v.server(&c.Server)
 	v.sessions(&c.Sessions)
 	v.upstreams(c.Upstreams)
+	v.auth(c)
+	v.tenants(c)
 }
 
 func (v *validator) server(s *Server) {
@@ -128,14 +165,57 @@ func (v *validator) server(s *Server) {
 func (v *validator) sessions(s *Sessions) {
 	switch s.Store {
 	case "", StoreMemory:
+		// Only a section written in the file, with settings in it: a
+		// code-built config has its Redis settings defaulted whatever the
+		// store.
+		if _, ok := v.pos["sessions.redis"]; ok && !s.Redis.isZero() {
+			v.warnf("sessions.redis", "is ignored: sessions.store is not %q", StoreRedis)
+		}
 	case StoreRedis:
-		// TODO: accept once the Redis store exists.
-		v.addf("sessions.store", "%q is not supported yet (memory only)", s.Store)
 	default:
-		v.addf("sessions.store", "unknown store %q: must be %q", s.Store, StoreMemory)
+		v.addf("sessions.store", "unknown store %q: must be %q or %q", s.Store, StoreMemory, StoreRedis)
 	}
 	nonNegative(v, "sessions.idle_ttl", s.IdleTTL)
 	nonNegative(v, "sessions.max_sessions", s.MaxSessions)
+	v.redis("sessions.redis", &s.Redis)
+}
+
+// redis checks the Redis settings. They are checked whatever the store:
+// every rule accepts their zero values, so an absent section passes, and a
+// present one is checked even before it is used.
+func (v *validator) redis(path string, r *Redis) {
+	for i, a := range r.Addrs {
+		v.hostPort(fmt.Sprintf("%s.addrs[%d]", path, i), a)
+	}
+	if r.DB < 0 {
+		v.addf(path+".db", "must not be negative")
+	}
+	// An empty KeyPrefix means the default; the decoder rejects an
+	// explicit "" in a file.
+	nonNegative(v, path+".timeout", r.Timeout)
+}
+
+// isZero reports whether r holds no settings.
+func (r *Redis) isZero() bool {
+	return len(r.Addrs) == 0 && r.MasterName == "" && r.Username == "" && r.Password == "" &&
+		r.DB == 0 && !r.TLS && r.KeyPrefix == "" && r.Timeout == 0
+}
+
+// hostPort checks a host:port address to connect to. It does not quote
+// an address that looks like a URL, which may hold a password.
+func (v *validator) hostPort(path, addr string) {
+	if strings.Contains(addr, "://") || strings.Contains(addr, "@") {
+		v.addf(path, "must be host:port, not a URL (put a password in sessions.redis.password)")
+		return
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		v.addf(path, `invalid address %q: want host:port, such as "127.0.0.1:6379"`, addr)
+		return
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		v.addf(path, "invalid port in %q: want a number from 1 to 65535", addr)
+	}
 }
 
 func (v *validator) upstreams(us []Upstream) {

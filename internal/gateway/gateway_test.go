@@ -35,7 +35,7 @@ type upstreamSpec struct {
 // and returns its MCP endpoint URL.
 func startGateway(t *testing.T, ups []upstreamSpec, edit ...func(*config.Config)) string {
 	t.Helper()
-	cfg := &config.Config{}
+	cfg := &config.Config{Auth: config.Auth{Anonymous: true}}
 	for _, u := range ups {
 		cu := config.Upstream{Name: u.name, URL: u.url, Prefix: u.prefix, Headers: u.headers, Timeout: config.Duration(u.timeout)}
 		cfg.Upstreams = append(cfg.Upstreams, cu)

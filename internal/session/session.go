@@ -42,6 +42,11 @@ var ErrExists = errors.New("session already exists")
 // as it may.
 var ErrFull = errors.New("session store is full")
 
+// ErrUnavailable is returned when the store cannot be reached or fails to
+// answer in time (Redis down, timed out, refusing commands). The request may
+// succeed later; the HTTP layer answers 503.
+var ErrUnavailable = errors.New("session store unavailable")
+
 // Record is one gateway session.
 type Record struct {
 	ID string `json:"id"`

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/glob"
 )
 
 // DefaultID is the tenant of anonymous callers (auth.anonymous).
@@ -94,7 +95,7 @@ func (v *View) Decide(k Kind, upstream, name string) Decision {
 	}
 	for i, p := range set.Deny {
 		for _, c := range candidates {
-			if match(p, c) {
+			if glob.Match(p, c) {
 				return Decision{false, fmt.Sprintf("%s.deny[%d] %q", k, i, p)}
 			}
 		}
@@ -105,7 +106,7 @@ func (v *View) Decide(k Kind, upstream, name string) Decision {
 	for i, p := range set.Allow {
 		ok := true
 		for _, c := range candidates {
-			ok = ok && match(p, c)
+			ok = ok && glob.Match(p, c)
 		}
 		if ok {
 			return Decision{true, fmt.Sprintf("%s.allow[%d] %q", k, i, p)}

@@ -1,17 +1,21 @@
-package tenant
+// Package glob matches the patterns of tenant rules against the original
+// names and URIs of upstream items.
+//
+// The syntax is path.Match's, with one difference: '*' matches any run of
+// characters, '/' included, because rules are written for URIs as much as
+// for names, and "repo://acme/*" is meant to cover everything under
+// repo://acme/. '?' matches one character, '[...]' a character class, and
+// '\' escapes the next character.
+package glob
 
 import (
 	"path"
 	"unicode/utf8"
 )
 
-// match reports whether name matches the glob pattern. Unlike path.Match,
-// '*' matches any run of characters, '/' included: rules are written for
-// URIs as much as for names, and "repo://acme/*" is meant to cover
-// everything under repo://acme/. '?' matches one character, '[...]' a
-// character class (path.Match syntax), and '\' escapes the next character.
-// A malformed pattern matches nothing; config validation rejects them.
-func match(pattern, name string) bool {
+// Match reports whether name matches pattern. A malformed pattern (see
+// [Valid]) matches nothing.
+func Match(pattern, name string) bool {
 	// Iterative matching with single-star backtracking: linear in practice
 	// and never exponential, whatever the pattern.
 	var starP, starN = -1, 0
@@ -83,4 +87,22 @@ func classEnd(pattern string, i int) int {
 		j++
 	}
 	return -1
+}
+
+// Valid reports whether pattern is well formed.
+func Valid(pattern string) error {
+	_, err := path.Match(pattern, "")
+	return err
+}
+
+// HasMeta reports whether pattern has any metacharacter, as opposed to
+// being a literal name.
+func HasMeta(pattern string) bool {
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '*', '?', '[', '\\':
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,412 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpgw/gateway/internal/config"
+)
+
+// Defaults [NewRedis] uses for zero fields of [config.Redis]; they match the
+// config package's defaults, so a hand-built config behaves like a decoded one.
+const (
+	defaultRedisAddr      = "127.0.0.1:6379"
+	defaultRedisKeyPrefix = "mcpgw:"
+	defaultRedisTimeout   = 500 * time.Millisecond
+)
+
+// maxRedisPoolTimeout caps how long a call waits for a pooled connection when
+// all are busy. Waiting longer than this means Redis (or this replica) is
+// overloaded, and failing fast with ErrUnavailable is better than queueing.
+const maxRedisPoolTimeout = 100 * time.Millisecond
+
+// The key of a session and the fields of its hash; see [Redis].
+const (
+	redisKeyInfix   = "session:{"
+	redisKeySuffix  = "}"
+	redisFieldMeta  = "meta"
+	redisFieldUp    = "up:"
+	redisFieldUpSID = "sid:"
+)
+
+// RedisOptions configures a [Redis] store. The zero value is usable.
+type RedisOptions struct {
+	// IdleTTL is how long a record lives after it was created or last
+	// returned by Get. If zero or negative, DefaultIdleTTL is used. It is
+	// rounded up to whole milliseconds.
+	IdleTTL time.Duration
+	// Logger receives reports of records the store cannot decode. If nil,
+	// the store does not log.
+	Logger *slog.Logger
+}
+
+// Redis is a [Store] that keeps records in Redis, so that every replica of
+// the gateway sees every session. One config serves a single server,
+// Sentinel (MasterName set) and Cluster (several Addrs).
+//
+// # Layout
+//
+// Each session is one Redis hash at key <prefix>session:{<id>}:
+//
+//	meta        JSON of the Record without Upstreams
+//	up:<name>   JSON of the Upstream entry for upstream <name>
+//	sid:<name>  that entry's SessionID, as a plain string
+//
+// The braces are a Cluster hash tag: any key added for a session later (a
+// lock, an event log) can be named <prefix>session:{<id>}:<what> and live in
+// the same slot, so one script or transaction can touch them together. The
+// key's expiry is the session's idle expiry: Create sets it to IdleTTL, Get
+// resets it, and nothing else touches it (writing a hash field keeps the
+// key's TTL).
+//
+// A hash rather than one JSON string per session, because it keeps JSON out
+// of Lua. SetUpstream must be a compare-and-swap, so it runs as a script;
+// with one JSON string the script would have to decode the record with cjson
+// and re-encode it, and cjson does not round-trip arbitrary JSON (it turns {}
+// into [], 12345678901234567890 into 1.2345678901235e+19). With a hash, the
+// script compares one plain string field (sid:<name>) and writes two fields;
+// the record's JSON is written and read only by encoding/json. sid:<name>
+// duplicates up:<name>'s session_id; only the scripts write either, always
+// together.
+//
+// The JSON in ClientInfo, ClientCapabilities and Upstream.Capabilities is
+// stored verbatim except for insignificant whitespace, which is dropped:
+// member order, number formatting, empty objects and arrays, escapes and
+// non-ASCII text all come back byte for byte.
+//
+// # Round trips
+//
+// Every call is one round trip: Create and SetUpstream are one EVALSHA each
+// (two round trips only the first time a Redis server sees the script, which
+// then falls back to EVAL), Get is one MULTI/EXEC of PEXPIRE and HGETALL,
+// Delete is one DEL.
+//
+// # LastSeen
+//
+// Get returns the time of the Get as LastSeen (the Get is what makes the
+// session seen) but does not write it back: that would cost a write per
+// request. The last_seen stored in meta is the time of the last write of
+// meta, that is of Create; the key's remaining TTL is the authoritative
+// idle expiry (last seen ≈ now - (IdleTTL - PTTL)).
+//
+// # Failures
+//
+// Every failure to talk to Redis is returned wrapped in [ErrUnavailable]
+// (and also wraps the underlying error). No call takes longer than the
+// config's Timeout plus a short wait for a pooled connection: commands are
+// not retried, since retrying a Create or SetUpstream whose reply was lost
+// would report ErrExists or ErrConflict for the caller's own write. A
+// Create that Redis rejects for lack of memory (maxmemory with noeviction)
+// fails with [ErrFull].
+//
+// Records expire in Redis; the store has no sweeper and no OnExpire hook.
+// It uses no command newer than Redis 4.0 and is tested with Redis 7.0.
+type Redis struct {
+	client      redis.UniversalClient
+	prefix      string
+	ttl         time.Duration
+	callTimeout time.Duration
+	logger      *slog.Logger
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ Store = (*Redis)(nil)
+
+// Scripts. KEYS[1] is always the session's key. A script only ever returns
+// values from Redis as they are; it never decodes or encodes JSON.
+var (
+	// redisCreate writes the record's fields and its expiry unless the key
+	// exists. ARGV: idle TTL in ms, then field, value pairs. Returns 1 if it
+	// created the record, 0 if the key exists.
+	redisCreate = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then
+	return 0
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
+`)
+
+	// redisSetUpstream is the compare-and-swap of one upstream entry. ARGV:
+	// up:<name> field, sid:<name> field, prev, new session id, new entry.
+	// Returns nil if the key does not exist, {1} if it wrote the entry, and
+	// {0, current entry or ""} if the stored session id is not prev.
+	redisSetUpstream = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then
+	return false
+end
+local cur = redis.call('HGET', KEYS[1], ARGV[2]) or ''
+if cur ~= ARGV[3] then
+	return {0, redis.call('HGET', KEYS[1], ARGV[1]) or ''}
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[5], ARGV[2], ARGV[4])
+return {1}
+`)
+)
+
+// NewRedis returns a Redis store for cfg. It does not connect: connections
+// are made on first use, so a gateway starts while Redis is down and
+// [Redis.Ping] reports when it is up. Zero fields of cfg take the config
+// defaults (127.0.0.1:6379, key prefix "mcpgw:", timeout 500ms).
+func NewRedis(cfg config.Redis, opts RedisOptions) (*Redis, error) {
+	addrs := cfg.Addrs
+	if len(addrs) == 0 {
+		addrs = []string{defaultRedisAddr}
+	}
+	prefix := cfg.KeyPrefix
+	if prefix == "" {
+		prefix = defaultRedisKeyPrefix
+	}
+	// A brace in the prefix would become the key's Cluster hash tag, putting
+	// every session in one slot.
+	if strings.ContainsAny(prefix, "{}") {
+		return nil, fmt.Errorf("session: redis key prefix %q: must not contain '{' or '}'", prefix)
+	}
+	timeout := cfg.Timeout.D()
+	switch {
+	case timeout < 0:
+		return nil, fmt.Errorf("session: redis timeout %v: must not be negative", timeout)
+	case timeout == 0:
+		timeout = defaultRedisTimeout
+	}
+	ttl := opts.IdleTTL
+	if ttl <= 0 {
+		ttl = DefaultIdleTTL
+	}
+	ttl = (ttl + time.Millisecond - 1).Truncate(time.Millisecond) // PEXPIRE's unit
+	poolTimeout := min(timeout, maxRedisPoolTimeout)
+
+	uo := &redis.UniversalOptions{
+		Addrs:      addrs,
+		MasterName: cfg.MasterName,
+		Username:   cfg.Username,
+		Password:   cfg.Password,
+		DB:         cfg.DB,
+		// See "Failures" in the Redis doc comment.
+		MaxRetries:    -1,
+		DialerRetries: 1,
+		DialTimeout:   timeout,
+		ReadTimeout:   timeout,
+		WriteTimeout:  timeout,
+		PoolTimeout:   poolTimeout,
+		// Let each call's deadline (callTimeout) bound dial, pool wait and
+		// I/O together.
+		ContextTimeoutEnabled: true,
+	}
+	if cfg.TLS {
+		// ServerName is left empty: crypto/tls takes it from the address
+		// dialed, which for Sentinel and Cluster is the node's, not a seed's.
+		uo.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Redis{
+		client:      redis.NewUniversalClient(uo),
+		prefix:      prefix,
+		ttl:         ttl,
+		callTimeout: timeout + poolTimeout,
+		logger:      logger,
+	}, nil
+}
+
+// Close closes the connections to Redis. Calls after Close fail with
+// ErrUnavailable. Close may be called more than once; later calls return
+// what the first returned.
+func (r *Redis) Close() error {
+	r.closeOnce.Do(func() { r.closeErr = r.client.Close() })
+	return r.closeErr
+}
+
+// Ping reports whether Redis answers, for readiness checks. Its error wraps
+// ErrUnavailable.
+func (r *Redis) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.callTimeout)
+	defer cancel()
+	if err := r.client.Ping(ctx).Err(); err != nil {
+		return unavailable("ping", err)
+	}
+	return nil
+}
+
+// Create implements [Store.Create].
+func (r *Redis) Create(ctx context.Context, rec *Record) error {
+	if rec == nil || rec.ID == "" {
+		return errors.New("session: record has no id")
+	}
+	now := time.Now()
+	meta := *rec
+	meta.Upstreams = nil
+	if meta.Created.IsZero() {
+		meta.Created = now
+	}
+	meta.LastSeen = now
+	metaJSON, err := marshalCompact(&meta)
+	if err != nil {
+		return fmt.Errorf("session: encoding record: %w", err)
+	}
+	args := make([]any, 0, 3+4*len(rec.Upstreams))
+	args = append(args, r.ttl.Milliseconds(), redisFieldMeta, metaJSON)
+	for name, u := range rec.Upstreams {
+		up, err := marshalCompact(&u)
+		if err != nil {
+			return fmt.Errorf("session: encoding upstream %q: %w", name, err)
+		}
+		args = append(args, redisFieldUp+name, up, redisFieldUpSID+name, u.SessionID)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, r.callTimeout)
+	defer cancel()
+	created, err := redisCreate.Run(ctx, r.client, []string{r.key(rec.ID)}, args...).Int()
+	switch {
+	case redis.IsOOMError(err):
+		return fmt.Errorf("%w: %w", ErrFull, err)
+	case err != nil:
+		return unavailable("create", err)
+	case created == 0:
+		return ErrExists
+	}
+	return nil
+}
+
+// Get implements [Store.Get]. The returned LastSeen is the time of the call.
+func (r *Redis) Get(ctx context.Context, id string) (*Record, error) {
+	key := r.key(id)
+	ctx, cancel := context.WithTimeout(ctx, r.callTimeout)
+	defer cancel()
+	var fields *redis.MapStringStringCmd
+	// PEXPIRE first: if the key is gone, it is a no-op and HGETALL finds
+	// nothing. MULTI/EXEC makes the pair atomic, still in one round trip.
+	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.PExpire(ctx, key, r.ttl)
+		fields = p.HGetAll(ctx, key)
+		return nil
+	})
+	if err != nil {
+		return nil, unavailable("get", err)
+	}
+	m := fields.Val()
+	if len(m) == 0 {
+		return nil, ErrNotFound
+	}
+	rec, err := decodeRecord(m)
+	if err != nil {
+		r.logger.ErrorContext(ctx, "undecodable session record in redis",
+			slog.String("session_id", id), slog.String("error", err.Error()))
+		return nil, fmt.Errorf("session: decoding record from redis: %w", err)
+	}
+	rec.LastSeen = time.Now()
+	return rec, nil
+}
+
+// SetUpstream implements [Store.SetUpstream].
+func (r *Redis) SetUpstream(ctx context.Context, id, name, prev string, u Upstream) (Upstream, error) {
+	entry, err := marshalCompact(&u)
+	if err != nil {
+		return Upstream{}, fmt.Errorf("session: encoding upstream %q: %w", name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.callTimeout)
+	defer cancel()
+	res, err := redisSetUpstream.Run(ctx, r.client, []string{r.key(id)},
+		redisFieldUp+name, redisFieldUpSID+name, prev, u.SessionID, entry).Slice()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return Upstream{}, ErrNotFound
+	case err != nil:
+		return Upstream{}, unavailable("set upstream", err)
+	}
+	if len(res) == 0 {
+		return Upstream{}, fmt.Errorf("session: set upstream: unexpected reply %v from redis", res)
+	}
+	if won, _ := res[0].(int64); won == 1 {
+		return cloneUpstream(u), nil
+	}
+	var cur Upstream
+	if len(res) > 1 {
+		s, _ := res[1].(string)
+		if s != "" {
+			if err := json.Unmarshal([]byte(s), &cur); err != nil {
+				r.logger.ErrorContext(ctx, "undecodable upstream entry in redis",
+					slog.String("session_id", id), slog.String("upstream", name), slog.String("error", err.Error()))
+				return Upstream{}, fmt.Errorf("session: decoding upstream %q from redis: %w", name, err)
+			}
+		}
+	}
+	return cur, ErrConflict
+}
+
+// Delete implements [Store.Delete].
+func (r *Redis) Delete(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, r.callTimeout)
+	defer cancel()
+	if err := r.client.Del(ctx, r.key(id)).Err(); err != nil {
+		return unavailable("delete", err)
+	}
+	return nil
+}
+
+// key returns the Redis key of session id.
+func (r *Redis) key(id string) string {
+	return r.prefix + redisKeyInfix + id + redisKeySuffix
+}
+
+// decodeRecord rebuilds a record from its hash fields.
+func decodeRecord(fields map[string]string) (*Record, error) {
+	meta, ok := fields[redisFieldMeta]
+	if !ok {
+		return nil, fmt.Errorf("no %q field", redisFieldMeta)
+	}
+	var rec Record
+	if err := json.Unmarshal([]byte(meta), &rec); err != nil {
+		return nil, fmt.Errorf("field %q: %w", redisFieldMeta, err)
+	}
+	rec.Upstreams = nil
+	for f, v := range fields {
+		name, ok := strings.CutPrefix(f, redisFieldUp)
+		if !ok {
+			continue
+		}
+		var u Upstream
+		if err := json.Unmarshal([]byte(v), &u); err != nil {
+			return nil, fmt.Errorf("field %q: %w", f, err)
+		}
+		if rec.Upstreams == nil {
+			rec.Upstreams = make(map[string]Upstream)
+		}
+		rec.Upstreams[name] = u
+	}
+	return &rec, nil
+}
+
+// marshalCompact is json.Marshal without HTML escaping, so that the raw JSON
+// in a record (client info, capabilities) is stored as it came, except for
+// whitespace: json.Marshal would turn "<", ">", "&", U+2028 and U+2029 in
+// its strings into \u escapes.
+func marshalCompact(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
+}
+
+// unavailable wraps a Redis failure in ErrUnavailable, keeping err in the
+// chain too (for context.Canceled and the like).
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%w: redis %s: %w", ErrUnavailable, op, err)
+}
