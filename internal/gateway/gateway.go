@@ -41,9 +41,15 @@ type Options struct {
 type Gateway struct {
 	cfg    *config.Config
 	log    *slog.Logger
-	store  *session.Memory
+	store  store
 	router *router.Handler
 	mux    http.Handler
+}
+
+// store is a session store the gateway owns.
+type store interface {
+	session.Store
+	Close() error
 }
 
 // New builds a gateway for cfg, which must be valid with defaults applied.
@@ -53,18 +59,31 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// Sessions that expire in the store end their upstream sessions too.
-	// The hook runs in the store's sweeper, so the work goes elsewhere.
 	var expire atomic.Pointer[router.Handler]
-	store := session.NewMemory(session.MemoryOptions{
-		IdleTTL:     cfg.Sessions.IdleTTL.D(),
-		MaxSessions: cfg.Sessions.MaxSessions,
-		OnExpire: func(rec *session.Record) {
-			if h := expire.Load(); h != nil {
-				go h.Expire(rec)
-			}
-		},
-	})
+	var store store
+	switch cfg.Sessions.Store {
+	case config.StoreRedis:
+		// Records expire inside Redis; their upstream sessions expire on
+		// the upstreams' own schedule.
+		rs, err := session.NewRedis(cfg.Sessions.Redis, session.RedisOptions{IdleTTL: cfg.Sessions.IdleTTL.D(), Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		store = rs
+	default:
+		// Sessions that expire in the store end their upstream sessions
+		// too. The hook runs in the store's sweeper, so the work goes
+		// elsewhere.
+		store = session.NewMemory(session.MemoryOptions{
+			IdleTTL:     cfg.Sessions.IdleTTL.D(),
+			MaxSessions: cfg.Sessions.MaxSessions,
+			OnExpire: func(rec *session.Record) {
+				if h := expire.Load(); h != nil {
+					go h.Expire(rec)
+				}
+			},
+		})
+	}
 	rt, err := router.New(router.Options{
 		Config: cfg, Store: store, Logger: log, Version: opts.Version, HTTPClient: opts.HTTPClient,
 	})
@@ -122,17 +141,41 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 	}
 }
 
-// AdminHandler serves the operator endpoints. Metrics and a readiness check
-// that looks at dependencies come with the observability work.
+// AdminHandler serves the operator endpoints: /healthz (the process is
+// alive) and /readyz (it can serve: its dependencies answer).
 func (g *Gateway) AdminHandler() http.Handler {
 	r := chi.NewRouter()
-	ok := func(w http.ResponseWriter, _ *http.Request) {
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
-	}
-	r.Get("/healthz", ok)
-	r.Get("/readyz", ok)
+	})
+	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		problems := g.Ready(r.Context())
+		if len(problems) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			for _, p := range problems {
+				_, _ = io.WriteString(w, p+"\n")
+			}
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
 	return r
+}
+
+// Ready returns what keeps the gateway from serving, one line each; none
+// when it is ready.
+func (g *Gateway) Ready(ctx context.Context) []string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var problems []string
+	if p, ok := g.store.(interface{ Ping(context.Context) error }); ok {
+		if err := p.Ping(ctx); err != nil {
+			problems = append(problems, "session store: "+err.Error())
+		}
+	}
+	return problems
 }
 
 // Run serves cfg until ctx is done, then shuts down gracefully. ready, if
