@@ -1,15 +1,9 @@
-// Package auth authenticates the callers of the MCP endpoint and puts who
-// they are into the request context.
-//
-// Everything below the auth middleware asks [PrincipalFrom] and never looks
-// at credentials itself. Until an issuer is configured the gateway runs with
-// [Anonymous], which marks every request as coming from one anonymous
-// principal of a fixed tenant.
 package auth
 
 import (
 	"context"
 	"net/http"
+	"slices"
 )
 
 // A Principal is a verified caller.
@@ -23,6 +17,17 @@ type Principal struct {
 	Tenant string
 	// Scopes are the scopes granted to the token.
 	Scopes []string
+}
+
+// HasScopes reports whether p was granted every one of scopes. Scopes
+// compare as exact strings: the gateway knows no scope hierarchy.
+func (p *Principal) HasScopes(scopes ...string) bool {
+	for _, s := range scopes {
+		if !slices.Contains(p.Scopes, s) {
+			return false
+		}
+	}
+	return true
 }
 
 type principalKey struct{}

@@ -26,6 +26,11 @@ func (v *validator) auth(c *Config) {
 	case a.Anonymous && len(c.Tenants) > 0 && !tenants[AnonymousTenant]:
 		v.addf("auth.anonymous", "tenant %q must be configured when tenants are listed", AnonymousTenant)
 	}
+	if len(a.Issuers) > 0 && c.Server.PublicURL == "" && !v.skipped("server.public_url") {
+		// It is the resource clients request tokens for (RFC 8707) and the
+		// base of the protected resource metadata URL every 401 names.
+		v.addf("server.public_url", "is required when auth.issuers are configured")
+	}
 
 	v.scopes("auth.required_scopes", a.RequiredScopes)
 	nonNegative(v, "auth.leeway", a.Leeway)
@@ -76,9 +81,8 @@ func (v *validator) auth(c *Config) {
 			v.addf(path+".tenant", "unknown tenant %q: it must be listed in tenants", is.Tenant)
 		}
 
-		if len(is.Audiences) == 0 && c.Server.PublicURL == "" {
-			v.addf(path+".audiences", "required when server.public_url is not set")
-		}
+		// An issuer without audiences gets [server.public_url], which is
+		// required with issuers (checked above).
 		for j, aud := range is.Audiences {
 			if aud == "" {
 				v.addf(fmt.Sprintf("%s.audiences[%d]", path, j), "must not be empty")

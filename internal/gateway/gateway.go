@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -35,15 +37,19 @@ type Options struct {
 	// HTTPClient sends upstream requests; nil means each upstream gets its
 	// own pooled client.
 	HTTPClient *http.Client
+	// IdPClient fetches issuers' discovery documents and keys; nil means
+	// http.DefaultClient.
+	IdPClient *http.Client
 }
 
 // A Gateway is a configured gateway, ready to serve.
 type Gateway struct {
-	cfg    *config.Config
-	log    *slog.Logger
-	store  store
-	router *router.Handler
-	mux    http.Handler
+	cfg      *config.Config
+	log      *slog.Logger
+	store    store
+	router   *router.Handler
+	verifier *auth.Verifier // nil with auth.anonymous
+	mux      http.Handler
 }
 
 // store is a session store the gateway owns.
@@ -93,6 +99,12 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	expire.Store(rt)
 	g := &Gateway{cfg: cfg, log: log, store: store, router: rt}
+	if !cfg.Auth.Anonymous {
+		if g.verifier, err = auth.NewVerifier(cfg, auth.Options{HTTPClient: opts.IdPClient, Logger: log}); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
 	g.mux = g.newMux()
 	return g, nil
 }
@@ -103,14 +115,27 @@ func (g *Gateway) Handler() http.Handler { return g.mux }
 // Close releases the gateway's resources.
 func (g *Gateway) Close() error { return errors.Join(g.router.Close(), g.store.Close()) }
 
-// newMux wires the MCP endpoint: recover, request id, auth, then the router.
-// The auth middleware is the seam where token validation plugs in; until
-// then every caller is the anonymous principal of the default tenant.
+// newMux wires the MCP endpoint: recover, request id, auth, then the router;
+// and, with issuers, the protected resource metadata (RFC 9728) at both the
+// path-inserted and the root well-known URL.
 func (g *Gateway) newMux() http.Handler {
 	r := chi.NewRouter()
 	r.Use(recoverer(g.log))
 	r.Use(middleware.RequestID)
-	r.With(auth.Anonymous(tenant.DefaultID)).Handle("/mcp", g.router)
+	authn := auth.Anonymous(tenant.DefaultID)
+	if g.verifier != nil {
+		authn = auth.Middleware(g.verifier, auth.MiddlewareOptions{
+			ResourceMetadataURL: auth.MetadataURL(g.cfg.Server.PublicURL),
+			RequiredScopes:      g.cfg.Auth.RequiredScopes,
+			KnownTenant:         g.router.KnownTenant,
+			Logger:              g.log,
+		})
+		meta := auth.MetadataHandler(g.cfg, scopesSupported(g.cfg))
+		for _, p := range auth.MetadataPaths(g.cfg.Server.PublicURL) {
+			r.Method(http.MethodGet, p, meta)
+		}
+	}
+	r.With(authn).Handle("/mcp", g.router)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "404 page not found: the MCP endpoint is /mcp", http.StatusNotFound)
 	})
@@ -175,7 +200,31 @@ func (g *Gateway) Ready(ctx context.Context) []string {
 			problems = append(problems, "session store: "+err.Error())
 		}
 	}
+	if g.verifier != nil {
+		if err := g.verifier.Ready(ctx); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
 	return problems
+}
+
+// scopesSupported lists every scope the gateway may ask for: the global
+// ones and each tool's, sorted.
+func scopesSupported(cfg *config.Config) []string {
+	set := map[string]bool{}
+	for _, s := range cfg.Auth.RequiredScopes {
+		set[s] = true
+	}
+	for _, t := range cfg.Tenants {
+		for _, u := range t.Upstreams {
+			for _, scopes := range u.RequiredScopes {
+				for _, s := range scopes {
+					set[s] = true
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
 }
 
 // Run serves cfg until ctx is done, then shuts down gracefully. ready, if

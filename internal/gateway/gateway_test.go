@@ -457,6 +457,12 @@ func TestUpstreamSessionExpiryIsTransparent(t *testing.T) {
 	}
 	call()
 	a.Restart() // the upstream forgets every session: it answers 404
+	// The restart also closed the gateway's idle connection to it; a
+	// tools/call, sent at most once, must not race that close (the list
+	// forces a request that may be replayed, and reopens the connection).
+	if _, err := cs.ListPrompts(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
 	call()
 	inits := 0
 	for _, r := range a.Requests() {

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
@@ -154,6 +156,13 @@ func (h *Handler) dispatch(ctx context.Context, rq *request, msg *jsonrpc.Messag
 
 	c := &call{id: msg.ID, method: msg.Method, params: msg.Params, out: out}
 	res, err := fn(ctx, rq, c)
+	var se *scopeError
+	if errors.As(err, &se) && !out.discard && !out.started() {
+		// A step-up challenge is an HTTP answer (2025-11-25
+		// basic/authorization, "Scope Challenge Handling").
+		out.challenge(auth.MetadataURL(rq.st.cfg.Server.PublicURL), se.scopes)
+		return nil
+	}
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errCancelledByClient) && out.started() {
 			// The client cancelled; it expects no response (2025-11-25
@@ -218,6 +227,13 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, rq *request
 
 var errCancelledByClient = errors.New("request cancelled by the client")
 
+// scopeError says the token lacks scopes a tool requires.
+type scopeError struct{ scopes []string }
+
+func (e *scopeError) Error() string {
+	return "Insufficient scope: this tool requires " + strings.Join(e.scopes, " ")
+}
+
 // toJSONRPCError maps a method's error to the error object sent to the
 // client. It is the one place where internal errors get their wire code.
 func (h *Handler) toJSONRPCError(ctx context.Context, method string, err error) *jsonrpc.Error {
@@ -225,6 +241,8 @@ func (h *Handler) toJSONRPCError(ctx context.Context, method string, err error) 
 	var re *resolveError
 	var ue *upstream.Error
 	switch {
+	case errors.As(err, new(*scopeError)):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	case errors.As(err, &re):
 		code := int64(jsonrpc.CodeInvalidParams)
 		if (re.kind == kindResources || re.kind == kindTemplates) && len(re.conflict) == 0 {
@@ -404,6 +422,11 @@ func namedCall(k kind) methodFunc {
 		up, orig, err := rq.resolve(ctx, k, name)
 		if err != nil {
 			return nil, err
+		}
+		if k == kindTools {
+			if need := rq.view.RequiredScopes(up.cfg.Name, orig); !rq.principal.HasScopes(need...) {
+				return nil, &scopeError{scopes: append(slices.Clone(rq.st.cfg.Auth.RequiredScopes), need...)}
+			}
 		}
 		p.SetString("name", orig)
 		return rq.relay(ctx, c, up, p.Bytes(), nil)

@@ -181,6 +181,9 @@ func (h *Handler) Close() error {
 	return errors.Join(errs...)
 }
 
+// KnownTenant reports whether the current config names tenant id.
+func (h *Handler) KnownTenant(id string) bool { return h.state.Load().tenants.Known(id) }
+
 // ServeHTTP implements http.Handler for the MCP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.state.Load()

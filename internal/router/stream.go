@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 )
 
@@ -111,6 +112,14 @@ func (r *responder) final(status int, msg []byte) {
 	defer r.mu.Unlock()
 	r.written = true
 	writeJSON(r.w, status, msg)
+}
+
+// challenge answers 403 with an insufficient_scope challenge naming scopes.
+func (r *responder) challenge(resourceMetadataURL string, scopes []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.written = true
+	auth.InsufficientScope(r.w, resourceMetadataURL, scopes)
 }
 
 // started reports whether headers have been sent.

@@ -343,6 +343,11 @@ func (c *Client) Call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 	return c.call(ctx, s, id, method, params, true)
 }
 
+// replayable reports whether sending a request of this method twice does
+// no harm. Every method the gateway sends is, but tools/call: a tool may act
+// on the world, and is sent at most once.
+func replayable(method string) bool { return method != "tools/call" }
+
 // call starts a request. cancellable is false for initialize, which must not
 // be cancelled.
 func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, method string, params json.RawMessage, cancellable bool) (*Response, error) {
@@ -353,6 +358,13 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 	if err != nil {
 		stop()
 		return nil, c.error(method, 0, err)
+	}
+	if replayable(method) {
+		// A nil Idempotency-Key marks the request as safe to send again
+		// without sending the header: net/http then retries it once when a
+		// reused keep-alive connection turns out to have been closed by the
+		// upstream (a restart, an idle timeout) before any answer.
+		req.Header["Idempotency-Key"] = nil
 	}
 	if tctx.Err() != nil {
 		// Nothing sent, nothing to cancel.
