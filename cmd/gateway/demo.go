@@ -10,13 +10,18 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/demo"
 	"github.com/mcpgw/gateway/internal/gateway"
 )
 
-// runDemo runs the gateway with an embedded demo upstream on loopback: no
-// config file, no external service.
+// demoTenant is the tenant of the token demo mode prints.
+const demoTenant = "demo"
+
+// runDemo runs the gateway with an embedded demo upstream and an embedded
+// development token issuer, all on loopback: no config file, no external
+// service.
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -31,6 +36,15 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 
+	// The MCP listener first: its address is the resource the demo token
+	// is issued for.
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	publicURL := "http://" + ln.Addr().String() + "/mcp"
+
 	// The demo upstream: a real MCP server on its own loopback port.
 	uln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -44,33 +58,56 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	}()
 	defer usrv.Close()
 
+	// The development issuer: it exists only here, and says so.
+	dev, err := auth.NewDevIssuer()
+	if err != nil {
+		return err
+	}
+	dev.Logger = log
+	iln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	if err := dev.Start(iln); err != nil {
+		return err
+	}
+	defer dev.Close()
+	token, err := dev.Token("demo-user", demoTenant, publicURL, []string{"mcp"}, 12*time.Hour)
+	if err != nil {
+		return err
+	}
+
 	cfg := &config.Config{
-		Server: config.Server{Listen: *listen},
-		Auth:   config.Auth{Anonymous: true},
-		Upstreams: []config.Upstream{{
-			Name: "demo",
-			URL:  "http://" + uln.Addr().String() + "/mcp",
-		}},
+		Server: config.Server{Listen: ln.Addr().String(), PublicURL: publicURL},
+		Auth: config.Auth{
+			Issuers:        []config.Issuer{dev.Issuer("demo-dev")},
+			RequiredScopes: []string{"mcp"},
+		},
+		Tenants:   []config.Tenant{{ID: demoTenant}},
+		Upstreams: []config.Upstream{{Name: "demo", URL: "http://" + uln.Addr().String() + "/mcp"}},
 	}
 	cfg.ApplyDefaults()
-	cfg.Server.PublicURL = "http://" + *listen + "/mcp"
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	return gateway.Run(ctx, cfg, gateway.Options{Logger: log, Version: version}, func(addr string) {
-		endpoint := "http://" + addr + "/mcp"
+	return gateway.Run(ctx, cfg, gateway.Options{Logger: log, Version: version, Listener: ln}, func(addr string) {
 		fmt.Fprintf(stdout, `
 MCP gateway demo
   endpoint:  %s
   upstream:  demo (embedded): tools demo__echo, demo__add, demo__countdown, demo__time,
              resource demo+demo://readme, prompt demo__review
+  token:     a development token for tenant %q, valid 12h, from an embedded
+             issuer that exists only in demo mode:
 
-Connect any MCP host to the endpoint with the Streamable HTTP transport, or try:
-  curl -si %s -H 'Content-Type: application/json' \
-    -H 'Accept: application/json, text/event-stream' \
+%s
+
+Connect any MCP host to the endpoint with the Streamable HTTP transport and the
+header "Authorization: Bearer <token>", or try:
+  curl -si %s -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
     -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"0"}}}'
 
 Sessions are kept in memory. Stop with Ctrl-C.
-`, endpoint, quote(endpoint))
+`, publicURL, demoTenant, token, quote(publicURL), token)
 	})
 }

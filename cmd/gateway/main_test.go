@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -176,8 +178,22 @@ func TestDemoBinary(t *testing.T) {
 	if !strings.Contains(p.Stdout(), "MCP gateway demo") || !strings.Contains(p.Stdout(), p.Endpoint) {
 		t.Errorf("demo did not print how to connect:\n%s", p.Stdout())
 	}
+	token := regexp.MustCompile(`eyJ[\w-]+\.[\w-]+\.[\w-]+`).FindString(p.Stdout())
+	if token == "" {
+		t.Fatalf("demo printed no token:\n%s", p.Stdout())
+	}
+	// Without the token: a challenge that points at the metadata.
+	resp, err := http.Post(p.Endpoint, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "resource_metadata=") {
+		t.Errorf("no token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
 	progress := make(chan float64, 10)
 	cs := testkit.Connect(t, p.Endpoint, &testkit.ConnectOptions{
+		Header:          http.Header{"Authorization": {"Bearer " + token}},
 		ProgressHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { progress <- req.Params.Progress },
 	})
 	ctx := context.Background()
@@ -200,5 +216,74 @@ func TestDemoBinary(t *testing.T) {
 	}
 	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "demo__review", Arguments: map[string]string{"code": "x := 1"}}); err != nil {
 		t.Errorf("prompt: %v", err)
+	}
+}
+
+// TestBinaryWithTypeScriptClient is the end-to-end test: the built binary,
+// configured by YAML to trust a real OpenID provider, driven by the official
+// TypeScript SDK client with a bearer token.
+func TestBinaryWithTypeScriptClient(t *testing.T) {
+	bin := testkit.BuildGateway(t)
+	idp := testkit.StartIDP(t, []testkit.IDPClient{{ID: "acme-app", Secret: "s", Tenant: "acme"}})
+	a := testkit.NewUpstream(t, "alpha")
+	port := testkit.FreePort(t)
+	public := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	cfg := testkit.WriteFile(t, "gateway.yaml", fmt.Sprintf(`
+server:
+  listen: "127.0.0.1:%d"
+  public_url: %q
+auth:
+  issuers:
+    - name: corp
+      issuer_url: %q
+      tenant_claim: org.tenant
+  required_scopes: ["mcp"]
+tenants:
+  - id: acme
+upstreams:
+  - name: alpha
+    url: %q
+`, port, public, idp.Issuer, a.URL))
+	p := testkit.StartGateway(t, bin, []string{"serve", "-config", cfg}, nil)
+	token := idp.Token(t, "acme-app", public, "mcp")
+
+	results := testkit.RunTSClient(t, p.Endpoint, token,
+		testkit.TSStep{Op: "listTools"},
+		testkit.TSStep{Op: "callTool", Name: "alpha__echo", Arguments: map[string]any{"text": "from ts"}},
+		testkit.TSStep{Op: "callTool", Name: "alpha__progress", Arguments: map[string]any{"steps": 2}, Progress: true},
+		testkit.TSStep{Op: "readResource", URI: "alpha+test://alpha/readme"},
+		testkit.TSStep{Op: "callTool", Name: "alpha__missing"},
+	)
+	if len(results) != 5 {
+		t.Fatalf("got %d results: %+v", len(results), results)
+	}
+	for i, r := range results[:4] {
+		if !r.OK {
+			t.Fatalf("step %d (%s) failed: %d %s", i, r.Op, r.ErrorCode, r.ErrorMessage)
+		}
+	}
+	if !strings.Contains(string(results[0].Result), `"alpha__echo"`) {
+		t.Errorf("listTools: %s", results[0].Result)
+	}
+	if !strings.Contains(string(results[1].Result), "alpha:from ts") {
+		t.Errorf("callTool: %s", results[1].Result)
+	}
+	if len(results[2].Progress) != 2 {
+		t.Errorf("progress through the gateway: %d notifications, want 2", len(results[2].Progress))
+	}
+	if !strings.Contains(string(results[3].Result), "readme of alpha") {
+		t.Errorf("readResource: %s", results[3].Result)
+	}
+	if results[4].OK || results[4].ErrorCode != -32602 {
+		t.Errorf("unknown tool: %+v", results[4])
+	}
+
+	// Without a token the SDK sees the 401 and its challenge.
+	bad := testkit.RunTSClient(t, p.Endpoint, "", testkit.TSStep{Op: "listTools"})
+	if len(bad) == 0 || bad[0].OK || bad[0].HTTPStatus != 401 {
+		t.Errorf("no token: %+v", bad)
+	}
+	if out := p.Output(); strings.Contains(out, token) {
+		t.Error("the token reached the gateway's log")
 	}
 }

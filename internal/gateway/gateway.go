@@ -40,6 +40,9 @@ type Options struct {
 	// IdPClient fetches issuers' discovery documents and keys; nil means
 	// http.DefaultClient.
 	IdPClient *http.Client
+	// Listener, if not nil, is the MCP listener [Run] serves, instead of
+	// one it opens on server.listen.
+	Listener net.Listener
 }
 
 // A Gateway is a configured gateway, ready to serve.
@@ -238,9 +241,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr 
 	defer g.Close()
 	log := g.log
 
-	ln, err := net.Listen("tcp", cfg.Server.Listen)
-	if err != nil {
-		return err
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
+			return err
+		}
 	}
 	srv := &http.Server{
 		Handler:           g.Handler(),

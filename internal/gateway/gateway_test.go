@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -32,10 +33,17 @@ type upstreamSpec struct {
 }
 
 // startGateway runs an in-process gateway in front of the given upstreams
-// and returns its MCP endpoint URL.
+// and returns its MCP endpoint URL. Unless an edit says otherwise, it runs
+// with auth.anonymous; its public URL is its own address.
 func startGateway(t *testing.T, ups []upstreamSpec, edit ...func(*config.Config)) string {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/mcp"
 	cfg := &config.Config{Auth: config.Auth{Anonymous: true}}
+	cfg.Server.PublicURL = url
 	for _, u := range ups {
 		cu := config.Upstream{Name: u.name, URL: u.url, Prefix: u.prefix, Headers: u.headers, Timeout: config.Duration(u.timeout)}
 		cfg.Upstreams = append(cfg.Upstreams, cu)
@@ -51,13 +59,16 @@ func startGateway(t *testing.T, ups []upstreamSpec, edit ...func(*config.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g.Handler())
+	srv := httptest.NewUnstartedServer(g.Handler())
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
 		g.Close()
 	})
-	return srv.URL + "/mcp"
+	return url
 }
 
 func testLogger(t *testing.T) *slog.Logger {
