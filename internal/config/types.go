@@ -19,6 +19,7 @@ type Config struct {
 	Upstreams []Upstream `yaml:"upstreams"`
 	Auth      Auth       `yaml:"auth"`
 	Tenants   []Tenant   `yaml:"tenants"`
+	Telemetry Telemetry  `yaml:"telemetry"`
 
 	// Path is the file the config was loaded from ("" when built in code).
 	Path string `yaml:"-"`
@@ -198,6 +199,10 @@ type Upstream struct {
 	// Headers are sent on every request to this upstream, after ${ENV}
 	// expansion. They are secrets: never logged or printed.
 	Headers map[string]string `yaml:"headers"`
+	// AuditArguments says what the audit log records of this upstream's
+	// tool arguments: "none" (default), "hash" (SHA-256 of the arguments'
+	// JSON) or "redacted" (the JSON with every string and number replaced).
+	AuditArguments string `yaml:"audit_arguments"`
 }
 
 // EffectivePrefix returns the namespace prefix: the configured one, or the
@@ -207,6 +212,37 @@ func (u *Upstream) EffectivePrefix() string {
 		return *u.Prefix
 	}
 	return u.Name
+}
+
+// Telemetry configures traces, the audit log and the admin listener's
+// debugging endpoints. Metrics are always on (served at admin /metrics).
+type Telemetry struct {
+	Tracing Tracing `yaml:"tracing"`
+	Audit   Audit   `yaml:"audit"`
+	// Pprof serves net/http/pprof on the admin listener. Default false.
+	Pprof bool `yaml:"pprof"`
+}
+
+// Tracing configures OpenTelemetry traces. The standard OTEL_* environment
+// variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME,
+// OTEL_TRACES_SAMPLER, ...) apply and win over the defaults here.
+type Tracing struct {
+	// Enabled turns tracing on. Default false; OTEL_SDK_DISABLED=true wins.
+	Enabled bool `yaml:"enabled"`
+	// Endpoint is the OTLP/HTTP endpoint ("http://collector:4318"), used
+	// when OTEL_EXPORTER_OTLP_ENDPOINT is unset.
+	Endpoint string `yaml:"endpoint"`
+	// SampleRatio is the parent-based ratio sampler's ratio, 0 to 1.
+	// Default 1.
+	SampleRatio *float64 `yaml:"sample_ratio"`
+}
+
+// Audit configures the audit log: one JSON record per tool call, prompt
+// get, resource read, auth failure and policy denial.
+type Audit struct {
+	// Output is "stderr" (default), "stdout", "off", or a file path
+	// (appended to).
+	Output string `yaml:"output"`
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string
