@@ -13,6 +13,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -43,16 +44,30 @@ type Options struct {
 	// Listener, if not nil, is the MCP listener [Run] serves, instead of
 	// one it opens on server.listen.
 	Listener net.Listener
+	// Getenv expands ${VAR} when [Run] reloads the config file; nil means
+	// os.Getenv.
+	Getenv func(string) string
 }
 
 // A Gateway is a configured gateway, ready to serve.
 type Gateway struct {
+	log    *slog.Logger
+	opts   Options
+	store  store
+	router *router.Handler
+	mux    http.Handler
+
+	live   atomic.Pointer[live] // swapped whole on reload
+	reload reloadState
+}
+
+// live is what a reload replaces: the config and what is built from it
+// outside the router.
+type live struct {
 	cfg      *config.Config
-	log      *slog.Logger
-	store    store
-	router   *router.Handler
 	verifier *auth.Verifier // nil with auth.anonymous
-	mux      http.Handler
+	authn    http.Handler   // the auth middleware in front of the router
+	metadata http.Handler   // RFC 9728 document; nil with auth.anonymous
 }
 
 // store is a session store the gateway owns.
@@ -101,16 +116,48 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	expire.Store(rt)
-	g := &Gateway{cfg: cfg, log: log, store: store, router: rt}
-	if !cfg.Auth.Anonymous {
-		if g.verifier, err = auth.NewVerifier(cfg, auth.Options{HTTPClient: opts.IdPClient, Logger: log}); err != nil {
-			g.Close()
-			return nil, err
-		}
+	g := &Gateway{log: log, opts: opts, store: store, router: rt}
+	l, err := g.buildLive(cfg, nil)
+	if err != nil {
+		g.Close()
+		return nil, err
 	}
+	g.live.Store(l)
+	g.reload.generation = 1
+	g.reload.loaded = time.Now()
 	g.mux = g.newMux()
 	return g, nil
 }
+
+// buildLive builds the auth chain for cfg, keeping prev's verifier (and its
+// caches and discovered keys) when the auth settings did not change.
+func (g *Gateway) buildLive(cfg *config.Config, prev *live) (*live, error) {
+	l := &live{cfg: cfg}
+	if cfg.Auth.Anonymous {
+		l.authn = auth.Anonymous(tenant.DefaultID)(g.router)
+		return l, nil
+	}
+	if prev != nil && prev.verifier != nil && reflect.DeepEqual(prev.cfg.Auth, cfg.Auth) && prev.cfg.Server.PublicURL == cfg.Server.PublicURL {
+		l.verifier = prev.verifier
+	} else {
+		v, err := auth.NewVerifier(cfg, auth.Options{HTTPClient: g.opts.IdPClient, Logger: g.log})
+		if err != nil {
+			return nil, err
+		}
+		l.verifier = v
+	}
+	l.authn = auth.Middleware(l.verifier, auth.MiddlewareOptions{
+		ResourceMetadataURL: auth.MetadataURL(cfg.Server.PublicURL),
+		RequiredScopes:      cfg.Auth.RequiredScopes,
+		KnownTenant:         g.router.KnownTenant,
+		Logger:              g.log,
+	})(g.router)
+	l.metadata = auth.MetadataHandler(cfg, scopesSupported(cfg))
+	return l, nil
+}
+
+// Config returns the configuration in force.
+func (g *Gateway) Config() *config.Config { return g.live.Load().cfg }
 
 // Handler returns the handler of the MCP listener.
 func (g *Gateway) Handler() http.Handler { return g.mux }
@@ -125,20 +172,20 @@ func (g *Gateway) newMux() http.Handler {
 	r := chi.NewRouter()
 	r.Use(recoverer(g.log))
 	r.Use(middleware.RequestID)
-	authn := auth.Anonymous(tenant.DefaultID)
-	if g.verifier != nil {
-		authn = auth.Middleware(g.verifier, auth.MiddlewareOptions{
-			ResourceMetadataURL: auth.MetadataURL(g.cfg.Server.PublicURL),
-			RequiredScopes:      g.cfg.Auth.RequiredScopes,
-			KnownTenant:         g.router.KnownTenant,
-			Logger:              g.log,
-		})
-		meta := auth.MetadataHandler(g.cfg, scopesSupported(g.cfg))
-		for _, p := range auth.MetadataPaths(g.cfg.Server.PublicURL) {
-			r.Method(http.MethodGet, p, meta)
-		}
+	r.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.live.Load().authn.ServeHTTP(w, r)
+	}))
+	// The metadata paths depend on server.public_url, which a reload does
+	// not change (it is the listener's identity).
+	for _, p := range auth.MetadataPaths(g.Config().Server.PublicURL) {
+		r.Method(http.MethodGet, p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if m := g.live.Load().metadata; m != nil {
+				m.ServeHTTP(w, r)
+				return
+			}
+			http.NotFound(w, r)
+		}))
 	}
-	r.With(authn).Handle("/mcp", g.router)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "404 page not found: the MCP endpoint is /mcp", http.StatusNotFound)
 	})
@@ -185,9 +232,12 @@ func (g *Gateway) AdminHandler() http.Handler {
 			for _, p := range problems {
 				_, _ = io.WriteString(w, p+"\n")
 			}
-			return
+		} else {
+			_, _ = io.WriteString(w, "ok\n")
 		}
-		_, _ = io.WriteString(w, "ok\n")
+		// Detail, not a verdict: a failed reload leaves the last good
+		// config serving.
+		_, _ = io.WriteString(w, g.ReloadStatus()+"\n")
 	})
 	return r
 }
@@ -203,8 +253,8 @@ func (g *Gateway) Ready(ctx context.Context) []string {
 			problems = append(problems, "session store: "+err.Error())
 		}
 	}
-	if g.verifier != nil {
-		if err := g.verifier.Ready(ctx); err != nil {
+	if v := g.live.Load().verifier; v != nil {
+		if err := v.Ready(ctx); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}
@@ -240,6 +290,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr 
 	}
 	defer g.Close()
 	log := g.log
+	if cfg.Path != "" {
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go g.watch(wctx, cfg.Path, getenvOr(opts.Getenv), reloadInterval)
+	}
 
 	ln := opts.Listener
 	if ln == nil {

@@ -37,6 +37,13 @@ type upstreamSpec struct {
 // with auth.anonymous; its public URL is its own address.
 func startGateway(t *testing.T, ups []upstreamSpec, edit ...func(*config.Config)) string {
 	t.Helper()
+	_, url := startGatewayG(t, ups, edit...)
+	return url
+}
+
+// startGatewayG is startGateway that also returns the gateway.
+func startGatewayG(t *testing.T, ups []upstreamSpec, edit ...func(*config.Config)) (*gateway.Gateway, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +75,7 @@ func startGateway(t *testing.T, ups []upstreamSpec, edit ...func(*config.Config)
 		srv.Close()
 		g.Close()
 	})
-	return url
+	return g, url
 }
 
 func testLogger(t *testing.T) *slog.Logger {

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -84,6 +85,7 @@ type listing struct {
 	items   []item
 	index   map[string]int // exposed name → position in items; -1 for a duplicate
 	fetched time.Time
+	digest  [32]byte // of the items as listed, to notice a change
 }
 
 type listKey struct {
@@ -99,6 +101,9 @@ type catalog struct {
 	ttl time.Duration
 	log *slog.Logger
 	now func() time.Time
+	// onChange, if set, is called when a refetched listing differs from
+	// the one it replaces.
+	onChange func(upstream string, k kind)
 
 	mu       sync.Mutex
 	lists    map[listKey]*listing
@@ -119,6 +124,13 @@ func newCatalog(ttl time.Duration, log *slog.Logger) *catalog {
 		refetch:  make(map[listKey]time.Time),
 		reported: make(map[string]time.Time),
 	}
+}
+
+// setTTL changes how long listings stay fresh.
+func (c *catalog) setTTL(ttl time.Duration) {
+	c.mu.Lock()
+	c.ttl = ttl
+	c.mu.Unlock()
 }
 
 // get returns the upstream's listing of kind k, from the cache while it is
@@ -148,9 +160,13 @@ func (c *catalog) get(ctx context.Context, up *upstreamRef, k kind, force bool, 
 		}
 		l := c.build(up, k, raw)
 		c.mu.Lock()
+		old := c.lists[key]
 		c.lists[key] = l
 		c.refetch[key] = l.fetched
 		c.mu.Unlock()
+		if old != nil && old.digest != l.digest && c.onChange != nil {
+			c.onChange(up.cfg.Name, k)
+		}
 		return l, nil
 	})
 	if err != nil {
@@ -176,6 +192,12 @@ func (c *catalog) invalidate(upstream string, ks ...kind) {
 func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing {
 	info := kinds[k]
 	l := &listing{index: make(map[string]int, len(raw)), fetched: c.now()}
+	h := sha256.New()
+	for _, r := range raw {
+		h.Write(r)
+		h.Write([]byte{0})
+	}
+	h.Sum(l.digest[:0])
 	for _, r := range raw {
 		o, err := jsonx.ParseObject(r)
 		if err != nil {

@@ -114,15 +114,22 @@ func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request, rq *re
 	writeJSON(w, http.StatusOK, jsonrpc.AppendResult(nil, msg.ID, result))
 }
 
-// capabilities returns the union of what ups offer, limited to what the
-// gateway can deliver: it does not claim listChanged or subscribe, because
-// it does not relay the server-to-client stream yet.
+// capabilities returns the union of what ups offer, as far as the gateway
+// delivers it. Lists announce listChanged: the gateway sends list_changed on
+// the session's GET stream when a reload or an upstream's new list changes
+// what the tenant sees. Resources do not announce subscribe: resource
+// updates arrive on upstream streams the gateway does not relay yet.
 func (rq *request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 	out := make(map[string]json.RawMessage)
 	for _, name := range []string{"tools", "prompts", "resources", "logging", "completions"} {
 		for _, up := range ups {
 			if rq.hasCap(up, name) {
-				out[name] = json.RawMessage(`{}`)
+				switch name {
+				case "tools", "prompts", "resources":
+					out[name] = json.RawMessage(`{"listChanged":true}`)
+				default:
+					out[name] = json.RawMessage(`{}`)
+				}
 				break
 			}
 		}

@@ -45,6 +45,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -100,6 +101,7 @@ type Handler struct {
 	httpc   *http.Client
 
 	catalog  *catalog
+	streams  streams
 	inflight inflight
 	sf       singleflight.Group
 	ids      atomic.Uint64
@@ -145,14 +147,24 @@ func New(opts Options) (*Handler, error) {
 		lastCaps: make(map[string]json.RawMessage),
 	}
 	h.catalog = newCatalog(opts.Config.Server.ListCacheTTL.D(), log)
-	h.state.Store(h.build(opts.Config))
+	h.catalog.onChange = h.upstreamListChanged
+	h.state.Store(h.build(opts.Config, nil))
 	return h, nil
 }
 
-func (h *Handler) build(cfg *config.Config) *state {
+// build makes the state for cfg. An upstream whose config is unchanged
+// from prev keeps its client (and so its connections).
+func (h *Handler) build(cfg *config.Config, prev *state) *state {
 	st := &state{cfg: cfg, byName: make(map[string]*upstreamRef), origins: make(map[string]bool), tenants: tenant.NewSet(cfg)}
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
 	for _, u := range cfg.Upstreams {
+		if prev != nil {
+			if old := prev.byName[u.Name]; old != nil && reflect.DeepEqual(old.cfg, u) {
+				st.upstreams = append(st.upstreams, old)
+				st.byName[u.Name] = old
+				continue
+			}
+		}
 		ref := &upstreamRef{cfg: u, prefix: u.EffectivePrefix()}
 		ref.client = upstream.New(u, upstream.Options{
 			HTTPClient: h.httpc,
@@ -386,13 +398,7 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, rq *request) 
 	if !h.loadSession(w, r, rq) {
 		return
 	}
-	// The server-to-client stream (list changes, resource updates, requests
-	// from upstreams) is not relayed yet; 405 is how a server says it offers
-	// no such stream (2025-11-25 basic/transports, "Listening for Messages
-	// from the Server" 3).
-	w.Header().Set("Allow", "POST, DELETE")
-	writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-		"Method Not Allowed: this gateway does not offer a server-to-client stream yet")
+	h.serveStream(w, r, rq)
 }
 
 func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, rq *request) {
@@ -404,6 +410,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, rq *reques
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
 		return
 	}
+	h.streams.end(rq.sess.ID)
 	h.terminateUpstreams(r.Context(), rq.st, rq.sess)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -1,0 +1,95 @@
+package router
+
+import (
+	"reflect"
+	"slices"
+
+	"github.com/mcpgw/gateway/internal/config"
+)
+
+// SetConfig makes cfg, which must be valid with defaults applied, the
+// configuration of every request that starts from now on. Requests in
+// flight finish with the snapshot they started with. Upstreams whose config
+// is unchanged keep their clients and cached lists; the others start
+// afresh (their sessions with the old server are re-opened on first use).
+// Sessions with an open GET stream whose tenant now sees something else are
+// told so with list_changed notifications; streams of tenants that no
+// longer exist are ended.
+func (h *Handler) SetConfig(cfg *config.Config) {
+	prev := h.state.Load()
+	next := h.build(cfg, prev)
+	h.catalog.setTTL(cfg.Server.ListCacheTTL.D())
+	for name, old := range prev.byName {
+		if next.byName[name] != old {
+			h.catalog.invalidate(name, kindTools, kindPrompts, kindResources, kindTemplates)
+		}
+	}
+	h.state.Store(next)
+
+	for name, old := range prev.byName {
+		if next.byName[name] != old {
+			// In-flight requests still hold the old client; Close only
+			// waits for its background work and drops idle connections.
+			go func() {
+				if err := old.client.Close(); err != nil {
+					h.log.Warn("closing the client of a replaced upstream", "upstream", name, "error", err)
+				}
+			}()
+		}
+	}
+	h.streams.each(func(s *stream) {
+		if !next.tenants.Known(s.tenant) {
+			s.stop()
+			return
+		}
+		if tenantChanged(prev, next, s.tenant) {
+			for _, k := range []kind{kindTools, kindPrompts, kindResources} {
+				s.send(listChanged(k))
+			}
+		}
+	})
+}
+
+// tenantChanged reports whether what tenant id sees may differ between two
+// states: its rules changed, or an upstream it sees in either was added,
+// removed or reconfigured.
+func tenantChanged(prev, next *state, id string) bool {
+	pv, err1 := prev.tenants.Get(id)
+	nv, err2 := next.tenants.Get(id)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	if !reflect.DeepEqual(tenantConfig(prev.cfg, id), tenantConfig(next.cfg, id)) {
+		return true
+	}
+	if !slices.Equal(pv.Upstreams, nv.Upstreams) {
+		return true
+	}
+	for _, name := range nv.Upstreams {
+		if prev.byName[name] != next.byName[name] {
+			return true
+		}
+	}
+	return false
+}
+
+func tenantConfig(cfg *config.Config, id string) *config.Tenant {
+	for i := range cfg.Tenants {
+		if cfg.Tenants[i].ID == id {
+			return &cfg.Tenants[i]
+		}
+	}
+	return nil
+}
+
+// upstreamListChanged is the catalog's hook: an upstream's list of kind k
+// changed, so every session whose tenant sees that upstream is told.
+func (h *Handler) upstreamListChanged(upstream string, k kind) {
+	st := h.state.Load()
+	msg := listChanged(k)
+	h.streams.each(func(s *stream) {
+		if v, err := st.tenants.Get(s.tenant); err == nil && v.Allows(upstream) {
+			s.send(msg)
+		}
+	})
+}
