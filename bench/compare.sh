@@ -1,0 +1,356 @@
+#!/usr/bin/env bash
+# compare.sh: the gateway's cost per call against the floors it is judged by
+# (issue 7), measured in one run on loopback.
+#
+#   bash bench/compare.sh [-o FILE.json]      # from the repo root; ~5 minutes
+#   QUICK=1 bash bench/compare.sh             # smoke run, ~1 minute
+#
+# Targets, each a fresh process on 127.0.0.1 and a free port:
+#   direct     bench/upstream itself (go-sdk server, echo tool)
+#   proxy      bench/proxy: a bare httputil.ReverseProxy in front of it
+#   gw-memory  bin/gateway, memory session store, one upstream "up"
+#   gw-redis   bin/gateway, Redis session store (REDIS_ADDR, default
+#              127.0.0.1:6379, under a key prefix of its own); left out,
+#              with a warning, when Redis does not answer PING
+# Scenarios (name:clients:mode:payload): c1:1:call:100, c32:32:call:100,
+# c1-10k:1:call:10240, c32-10k:32:call:10240, and list:1:list:0, where
+# direct and proxy list one upstream with 1000 tools and the gateways list
+# 20 upstreams of 50 tools (1000 too), from their cache.
+#
+# Each scenario runs ROUNDS rounds; a round runs every target once, for
+# WARMUP then DURATION, starting with a different target each round, so that
+# drift on a shared machine spreads over all of them. The summary gives the
+# medians over rounds and the ratios issue 7 sets targets for: only ratios
+# measured in the same run mean anything here.
+#
+# Environment (defaults in brackets):
+#   ROUNDS [3]  DURATION [4s]  WARMUP [0.5s]   QUICK=1: 2, 1s, 0.25s
+#   SCENARIOS   space-separated name:clients:mode:payload, as above
+#   REDIS_ADDR [127.0.0.1:6379]
+#   UPSTREAM_JSON=1   upstreams answer application/json instead of SSE
+#   POLICY [1]        give the (anonymous) default tenant a few policy rules
+#   GW_LOG_LEVEL [info]
+#   KEEP=1            keep the work directory (configs, logs, runs.jsonl)
+#
+# It stops every process it started, by PID, however it exits.
+set -euo pipefail
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+out=""
+while [[ $# -gt 0 ]]; do
+	case "$1" in
+	-o) out="${2:?-o needs a file}"; shift 2 ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "compare.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
+	esac
+done
+
+if [[ ! -f go.mod || ! -d cmd/gateway || ! -d bench ]]; then
+	echo "compare.sh: run it from the repository root" >&2
+	exit 2
+fi
+
+if [[ "${QUICK:-}" == 1 ]]; then
+	ROUNDS=${ROUNDS:-2} DURATION=${DURATION:-1s} WARMUP=${WARMUP:-0.25s}
+fi
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-4s}
+WARMUP=${WARMUP:-0.5s}
+SCENARIOS=${SCENARIOS:-"c1:1:call:100 c32:32:call:100 c1-10k:1:call:10240 c32-10k:32:call:10240 list:1:list:0"}
+REDIS_ADDR=${REDIS_ADDR:-127.0.0.1:6379}
+POLICY=${POLICY:-1}
+GW_LOG_LEVEL=${GW_LOG_LEVEL:-info}
+# The list scenario: the gateways aggregate LIST_UPSTREAMS upstreams of
+# LIST_TOOLS tools each; direct and proxy serve as many from one upstream.
+LIST_UPSTREAMS=20
+LIST_TOOLS=50
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/mcpbench.XXXXXX")
+pids=()
+redis_prefix="mcpbench:$$:$(date +%s):"
+have_redis=0
+
+cleanup() {
+	local pid
+	for pid in "${pids[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	if [[ $have_redis == 1 ]] && command -v redis-cli >/dev/null; then
+		# Sessions expire on their own (idle_ttl); delete them now anyway.
+		redis-cli -h "${REDIS_ADDR%:*}" -p "${REDIS_ADDR##*:}" --scan --pattern "${redis_prefix}*" 2>/dev/null |
+			xargs -r redis-cli -h "${REDIS_ADDR%:*}" -p "${REDIS_ADDR##*:}" del >/dev/null 2>&1 || true
+	fi
+	if [[ "${KEEP:-}" == 1 ]]; then
+		echo "compare.sh: kept $work" >&2
+	else
+		rm -rf "$work"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM # runs the EXIT trap
+
+log() { echo "compare.sh: $*" >&2; }
+
+# --- build -----------------------------------------------------------------
+log "building into bin/"
+mkdir -p bin
+go build -o bin/gateway ./cmd/gateway
+go build -o bin/mcpload ./cmd/mcpload
+go build -o bin/bench-upstream ./bench/upstream
+go build -o bin/bench-proxy ./bench/proxy
+go build -o bin/bench-summarize ./bench/summarize
+
+# --- processes -------------------------------------------------------------
+
+# start NAME CMD...: runs CMD in the background, logging to $work/NAME.log.
+start() {
+	local name=$1
+	shift
+	"$@" >"$work/$name.log" 2>&1 &
+	pids+=($!)
+	eval "pid_$name=$!"
+}
+
+# await NAME PATTERN: waits for PATTERN (grep -oE) in NAME's log and prints
+# the first match; fails if the process exits or 15s pass.
+await() {
+	local name=$1 pattern=$2 pidvar="pid_$1" match
+	for _ in $(seq 150); do
+		if match=$(grep -oE "$pattern" "$work/$name.log" 2>/dev/null | head -n1) && [[ -n $match ]]; then
+			echo "$match"
+			return 0
+		fi
+		if ! kill -0 "${!pidvar}" 2>/dev/null; then
+			log "$name exited:"
+			cat "$work/$name.log" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+	log "$name did not start within 15s:"
+	cat "$work/$name.log" >&2
+	return 1
+}
+
+# upstream NAME ARGS...: starts bench/upstream and sets NAME_url to its
+# origin (http://127.0.0.1:PORT).
+upstream() {
+	local name=$1 addr
+	shift
+	local args=("$@")
+	if [[ "${UPSTREAM_JSON:-}" == 1 ]]; then args+=(-json); fi
+	start "$name" bin/bench-upstream -addr 127.0.0.1:0 "${args[@]}"
+	addr=$(await "$name" 'http://127\.0\.0\.1:[0-9]+')
+	eval "${name}_url=$addr"
+}
+
+# proxy NAME ORIGIN: starts bench/proxy to ORIGIN and sets NAME_url.
+proxy() {
+	local name=$1 addr
+	start "$name" bin/bench-proxy -addr 127.0.0.1:0 -upstream "$2"
+	addr=$(await "$name" 'http://127\.0\.0\.1:[0-9]+')
+	eval "${name}_url=$addr"
+}
+
+# gateway NAME CONFIG: validates CONFIG, starts bin/gateway with it and
+# sets NAME_url to its origin.
+gateway() {
+	local name=$1 config=$2 addr
+	if ! bin/gateway validate -config "$config" >"$work/$name.validate" 2>&1; then
+		log "$config does not validate:"
+		cat "$work/$name.validate" >&2
+		return 1
+	fi
+	start "$name" bin/gateway serve -config "$config" -log-format json -log-level "$GW_LOG_LEVEL"
+	addr=$(await "$name" '"msg":"listening on http://127\.0\.0\.1:[0-9]+')
+	eval "${name}_url=${addr#*listening on }"
+}
+
+# redis_ping: whether Redis at REDIS_ADDR answers PING (pure bash).
+redis_ping() {
+	(
+		exec 3<>"/dev/tcp/${REDIS_ADDR%:*}/${REDIS_ADDR##*:}" || exit 1
+		printf 'PING\r\n' >&3
+		IFS= read -r -t 2 reply <&3 || exit 1
+		[[ $reply == +PONG* ]]
+	) 2>/dev/null
+}
+
+# gwconfig FILE STORE UPSTREAMS...: writes a gateway config; each upstream
+# is NAME=URL.
+gwconfig() {
+	local file=$1 store=$2 u
+	shift 2
+	{
+		cat <<-EOF
+			# Written by bench/compare.sh.
+			server:
+			  listen: "127.0.0.1:0"
+			  admin_listen: "127.0.0.1:0"
+			  # Long enough that the list scenario is served from the cache
+			  # from its first request to its last.
+			  list_cache_ttl: 10m
+			sessions:
+			  store: $store
+			  idle_ttl: 10m
+		EOF
+		if [[ $store == redis ]]; then
+			cat <<-EOF
+				  redis:
+				    addrs: ["$REDIS_ADDR"]
+				    key_prefix: "$redis_prefix"
+			EOF
+		fi
+		echo "upstreams:"
+		for u in "$@"; do
+			printf '  - name: %s\n    url: "%s/mcp"\n' "${u%%=*}" "${u#*=}"
+		done
+		# TODO(issue 7): authenticate with a cached bearer token, as the
+		# issue's targets assume: a dev issuer (internal/auth.DevIssuer,
+		# today only inside `gateway demo`) or the testkit's OpenID
+		# provider, then `mcpload -token` (or MCPLOAD_TOKEN). Until then
+		# every caller is the anonymous tenant "default".
+		printf 'auth:\n  anonymous: true\n'
+		if [[ $POLICY == 1 ]]; then
+			# A few rules per upstream, the shape of a real tenant's: the
+			# policy decision is on the path of every list and call.
+			# TODO(issue 7): the issue's "1,000 tenants and 50 upstreams"
+			# configuration-size scenario, once tokens pick the tenant.
+			printf 'tenants:\n  - id: default\n    upstreams:\n'
+			for u in "$@"; do
+				printf '      - name: %s\n' "${u%%=*}"
+				printf '        tools: { allow: ["echo", "t*", "get_*"], deny: ["delete_*", "admin_*"] }\n'
+				printf '        required_scopes: { "admin_reset": ["mcp:admin"] }\n'
+			done
+		fi
+	} >"$file"
+}
+
+log "work directory $work"
+if redis_ping; then
+	have_redis=1
+else
+	log "WARNING: no Redis answers PING at $REDIS_ADDR: gw-redis is left out"
+fi
+
+# The call scenarios: one upstream, its proxy and two gateways.
+upstream up
+proxy proxy "$up_url"
+gwconfig "$work/gw-memory.yaml" memory "up=$up_url"
+gateway gw_memory "$work/gw-memory.yaml"
+if [[ $have_redis == 1 ]]; then
+	gwconfig "$work/gw-redis.yaml" redis "up=$up_url"
+	gateway gw_redis "$work/gw-redis.yaml"
+fi
+
+# The list scenario: 1000 tools from one upstream (direct, proxy), or from
+# 20 upstreams of 50 (the gateways; the same server under 20 names).
+if [[ " $SCENARIOS " == *:list:* ]]; then
+	upstream uplist -tools $((LIST_UPSTREAMS * LIST_TOOLS - 1))
+	proxy proxylist "$uplist_url"
+	upstream upagg -tools $((LIST_TOOLS - 1)) -count
+	aggs=()
+	for i in $(seq -w 1 $LIST_UPSTREAMS); do aggs+=("u$i=$upagg_url"); done
+	gwconfig "$work/gwlist-memory.yaml" memory "${aggs[@]}"
+	gateway gwlist_memory "$work/gwlist-memory.yaml"
+	if [[ $have_redis == 1 ]]; then
+		gwconfig "$work/gwlist-redis.yaml" redis "${aggs[@]}"
+		gateway gwlist_redis "$work/gwlist-redis.yaml"
+	fi
+fi
+
+# --- runs ------------------------------------------------------------------
+targets=(direct proxy gw-memory)
+if [[ $have_redis == 1 ]]; then targets+=(gw-redis); fi
+runs="$work/runs.jsonl"
+: >"$runs"
+
+# endpoint TARGET MODE: the target's MCP endpoint for a scenario's mode.
+endpoint() {
+	case "$1:$2" in
+	direct:list) echo "$uplist_url/mcp" ;;
+	proxy:list) echo "$proxylist_url/mcp" ;;
+	gw-memory:list) echo "$gwlist_memory_url/mcp" ;;
+	gw-redis:list) echo "$gwlist_redis_url/mcp" ;;
+	direct:*) echo "$up_url/mcp" ;;
+	proxy:*) echo "$proxy_url/mcp" ;;
+	gw-memory:*) echo "$gw_memory_url/mcp" ;;
+	gw-redis:*) echo "$gw_redis_url/mcp" ;;
+	esac
+}
+
+# upstream_lists: tools/list requests the list gateways' upstream has had.
+upstream_lists() {
+	local n
+	n=$(curl -fsS "$upagg_url/stats" 2>/dev/null | grep -oE '"tools/list":[0-9]+' | cut -d: -f2) || true
+	echo "${n:-0}"
+}
+
+nscen=$(wc -w <<<"$SCENARIOS")
+total=$((nscen * ROUNDS * ${#targets[@]}))
+n=0
+failed=0
+log "$nscen scenarios x $ROUNDS rounds x ${#targets[@]} targets, ${WARMUP} + ${DURATION} each"
+for scen in $SCENARIOS; do
+	IFS=: read -r name clients mode payload <<<"$scen"
+	for ((round = 1; round <= ROUNDS; round++)); do
+		for ((i = 0; i < ${#targets[@]}; i++)); do
+			target=${targets[$(((i + round - 1) % ${#targets[@]}))]}
+			n=$((n + 1))
+			tool=echo
+			if [[ $target == gw-* ]]; then tool=up__echo; fi
+			args=(-url "$(endpoint "$target" "$mode")" -c "$clients" -d "$DURATION" -warmup "$WARMUP"
+				-mode "$mode" -tool "$tool" -payload "$payload" -json
+				-tag "scenario=$name" -tag "target=$target" -tag "round=$round")
+			if [[ $mode == list ]]; then args+=(-expect-tools $((LIST_UPSTREAMS * LIST_TOOLS))); fi
+			counting=0
+			if [[ $mode == list && $target == gw-* ]] && command -v curl >/dev/null; then
+				counting=1
+				before=$(upstream_lists)
+			fi
+			rc=0
+			line=$(bin/mcpload "${args[@]}" 2>>"$work/mcpload.log") || rc=$?
+			if [[ -z $line ]]; then
+				log "[$n/$total] $name $target round $round: mcpload failed (exit $rc):"
+				tail -n 3 "$work/mcpload.log" >&2
+				failed=$((failed + 1))
+				continue
+			fi
+			echo "$line" >>"$runs"
+			if [[ $counting == 1 ]]; then
+				after=$(upstream_lists)
+				printf '{"annotation":"upstream","upstream_tools_list":%d,"tags":{"scenario":"%s","target":"%s","round":"%d"}}\n' \
+					$((after - before)) "$name" "$target" "$round" >>"$runs"
+			fi
+			rps=$(grep -oE '"rps":[0-9.]+' <<<"$line" | cut -d: -f2)
+			p50=$(grep -oE '"p50":[0-9.]+' <<<"$line" | cut -d: -f2)
+			errs=$(grep -oE '"errors":[0-9]+' <<<"$line" | cut -d: -f2)
+			printf 'compare.sh: [%d/%d] %-8s %-9s round %d: %8.0f req/s, p50 %7.0fµs, %s errors\n' \
+				"$n" "$total" "$name" "$target" "$round" "$rps" "$p50" "$errs" >&2
+			if [[ $errs != 0 ]]; then
+				grep -oE '"error_samples":\{[^}]*\}' <<<"$line" | head -c 400 >&2 || true
+				echo >&2
+			fi
+		done
+	done
+done
+
+# --- summary ---------------------------------------------------------------
+meta=(-meta "rounds=$ROUNDS" -meta "duration=$DURATION" -meta "warmup=$WARMUP"
+	-meta "cpus=$(nproc 2>/dev/null || echo '?')" -meta "go=$(go env GOVERSION)"
+	-meta "commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+dirty')"
+	-meta "upstream=$([[ "${UPSTREAM_JSON:-}" == 1 ]] && echo json || echo sse)"
+	-meta "policy=$POLICY" -meta "auth=anonymous" -meta "redis=$have_redis")
+sumargs=("${meta[@]}")
+if [[ -n $out ]]; then sumargs+=(-o "$out"); fi
+echo
+bin/bench-summarize "${sumargs[@]}" "$runs"
+if [[ -n $out ]]; then log "wrote $out"; fi
+if [[ $failed -gt 0 ]]; then
+	log "$failed runs failed"
+	exit 1
+fi
