@@ -3,6 +3,7 @@
 //
 //	gateway serve -config FILE     run the gateway
 //	gateway validate -config FILE  check a config; list every problem
+//	gateway explain -config FILE -tenant ID  what a tenant sees, and why
 //	gateway demo                   run with an embedded demo upstream
 //	gateway version                print the version
 package main
@@ -44,6 +45,8 @@ const usage = `usage: gateway <command> [flags]
 commands:
   serve -config FILE     run the gateway with the given config
   validate -config FILE  check a config file; print every problem as FILE:LINE: message
+  explain -config FILE -tenant ID
+                         show what a tenant would see through each upstream, and why
   demo                   run on 127.0.0.1:8080 with an embedded demo upstream (no files, no services)
   version                print the version
 
@@ -64,6 +67,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return validate(rest, getenv, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, rest, getenv, stdout, stderr)
+	case "explain":
+		return explain(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "gateway", version)
 		return nil

@@ -287,3 +287,51 @@ upstreams:
 		t.Error("the token reached the gateway's log")
 	}
 }
+
+func TestExplain(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	b := testkit.NewUpstream(t, "beta")
+	cfg := testkit.WriteFile(t, "explain.yaml", `
+server:
+  public_url: "https://mcp.example.com/mcp"
+auth:
+  issuers:
+    - name: corp
+      issuer_url: "https://idp.example.com"
+      tenant_claim: tenant
+tenants:
+  - id: acme
+    upstreams:
+      - name: alpha
+        tools: { allow: ["e*", "fail"], deny: ["fail"] }
+        resources: { allow: ["test://alpha/items/*"] }
+        required_scopes: { echo: ["mcp:write"] }
+upstreams:
+  - name: alpha
+    url: "`+a.URL+`"
+  - name: beta
+    url: "`+b.URL+`"
+`)
+	code, out, errOut := runCmd(t, nil, "explain", "-config", cfg, "-tenant", "acme")
+	if code != 0 {
+		t.Fatalf("explain: %d %s", code, errOut)
+	}
+	for _, want := range []string{
+		`tenant "acme"`,
+		`upstream alpha (prefix "alpha")`,
+		`+ alpha__echo`, `tools.allow[0] "e*"; requires scopes [mcp:write]`,
+		`- alpha__fail`, `tools.deny[0] "fail"`,
+		`- alpha__meta`, `matches no tools.allow pattern`,
+		`+ alpha__greet`, `no prompts.allow list: everything not denied`,
+		`- alpha+test://alpha/readme`,
+		`+ alpha+test://alpha/items/{id}`,
+		`upstream beta: hidden (not listed for this tenant; never initialized for its sessions)`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errOut := runCmd(t, nil, "explain", "-config", cfg, "-tenant", "initech"); code != 1 || !strings.Contains(errOut, "unknown tenant") {
+		t.Errorf("unknown tenant: %d %s", code, errOut)
+	}
+}

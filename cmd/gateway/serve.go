@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/gateway"
+	"github.com/mcpgw/gateway/internal/router"
 )
 
 // logFlags are the logging flags every long-running command takes.
@@ -87,3 +88,30 @@ func validate(args []string, getenv func(string) string, stdout, stderr io.Write
 
 // quote shell-quotes s for the instructions demo mode prints.
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func explain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "path of the YAML config file (required)")
+	id := fs.String("tenant", "", "tenant id (required)")
+	if err := fs.Parse(args); err != nil {
+		return exitError{2}
+	}
+	if *path == "" || *id == "" {
+		fmt.Fprintln(stderr, "gateway explain: -config and -tenant are required")
+		return exitError{2}
+	}
+	cfg, err := config.Load(*path, getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError{1}
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintln(stderr, "warning:", w.Error())
+	}
+	if err := router.Explain(ctx, cfg, *id, stdout, router.ExplainOptions{}); err != nil {
+		fmt.Fprintln(stderr, "gateway explain:", err)
+		return exitError{1}
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"text/tabwriter"
+
+	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/tenant"
+	"github.com/mcpgw/gateway/internal/upstream"
+)
+
+// ExplainOptions configure Explain.
+type ExplainOptions struct {
+	// HTTPClient talks to the upstreams; nil means each gets its own.
+	HTTPClient *http.Client
+	// Logger, if nil, means no logging.
+	Logger *slog.Logger
+}
+
+// Explain writes to w, for every upstream of cfg, what tenant id would see
+// and why: each tool, prompt, resource and resource template under the name
+// the tenant would see it, marked + (visible and usable) or - (hidden), with
+// the rule that decided. It asks the upstreams for their lists, as the
+// gateway would, so admins can check a config before they load it. An
+// upstream that cannot be reached is reported and the others still are.
+func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, opts ExplainOptions) error {
+	view, err := tenant.NewSet(cfg).Get(id)
+	if err != nil {
+		return fmt.Errorf("tenant %q: %w", id, err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	fmt.Fprintf(w, "tenant %q\n", id)
+	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway-explain", "version": "0"})
+	for _, u := range cfg.Upstreams {
+		prefix := u.EffectivePrefix()
+		if !view.Allows(u.Name) {
+			fmt.Fprintf(w, "\nupstream %s: hidden (not listed for this tenant; never initialized for its sessions)\n", u.Name)
+			continue
+		}
+		fmt.Fprintf(w, "\nupstream %s (prefix %q)\n", u.Name, prefix)
+		c := upstream.New(u, upstream.Options{HTTPClient: opts.HTTPClient, Logger: log, ClientInfo: info})
+		res, err := c.Initialize(ctx)
+		if err != nil {
+			fmt.Fprintf(w, "  unreachable: %v\n", err)
+			c.Close()
+			continue
+		}
+		caps, _ := jsonx.ParseObject(res.Session.Capabilities)
+		for _, k := range []kind{kindTools, kindPrompts, kindResources, kindTemplates} {
+			info := kinds[k]
+			if caps == nil || caps.Get(info.capability) == nil {
+				continue
+			}
+			items, err := listAll(ctx, c, res.Session, k)
+			fmt.Fprintf(w, "  %s\n", info.field)
+			if err != nil {
+				fmt.Fprintf(w, "    failed: %v\n", err)
+				continue
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			for _, orig := range items {
+				d := view.Decide(policyKind(k), u.Name, orig)
+				mark := "-"
+				if d.Allowed {
+					mark = "+"
+				}
+				note := d.Rule
+				if k == kindTools && d.Allowed {
+					if s := view.RequiredScopes(u.Name, orig); len(s) > 0 {
+						note += fmt.Sprintf("; requires scopes %v", s)
+					}
+					if _, ok := view.Annotations(u.Name, orig); ok {
+						note += "; admin-asserted annotations"
+					}
+				}
+				fmt.Fprintf(tw, "    %s %s\t%s\t%s\n", mark, k.expose(prefix, orig), orig, note)
+			}
+			tw.Flush()
+		}
+		_ = c.Terminate(ctx, res.Session)
+		c.Close()
+	}
+	return nil
+}
+
+// listAll returns the original keys (names or URIs) of every item of kind
+// k an upstream lists, following pagination.
+func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k kind) ([]string, error) {
+	info := kinds[k]
+	var out []string
+	var params json.RawMessage
+	for page := range maxPages {
+		resp, err := c.Call(ctx, us, jsonrpc.StringID(fmt.Sprintf("explain.%d", page)), info.listMethod, params)
+		if err != nil {
+			return nil, err
+		}
+		var result json.RawMessage
+		for result == nil {
+			msg, _, err := resp.Next()
+			if err != nil {
+				resp.Close()
+				return nil, err
+			}
+			switch msg.Kind {
+			case jsonrpc.KindResponse:
+				result = msg.Result
+			case jsonrpc.KindErrorResponse:
+				resp.Close()
+				return nil, msg.Error
+			}
+		}
+		resp.Close()
+		o, err := jsonx.ParseObject(result)
+		if err != nil {
+			return nil, err
+		}
+		if v := o.Get(info.field); v != nil {
+			elems, err := jsonx.ParseArray(v)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range elems {
+				if eo, err := jsonx.ParseObject(e); err == nil {
+					if key, ok := eo.GetString(info.key); ok {
+						out = append(out, key)
+					}
+				}
+			}
+		}
+		cursor, ok := o.GetString("nextCursor")
+		if !ok || cursor == "" {
+			return out, nil
+		}
+		params, _ = json.Marshal(map[string]string{"cursor": cursor})
+	}
+	return nil, fmt.Errorf("more than %d pages", maxPages)
+}
