@@ -335,3 +335,21 @@ upstreams:
 		t.Errorf("unknown tenant: %d %s", code, errOut)
 	}
 }
+
+func TestValidateWarns(t *testing.T) {
+	f := testkit.WriteFile(t, "warn.yaml", `auth:
+  anonymous: true
+tenants:
+  - id: default
+    upstreams:
+      - name: a
+        tools: { allow: ["x"], deny: ["x"] }
+upstreams:
+  - name: a
+    url: "http://127.0.0.1:9/mcp"
+`)
+	code, out, _ := runCmd(t, nil, "validate", "-config", f)
+	if code != 0 || !strings.Contains(out, "warning: "+f+":7: tenants[0].upstreams[0].tools.allow[0]") || !strings.HasSuffix(out, f+": ok\n") {
+		t.Errorf("validate with a dead pattern: %d\n%s", code, out)
+	}
+}

@@ -71,7 +71,8 @@ func validate(args []string, getenv func(string) string, stdout, stderr io.Write
 		fmt.Fprintln(stderr, "gateway validate: -config is required")
 		return exitError{2}
 	}
-	if _, err := config.Load(*path, getenv); err != nil {
+	cfg, err := config.Load(*path, getenv)
+	if err != nil {
 		var ps config.Problems
 		if errors.As(err, &ps) {
 			for _, p := range ps {
@@ -81,6 +82,9 @@ func validate(args []string, getenv func(string) string, stdout, stderr io.Write
 			fmt.Fprintf(stdout, "%s: %v\n", *path, err)
 		}
 		return exitError{1}
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintln(stdout, "warning: "+w.Error())
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", *path)
 	return nil
