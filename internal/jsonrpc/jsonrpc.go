@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/mcpgw/gateway/internal/jsonx"
 )
 
 // Standard JSON-RPC 2.0 error codes, and the MCP codes the gateway emits.
@@ -258,52 +260,66 @@ func Decode(data []byte) (*Message, error) {
 	return m, nil
 }
 
-// unmarshalStrictCase decodes the envelope, rejecting member names that
-// differ from the expected ones only by case ("ID", "Method"), which
-// encoding/json would otherwise accept silently.
+// unmarshalStrictCase decodes the envelope of validated data, rejecting
+// member names that differ from the expected ones only by case ("ID",
+// "Method"), which encoding/json would otherwise accept silently, and
+// duplicate members, which peers resolve differently. It finds the members'
+// raw values without decoding or copying them: params and results are
+// passed on, not read.
 func unmarshalStrictCase(data []byte, w *wire) error {
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(data, &keys); err != nil {
-		return errors.New("message must be a JSON object")
+	o, err := jsonx.ParseValidObject(data)
+	if err != nil {
+		if errors.Is(err, jsonx.ErrNotObject) {
+			return errors.New("message must be a JSON object")
+		}
+		return err
 	}
-	for k := range keys {
-		switch k {
-		case "jsonrpc", "id", "method", "params", "result", "error":
+	for _, m := range o.Members {
+		v := json.RawMessage(m.Value)
+		switch m.Name {
+		case "jsonrpc":
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return errors.New(`"jsonrpc" must be a string`)
+			}
+			w.JSONRPC = &s
+		case "id":
+			w.ID = &v
+		case "method":
+			if len(v) == 0 || v[0] != '"' {
+				return errors.New(`"method" must be a string`)
+			}
+			s, err := unquoteString(v)
+			if err != nil {
+				return errors.New(`"method" must be a string`)
+			}
+			w.Method = &s
+		case "params":
+			w.Params = v
+		case "result":
+			w.Result = &v
+		case "error":
+			w.Error = &v
 		default:
 			for _, known := range [...]string{"jsonrpc", "id", "method", "params", "result", "error"} {
-				if equalFoldASCII(k, known) {
-					return fmt.Errorf("unexpected member %q", k)
+				if equalFoldASCII(m.Name, known) {
+					return fmt.Errorf("unexpected member %q", m.Name)
 				}
 			}
 		}
 	}
-	get := func(k string) *json.RawMessage {
-		if v, ok := keys[k]; ok {
-			return &v
-		}
-		return nil
-	}
-	if v := get("jsonrpc"); v != nil {
-		var s string
-		if err := json.Unmarshal(*v, &s); err != nil {
-			return errors.New(`"jsonrpc" must be a string`)
-		}
-		w.JSONRPC = &s
-	}
-	w.ID = get("id")
-	if v := get("method"); v != nil {
-		var s string
-		if err := json.Unmarshal(*v, &s); err != nil {
-			return errors.New(`"method" must be a string`)
-		}
-		w.Method = &s
-	}
-	if v := get("params"); v != nil {
-		w.Params = *v
-	}
-	w.Result = get("result")
-	w.Error = get("error")
 	return nil
+}
+
+// unquoteString decodes a JSON string, without allocating beyond the result
+// when it has no escapes.
+func unquoteString(v []byte) (string, error) {
+	if bytes.IndexByte(v, '\\') < 0 && len(v) >= 2 {
+		return string(v[1 : len(v)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(v, &s)
+	return s, err
 }
 
 func equalFoldASCII(a, b string) bool {

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 )
 
 // A Member is one name/value pair of an Object.
@@ -30,57 +29,19 @@ type Object struct {
 var ErrNotObject = errors.New("not a JSON object")
 
 // ParseObject decodes data, which must be one JSON object. The member values
-// alias data: they stay valid as long as data is not modified.
+// alias data: they stay valid as long as data is not modified. A member name
+// that occurs twice is an error.
 func ParseObject(data []byte) (*Object, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotObject, err)
+	if !json.Valid(data) {
+		return nil, fmt.Errorf("%w: invalid JSON", ErrNotObject)
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, ErrNotObject
-	}
-	o := &Object{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		name, ok := tok.(string)
-		if !ok {
-			return nil, fmt.Errorf("object key is %T", tok)
-		}
-		// A duplicate member is rejected, not resolved: peers disagree on
-		// which one wins (Go and JavaScript take the last), so routing on
-		// one copy while an upstream acts on the other would be a way
-		// around policy.
-		for _, m := range o.Members {
-			if m.Name == name {
-				return nil, fmt.Errorf("duplicate member %q", name)
-			}
-		}
-		start := dec.InputOffset()
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		end := dec.InputOffset()
-		// Alias the input instead of keeping Decode's copy: find the value's
-		// first byte after the colon and any space.
-		i := int(start)
-		for i < int(end) && (data[i] == ':' || isSpace(data[i])) {
-			i++
-		}
-		o.Members = append(o.Members, Member{Name: name, Value: data[i:end:end]})
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after JSON object")
-	}
-	return o, nil
+	return parseObjectValid(data)
 }
+
+// ParseValidObject is ParseObject for data known to be valid JSON (a part
+// of a document that was validated whole): it skips the validation pass.
+// On invalid input it returns an error or a wrong result, never panics.
+func ParseValidObject(data []byte) (*Object, error) { return parseObjectValid(data) }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
@@ -171,36 +132,14 @@ func (o *Object) AppendTo(dst []byte) []byte {
 // ParseArray decodes data, which must be one JSON array, into its raw
 // elements. The elements alias data.
 func ParseArray(data []byte) ([]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
+	if !json.Valid(data) {
+		return nil, errors.New("not a JSON array: invalid JSON")
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return nil, errors.New("not a JSON array")
-	}
-	var out []json.RawMessage
-	for dec.More() {
-		start := dec.InputOffset()
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		end := dec.InputOffset()
-		i := int(start)
-		for i < int(end) && (data[i] == ',' || isSpace(data[i])) {
-			i++
-		}
-		out = append(out, data[i:end:end])
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after JSON array")
-	}
-	return out, nil
+	return parseArrayValid(data)
 }
+
+// ParseValidArray is ParseArray for data known to be valid JSON.
+func ParseValidArray(data []byte) ([]json.RawMessage, error) { return parseArrayValid(data) }
 
 // AppendArray appends a JSON array of the given raw elements to dst.
 func AppendArray(dst []byte, elems []json.RawMessage) []byte {

@@ -100,3 +100,15 @@ func TestDuplicatesAndCaseVariants(t *testing.T) {
 		t.Error("HasCaseVariant(uri) = true")
 	}
 }
+
+// FuzzParseValid feeds the fast path input that may not be valid JSON: it
+// must never panic, whatever it returns.
+func FuzzParseValid(f *testing.F) {
+	f.Add([]byte(`{"a":[1,{"b":"\"}"}],"c":null}`))
+	f.Add([]byte(`[{"x":"y"},2,"z"]`))
+	f.Add([]byte(`{"a":"unterminated`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = ParseValidObject(data)
+		_, _ = ParseValidArray(data)
+	})
+}

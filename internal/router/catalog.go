@@ -199,7 +199,7 @@ func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing
 	}
 	h.Sum(l.digest[:0])
 	for _, r := range raw {
-		o, err := jsonx.ParseObject(r)
+		o, err := jsonx.ParseValidObject(r)
 		if err != nil {
 			c.log.Warn("upstream listed a malformed item", "upstream", up.cfg.Name, "kind", info.noun, "error", err)
 			continue

@@ -121,17 +121,17 @@ func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k kin
 			}
 		}
 		resp.Close()
-		o, err := jsonx.ParseObject(result)
+		o, err := jsonx.ParseValidObject(result)
 		if err != nil {
 			return nil, err
 		}
 		if v := o.Get(info.field); v != nil {
-			elems, err := jsonx.ParseArray(v)
+			elems, err := jsonx.ParseValidArray(v)
 			if err != nil {
 				return nil, err
 			}
 			for _, e := range elems {
-				if eo, err := jsonx.ParseObject(e); err == nil {
+				if eo, err := jsonx.ParseValidObject(e); err == nil {
 					if key, ok := eo.GetString(info.key); ok {
 						out = append(out, key)
 					}

@@ -59,7 +59,7 @@ func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request, rq *re
 	fail := func(code int64, format string, args ...any) {
 		writeJSON(w, http.StatusOK, jsonrpc.AppendError(nil, msg.ID, jsonrpc.Errorf(code, format, args...)))
 	}
-	p, err := jsonx.ParseObject(msg.Params)
+	p, err := jsonx.ParseValidObject(msg.Params)
 	if err != nil {
 		fail(jsonrpc.CodeInvalidParams, "Invalid params: initialize params must be an object")
 		return
@@ -275,7 +275,7 @@ func (h *Handler) toJSONRPCError(ctx context.Context, method string, err error) 
 func (h *Handler) notification(ctx context.Context, rq *request, msg *jsonrpc.Message) {
 	switch msg.Method {
 	case "notifications/cancelled":
-		p, err := jsonx.ParseObject(msg.Params)
+		p, err := jsonx.ParseValidObject(msg.Params)
 		if err != nil {
 			return
 		}
@@ -309,7 +309,7 @@ func (h *Handler) notification(ctx context.Context, rq *request, msg *jsonrpc.Me
 func listMethod(k kind) methodFunc {
 	return func(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
 		if len(c.params) > 0 {
-			p, err := jsonx.ParseObject(c.params)
+			p, err := jsonx.ParseValidObject(c.params)
 			if err != nil {
 				return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: must be an object")
 			}
@@ -368,13 +368,13 @@ func listMethod(k kind) methodFunc {
 // each asserted field replaces the upstream's, the others stay as the
 // upstream sent them.
 func assertAnnotations(tool json.RawMessage, a config.ToolAnnotations) json.RawMessage {
-	o, err := jsonx.ParseObject(tool)
+	o, err := jsonx.ParseValidObject(tool)
 	if err != nil {
 		return tool
 	}
 	ann := &jsonx.Object{}
 	if cur := o.Get("annotations"); cur != nil {
-		if p, err := jsonx.ParseObject(cur); err == nil {
+		if p, err := jsonx.ParseValidObject(cur); err == nil {
 			ann = p
 		}
 	}
@@ -404,7 +404,7 @@ func assertAnnotations(tool json.RawMessage, a config.ToolAnnotations) json.RawM
 // routedParams parses params as an object and refuses case variants of the
 // member the gateway routes on (see jsonx.Object.HasCaseVariant).
 func routedParams(params json.RawMessage, key string) (*jsonx.Object, string, error) {
-	p, err := jsonx.ParseObject(params)
+	p, err := jsonx.ParseValidObject(params)
 	if err != nil {
 		return nil, "", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: must be an object")
 	}
@@ -502,7 +502,7 @@ func rewriteContents(res json.RawMessage, prefix string) (json.RawMessage, error
 	if prefix == "" {
 		return res, nil
 	}
-	o, err := jsonx.ParseObject(res)
+	o, err := jsonx.ParseValidObject(res)
 	if err != nil {
 		return nil, fmt.Errorf("malformed resources/read result: %w", err)
 	}
@@ -510,12 +510,12 @@ func rewriteContents(res json.RawMessage, prefix string) (json.RawMessage, error
 	if contents == nil {
 		return res, nil
 	}
-	elems, err := jsonx.ParseArray(contents)
+	elems, err := jsonx.ParseValidArray(contents)
 	if err != nil {
 		return nil, fmt.Errorf("malformed resources/read contents: %w", err)
 	}
 	for i, e := range elems {
-		eo, err := jsonx.ParseObject(e)
+		eo, err := jsonx.ParseValidObject(e)
 		if err != nil {
 			continue
 		}
@@ -544,7 +544,7 @@ func uriCall(ctx context.Context, rq *request, c *call) (json.RawMessage, error)
 
 // complete serves completion/complete, routed by its ref.
 func complete(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
-	p, err := jsonx.ParseObject(c.params)
+	p, err := jsonx.ParseValidObject(c.params)
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: must be an object")
 	}
@@ -552,7 +552,7 @@ func complete(ctx context.Context, rq *request, c *call) (json.RawMessage, error
 	if ref == nil || p.HasCaseVariant("ref") {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: ref is required")
 	}
-	refType, err := jsonx.ParseObject(ref)
+	refType, err := jsonx.ParseValidObject(ref)
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: ref must be an object")
 	}
@@ -667,7 +667,7 @@ func rewriteUpdated(raw []byte, msg *jsonrpc.Message, prefix string) []byte {
 	if prefix == "" {
 		return raw
 	}
-	p, err := jsonx.ParseObject(msg.Params)
+	p, err := jsonx.ParseValidObject(msg.Params)
 	if err != nil {
 		return raw
 	}

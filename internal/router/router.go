@@ -106,8 +106,10 @@ type Handler struct {
 	sf       singleflight.Group
 	ids      atomic.Uint64
 
-	capsMu   sync.Mutex
-	lastCaps map[string]json.RawMessage // upstream → capabilities last seen
+	capsMu      sync.Mutex
+	lastCaps    map[string]json.RawMessage // upstream → capabilities last seen
+	capSets     sync.Map                   // capabilities JSON → names, see capSet
+	capSetCount atomic.Int64
 }
 
 // state is one configuration snapshot and what was built from it. A request

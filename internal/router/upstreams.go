@@ -66,7 +66,10 @@ func (h *Handler) rememberCaps(name string, caps json.RawMessage) {
 // caps returns what is known of an upstream's capabilities: from this
 // session's upstream session, else as last seen by this replica.
 func (rq *request) caps(up *upstreamRef) json.RawMessage {
-	if us, ok := rq.upstreamSessions()[up.cfg.Name]; ok {
+	rq.mu.Lock()
+	us, ok := rq.sess.Upstreams[up.cfg.Name]
+	rq.mu.Unlock()
+	if ok {
 		return us.Capabilities
 	}
 	rq.h.capsMu.Lock()
@@ -82,12 +85,28 @@ func (rq *request) hasCap(up *upstreamRef, name string) bool {
 	if caps == nil {
 		return true
 	}
-	o, err := jsonx.ParseObject(caps)
-	if err != nil {
-		return false
+	return rq.h.capSet(caps)[name]
+}
+
+// capSet returns the names of the capabilities in caps, parsing each
+// distinct capabilities object once: there are as many as upstream
+// versions, not as many as requests.
+func (h *Handler) capSet(caps json.RawMessage) map[string]bool {
+	if v, ok := h.capSets.Load(string(caps)); ok {
+		return v.(map[string]bool)
 	}
-	v := o.Get(name)
-	return v != nil && string(v) != "null"
+	set := map[string]bool{}
+	if o, err := jsonx.ParseObject(caps); err == nil {
+		for _, m := range o.Members {
+			if string(m.Value) != "null" {
+				set[m.Name] = true
+			}
+		}
+	}
+	if n := h.capSetCount.Add(1); n < 10000 { // bounded: upstreams are untrusted
+		h.capSets.Store(string(caps), set)
+	}
+	return set
 }
 
 // upstreamSession returns the session's upstream session with up, opening
@@ -220,12 +239,12 @@ func (rq *request) fetchList(ctx context.Context, up *upstreamRef, k kind) ([]js
 		if err != nil {
 			return nil, err
 		}
-		o, err := jsonx.ParseObject(res)
+		o, err := jsonx.ParseValidObject(res)
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %s: malformed result: %w", up.cfg.Name, info.listMethod, err)
 		}
 		if v := o.Get(info.field); v != nil && string(v) != "null" {
-			page, err := jsonx.ParseArray(v)
+			page, err := jsonx.ParseValidArray(v)
 			if err != nil {
 				return nil, fmt.Errorf("upstream %s: %s: %s is not an array", up.cfg.Name, info.listMethod, info.field)
 			}

@@ -1,0 +1,199 @@
+package jsonx
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// A fast path for JSON the gateway has validated already (json.Valid, one
+// pass): finding the members of an object and the elements of an array is
+// then a matter of skipping values, which needs no decoding, no allocation
+// and no second validation. encoding/json's Decoder does all three, which
+// for a 10 KB tool call cost more than everything else the gateway does.
+
+var errSyntax = errors.New("invalid JSON")
+
+// skipSpace returns the index of the first non-space byte at or after i.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value starting at i, which
+// must not be space. data must be valid JSON.
+func skipValue(data []byte, i int) (int, error) {
+	if i >= len(data) {
+		return 0, errSyntax
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				end, err := skipString(data, i)
+				if err != nil {
+					return 0, err
+				}
+				i = end
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, nil
+				}
+			}
+			i++
+		}
+		return 0, errSyntax
+	default: // number, true, false, null
+		for i < len(data) {
+			switch data[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i, nil
+			}
+			i++
+		}
+		return i, nil
+	}
+}
+
+// skipString returns the index just past the string starting at data[i].
+func skipString(data []byte, i int) (int, error) {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, nil
+		}
+	}
+	return 0, errSyntax
+}
+
+// unquote returns the string value of the JSON string s (quotes included).
+func unquote(s []byte) (string, error) {
+	// Most keys have no escapes and are ASCII or valid UTF-8.
+	plain := true
+	for _, c := range s[1 : len(s)-1] {
+		if c == '\\' || c < 0x20 {
+			plain = false
+			break
+		}
+	}
+	if plain && utf8.Valid(s) {
+		return string(s[1 : len(s)-1]), nil
+	}
+	var v string
+	if err := json.Unmarshal(s, &v); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+// parseObjectValid is ParseObject for validated input.
+func parseObjectValid(data []byte) (*Object, error) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return nil, ErrNotObject
+	}
+	o := &Object{Members: make([]Member, 0, 4)}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return o, checkTrailing(data, i+1)
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return nil, errSyntax
+		}
+		end, err := skipString(data, i)
+		if err != nil {
+			return nil, err
+		}
+		name, err := unquote(data[i:end])
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range o.Members {
+			if m.Name == name {
+				// See ParseObject: duplicates are rejected, not resolved.
+				return nil, fmt.Errorf("duplicate member %s", strconv.Quote(name))
+			}
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return nil, errSyntax
+		}
+		i = skipSpace(data, i+1)
+		vend, err := skipValue(data, i)
+		if err != nil {
+			return nil, err
+		}
+		o.Members = append(o.Members, Member{Name: name, Value: data[i:vend:vend]})
+		i = skipSpace(data, vend)
+		if i >= len(data) {
+			return nil, errSyntax
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return o, checkTrailing(data, i+1)
+		default:
+			return nil, errSyntax
+		}
+	}
+}
+
+// parseArrayValid is ParseArray for validated input.
+func parseArrayValid(data []byte) ([]json.RawMessage, error) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return nil, errors.New("not a JSON array")
+	}
+	var out []json.RawMessage
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return out, checkTrailing(data, i+1)
+	}
+	for {
+		end, err := skipValue(data, i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, data[i:end:end])
+		i = skipSpace(data, end)
+		if i >= len(data) {
+			return nil, errSyntax
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case ']':
+			return out, checkTrailing(data, i+1)
+		default:
+			return nil, errSyntax
+		}
+	}
+}
+
+func checkTrailing(data []byte, i int) error {
+	if skipSpace(data, i) != len(data) {
+		return errors.New("trailing data after JSON value")
+	}
+	return nil
+}
