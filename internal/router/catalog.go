@@ -133,6 +133,18 @@ func (c *catalog) setTTL(ttl time.Duration) {
 	c.mu.Unlock()
 }
 
+// fresh returns the upstream's cached listing of kind k if it is fresh,
+// else nil.
+func (c *catalog) fresh(up *upstreamRef, k kind) *listing {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.lists[listKey{up.cfg.Name, k}]
+	if l == nil || c.now().Sub(l.fetched) >= c.ttl {
+		return nil
+	}
+	return l
+}
+
 // get returns the upstream's listing of kind k, from the cache while it is
 // fresh, else fetched. force asks for a fetch even of a fresh listing, rate
 // limited by minRefetch.

@@ -120,6 +120,7 @@ type state struct {
 	byName    map[string]*upstreamRef
 	origins   map[string]bool // accepted Origin values
 	tenants   *tenant.Set
+	merged    sync.Map // mergedKey → *mergedEntry: lists as each tenant sees them
 }
 
 // upstreamRef is one configured upstream and its client.
