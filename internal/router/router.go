@@ -105,6 +105,7 @@ type Handler struct {
 	inflight inflight
 	sf       singleflight.Group
 	ids      atomic.Uint64
+	idPrefix string // random, per process: see internalID
 
 	capsMu      sync.Mutex
 	lastCaps    map[string]json.RawMessage // upstream → capabilities last seen
@@ -148,6 +149,7 @@ func New(opts Options) (*Handler, error) {
 		version:  opts.Version,
 		httpc:    opts.HTTPClient,
 		lastCaps: make(map[string]json.RawMessage),
+		idPrefix: session.NewID()[:12],
 	}
 	h.catalog = newCatalog(opts.Config.Server.ListCacheTTL.D(), log)
 	h.catalog.onChange = h.upstreamListChanged

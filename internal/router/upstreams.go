@@ -190,9 +190,11 @@ func (rq *request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, met
 
 // internalID returns a fresh id for a request the gateway itself sends
 // upstream. Client requests travel as "c.<id>" (see forwardID), so the two
-// never collide on an upstream session.
+// never collide. Replicas share upstream sessions through the store, so the
+// ids are unique across replicas too: a random per-process part, then a
+// counter.
 func (h *Handler) internalID() jsonrpc.ID {
-	return jsonrpc.StringID("g." + strconv.FormatUint(h.ids.Add(1), 10))
+	return jsonrpc.StringID("g." + h.idPrefix + "." + strconv.FormatUint(h.ids.Add(1), 10))
 }
 
 // forwardID is the id a client request travels upstream with. It is a pure
