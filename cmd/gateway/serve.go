@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/gateway"
 	"github.com/mcpgw/gateway/internal/router"
@@ -57,7 +59,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		fmt.Fprintln(stderr, err)
 		return exitError{1}
 	}
-	return gateway.Run(ctx, cfg, gateway.Options{Logger: log, Version: version}, nil)
+	for _, w := range cfg.Warnings {
+		log.Warn("config warning", "problem", w.Error())
+	}
+	// go-redis logs connection failures through a package-wide logger; the
+	// gateway reports them itself (503s, /readyz), so they go to debug.
+	redis.SetLogger(redisLogger{log})
+	return gateway.Run(ctx, cfg, gateway.Options{Logger: log, Version: version, Getenv: getenv}, nil)
 }
 
 func validate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -118,4 +126,11 @@ func explain(ctx context.Context, args []string, getenv func(string) string, std
 		return exitError{1}
 	}
 	return nil
+}
+
+// redisLogger routes go-redis's internal log lines to slog at debug level.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "redis")
 }
