@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -351,5 +352,78 @@ upstreams:
 	code, out, _ := runCmd(t, nil, "validate", "-config", f)
 	if code != 0 || !strings.Contains(out, "warning: "+f+":7: tenants[0].upstreams[0].tools.allow[0]") || !strings.HasSuffix(out, f+": ok\n") {
 		t.Errorf("validate with a dead pattern: %d\n%s", code, out)
+	}
+}
+
+// TestBinaryReloadsItsConfig edits the config file under a running binary:
+// a valid change takes effect without a restart, an invalid one is refused
+// and the last good config keeps serving.
+func TestBinaryReloadsItsConfig(t *testing.T) {
+	bin := testkit.BuildGateway(t)
+	a := testkit.NewUpstream(t, "alpha")
+	write := func(path, allow string) string {
+		return testkit.WriteFile(t, path, `
+server:
+  listen: "127.0.0.1:0"
+  admin_listen: "127.0.0.1:0"
+auth:
+  anonymous: true
+tenants:
+  - id: default
+    upstreams:
+      - name: alpha
+        tools: { allow: [`+allow+`] }
+upstreams:
+  - name: alpha
+    url: "`+a.URL+`"
+`)
+	}
+	cfg := write("gateway.yaml", `"echo"`)
+	p := testkit.StartGateway(t, bin, []string{"serve", "-config", cfg}, nil)
+	cs := testkit.Connect(t, p.Endpoint, nil)
+	ctx := context.Background()
+	count := func() int {
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.Tools)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("%d tools before the reload, want 1", n)
+	}
+	write("gateway.yaml", `"echo", "meta", "fail"`)
+	deadline := time.Now().Add(10 * time.Second)
+	for count() != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the edited config was not applied:\n%s", p.Output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// An invalid edit is refused; the gateway keeps the last good config.
+	testkit.WriteFile(t, "gateway.yaml", "upstreams: [oops\n")
+	readyz := func() string {
+		resp, err := http.Get("http://" + p.AdminAddr + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for !strings.Contains(readyz(), "refused") {
+		if time.Now().After(deadline.Add(5 * time.Second)) {
+			t.Fatalf("the invalid config was not reported:\n%s", readyz())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(readyz(), "generation 2") {
+		t.Errorf("readyz: %s", readyz())
+	}
+	if n := count(); n != 3 {
+		t.Errorf("%d tools after a refused reload, want the last good 3", n)
+	}
+	if !strings.Contains(p.Output(), "config reload refused") {
+		t.Errorf("the refusal was not logged:\n%s", p.Output())
 	}
 }

@@ -36,6 +36,10 @@ var (
 		KeyPrefix: "mcpgw:",
 		Timeout:   Duration(500 * time.Millisecond),
 	}
+	defaultTelemetry = Telemetry{
+		Tracing: Tracing{SampleRatio: ptr(1.0)},
+		Audit:   Audit{Output: "stderr"},
+	}
 )
 
 // env returns a getenv func backed by vars.
@@ -80,15 +84,17 @@ func TestLoadExample(t *testing.T) {
 			Redis:       defaultRedis,
 		},
 		Upstreams: []Upstream{{
-			Name:    "github",
-			URL:     "http://127.0.0.1:9001/mcp",
-			Prefix:  ptr("github"),
-			Timeout: Duration(30 * time.Second),
-			Headers: map[string]string{"Authorization": "Bearer tok-123"},
+			Name:           "github",
+			URL:            "http://127.0.0.1:9001/mcp",
+			Prefix:         ptr("github"),
+			Timeout:        Duration(30 * time.Second),
+			Headers:        map[string]string{"Authorization": "Bearer tok-123"},
+			AuditArguments: "none",
 		}, {
-			Name:    "search",
-			URL:     "http://127.0.0.1:9002/mcp",
-			Timeout: Duration(30 * time.Second),
+			Name:           "search",
+			URL:            "http://127.0.0.1:9002/mcp",
+			Timeout:        Duration(30 * time.Second),
+			AuditArguments: "none",
 		}},
 		Auth: Auth{
 			Issuers: []Issuer{{
@@ -117,7 +123,8 @@ func TestLoadExample(t *testing.T) {
 			ID:        "globex",
 			Upstreams: []TenantUpstream{{Name: "search"}},
 		}},
-		Path: examplePath,
+		Telemetry: defaultTelemetry,
+		Path:      examplePath,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("mismatch (-want +got):\n%s", diff)
@@ -141,6 +148,8 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"algorithms:", "required_scopes:", "leeway:", "token_cache_size:", "anonymous:",
 		"tenants:", "id:", "tools:", "prompts:", "resources:", "allow:", "deny:", "annotations:",
 		"title:", "readOnlyHint:", "destructiveHint:", "idempotentHint:", "openWorldHint:",
+		"audit_arguments:", "telemetry:", "tracing:", "enabled:", "endpoint:", "sample_ratio:",
+		"audit:", "output:", "pprof:",
 	} {
 		if !bytes.Contains(data, []byte(key)) {
 			t.Errorf("%s does not mention %q", examplePath, key)
@@ -170,11 +179,12 @@ func TestParseDefaults(t *testing.T) {
 			MaxSessions: 100000,
 			Redis:       defaultRedis,
 		},
-		Auth: defaultAuth,
-		Path: "test.yaml",
+		Auth:      defaultAuth,
+		Telemetry: defaultTelemetry,
+		Path:      "test.yaml",
 	}
 	withUpstream := defaults
-	withUpstream.Upstreams = []Upstream{{Name: "a", URL: "http://a/mcp", Timeout: Duration(30 * time.Second)}}
+	withUpstream.Upstreams = []Upstream{{Name: "a", URL: "http://a/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "none"}}
 
 	tests := []struct {
 		name string
@@ -188,6 +198,9 @@ func TestParseDefaults(t *testing.T) {
 		{name: "null redis and auth settings", yaml: "sessions:\n  redis:\n    addrs:\n    password:\n" + anon + "  leeway:\n", want: defaults},
 		{name: "explicit empty strings", yaml: "server:\n  listen: \"\"\nsessions:\n  store: \"\"\n  redis:\n    password: \"\"\n" + anon, want: defaults},
 		{name: "upstream timeout", yaml: "upstreams:\n  - name: a\n    url: http://a/mcp\n" + anon, want: withUpstream},
+		{name: "null telemetry", yaml: "telemetry:\n" + anon, want: defaults},
+		{name: "null telemetry settings", yaml: "telemetry:\n  tracing:\n    sample_ratio:\n    endpoint: ~\n  audit:\n    output:\n  pprof:\n" + anon, want: defaults},
+		{name: "null audit_arguments", yaml: "upstreams:\n  - name: a\n    url: http://a/mcp\n    audit_arguments:\n" + anon, want: withUpstream},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -342,7 +355,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level key",
 			yaml: "server: {}\nupstream: []\n",
-			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, server, sessions, tenants, upstreams)"},
+			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, server, sessions, telemetry, tenants, upstreams)"},
 		},
 		{
 			name: "unknown nested key",
@@ -352,7 +365,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown upstream key",
 			yaml: up + "    token: x\n",
-			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of headers, name, prefix, timeout, url)"},
+			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, headers, name, prefix, timeout, url)"},
 		},
 		{
 			name: "duplicate key",
@@ -367,7 +380,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "merge key",
 			yaml: "base: &b {listen: \":1\"}\n",
-			want: []string{"test.yaml:1: base: unknown key (want one of auth, server, sessions, tenants, upstreams)"},
+			want: []string{"test.yaml:1: base: unknown key (want one of auth, server, sessions, telemetry, tenants, upstreams)"},
 		},
 		{
 			name: "merge key in section",
@@ -1007,6 +1020,7 @@ func TestReservedHeaders(t *testing.T) {
 // fullYAML sets every auth, tenant and Redis setting.
 const fullYAML = `server:
   public_url: https://mcp.example.com/mcp
+  admin_listen: 127.0.0.1:9090
 sessions:
   store: redis
   redis:
@@ -1021,6 +1035,7 @@ sessions:
 upstreams:
   - name: github
     url: https://gh.example.com/mcp
+    audit_arguments: hash
   - name: search
     url: http://127.0.0.1:9002/mcp
 auth:
@@ -1060,6 +1075,14 @@ tenants:
   - id: globex.eu
     upstreams: []
   - id: Initech_2
+telemetry:
+  tracing:
+    enabled: true
+    endpoint: http://otel-collector:4318
+    sample_ratio: 0.25
+  audit:
+    output: /var/log/mcpgw/audit.log
+  pprof: true
 `
 
 func TestParseFull(t *testing.T) {
@@ -1071,6 +1094,7 @@ func TestParseFull(t *testing.T) {
 		Server: Server{
 			Listen:            ":8080",
 			PublicURL:         "https://mcp.example.com/mcp",
+			AdminListen:       "127.0.0.1:9090",
 			MaxBodyBytes:      4 << 20,
 			RequestTimeout:    Duration(5 * time.Minute),
 			ReadHeaderTimeout: Duration(10 * time.Second),
@@ -1092,8 +1116,8 @@ func TestParseFull(t *testing.T) {
 			},
 		},
 		Upstreams: []Upstream{
-			{Name: "github", URL: "https://gh.example.com/mcp", Timeout: Duration(30 * time.Second)},
-			{Name: "search", URL: "http://127.0.0.1:9002/mcp", Timeout: Duration(30 * time.Second)},
+			{Name: "github", URL: "https://gh.example.com/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "hash"},
+			{Name: "search", URL: "http://127.0.0.1:9002/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "none"},
 		},
 		Auth: Auth{
 			Issuers: []Issuer{{
@@ -1142,6 +1166,11 @@ func TestParseFull(t *testing.T) {
 		}, {
 			ID: "Initech_2",
 		}},
+		Telemetry: Telemetry{
+			Tracing: Tracing{Enabled: true, Endpoint: "http://otel-collector:4318", SampleRatio: ptr(0.25)},
+			Audit:   Audit{Output: "/var/log/mcpgw/audit.log"},
+			Pprof:   true,
+		},
 		Path: "test.yaml",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -1462,7 +1491,7 @@ func TestParseTenantProblems(t *testing.T) {
 		{
 			name: "tenants not a list",
 			yaml: "    upstreams: []\ntenants2: {}\n",
-			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, server, sessions, tenants, upstreams)"},
+			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, server, sessions, telemetry, tenants, upstreams)"},
 		},
 	}
 	for _, tt := range tests {

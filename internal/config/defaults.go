@@ -19,6 +19,23 @@ const (
 	DefaultRedisAddr         = "127.0.0.1:6379" // the only item of the default sessions.redis.addrs
 	DefaultRedisKeyPrefix    = "mcpgw:"
 	DefaultRedisTimeout      = 500 * time.Millisecond
+	DefaultSampleRatio       = 1.0
+	DefaultAuditOutput       = AuditStderr
+	DefaultAuditArguments    = AuditArgumentsNone
+)
+
+// Values of telemetry.audit.output besides a file path.
+const (
+	AuditStderr = "stderr"
+	AuditStdout = "stdout"
+	AuditOff    = "off"
+)
+
+// Values of upstreams[].audit_arguments.
+const (
+	AuditArgumentsNone     = "none"
+	AuditArgumentsHash     = "hash"
+	AuditArgumentsRedacted = "redacted"
 )
 
 // Signature algorithms accepted in auth.issuers[].algorithms: asymmetric
@@ -54,7 +71,8 @@ const (
 // is set; [Config.Validate] reports an issuer left without one. The Redis
 // settings are defaulted whatever the store, so that they read the same
 // wherever they are used. Lists are defaulted when empty, with a new slice
-// for each.
+// for each. Telemetry.Tracing.SampleRatio is defaulted when nil: an
+// explicit 0 (sample nothing) stays.
 func (c *Config) ApplyDefaults() {
 	s := &c.Server
 	setDefault(&s.Listen, DefaultListen)
@@ -90,7 +108,15 @@ func (c *Config) ApplyDefaults() {
 
 	for i := range c.Upstreams {
 		setDefault(&c.Upstreams[i].Timeout, Duration(DefaultUpstreamTimeout))
+		setDefault(&c.Upstreams[i].AuditArguments, DefaultAuditArguments)
 	}
+
+	t := &c.Telemetry
+	if t.Tracing.SampleRatio == nil {
+		r := DefaultSampleRatio
+		t.Tracing.SampleRatio = &r
+	}
+	setDefault(&t.Audit.Output, DefaultAuditOutput)
 }
 
 func setDefault[T comparable](p *T, def T) {

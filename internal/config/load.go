@@ -464,6 +464,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		"upstreams": func(v *yaml.Node, p string) { mappings(d, v, p, &c.Upstreams, d.upstream) },
 		"auth":      func(v *yaml.Node, p string) { d.auth(v, p, &c.Auth) },
 		"tenants":   func(v *yaml.Node, p string) { mappings(d, v, p, &c.Tenants, d.tenant) },
+		"telemetry": func(v *yaml.Node, p string) { d.telemetry(v, p, &c.Telemetry) },
 	})
 }
 
@@ -592,12 +593,49 @@ func (d *decoder) annotations(n *yaml.Node, path string, out *map[string]ToolAnn
 
 func (d *decoder) upstream(n *yaml.Node, path string, u *Upstream) {
 	d.fields(n, path, map[string]field{
-		"name":    d.str(&u.Name),
-		"url":     d.str(&u.URL),
-		"prefix":  d.strPtr(&u.Prefix),
-		"timeout": d.duration(&u.Timeout),
-		"headers": func(v *yaml.Node, p string) { d.headers(v, p, &u.Headers) },
+		"name":            d.str(&u.Name),
+		"url":             d.str(&u.URL),
+		"prefix":          d.strPtr(&u.Prefix),
+		"timeout":         d.duration(&u.Timeout),
+		"headers":         func(v *yaml.Node, p string) { d.headers(v, p, &u.Headers) },
+		"audit_arguments": d.str(&u.AuditArguments),
 	})
+}
+
+func (d *decoder) telemetry(n *yaml.Node, path string, t *Telemetry) {
+	d.fields(n, path, map[string]field{
+		"tracing": func(v *yaml.Node, p string) {
+			d.fields(v, p, map[string]field{
+				"enabled":      d.boolean(&t.Tracing.Enabled),
+				"endpoint":     d.str(&t.Tracing.Endpoint),
+				"sample_ratio": d.ratio(&t.Tracing.SampleRatio),
+			})
+		},
+		"audit": func(v *yaml.Node, p string) {
+			d.fields(v, p, map[string]field{
+				"output": d.nonEmptyStr(&t.Audit.Output, fmt.Sprintf("leave the key out for %q, or write %q", DefaultAuditOutput, AuditOff)),
+			})
+		},
+		"pprof": d.boolean(&t.Pprof),
+	})
+}
+
+// ratio decodes a number from 0 to 1 into a *float64, leaving it nil for
+// null so that an explicit 0 (sample nothing) is not taken for "unset".
+func (d *decoder) ratio(out **float64) field {
+	return func(n *yaml.Node, path string) {
+		if !d.scalar(n, path, "a number from 0 to 1") {
+			return
+		}
+		var v float64
+		// Check the tag first: yaml.v3 would decode the string "0.5" too.
+		if tag := n.ShortTag(); (tag != "!!float" && tag != "!!int") || n.Decode(&v) != nil {
+			d.fail(n, path, fmt.Sprintf("must be a number from 0 to 1, got %q", n.Value))
+			return
+		}
+		// The validator checks the range, for configs built in code too.
+		*out = &v
+	}
 }
 
 // headers decodes and expands header values. The values are secrets, so

@@ -43,7 +43,11 @@ var (
 //     pattern matches (when allow is set) or that a tools.deny pattern
 //     matches: the tenant never sees that tool;
 //   - a sessions.redis section in the file while sessions.store is not
-//     redis.
+//     redis;
+//   - a telemetry.tracing section with settings in the file while
+//     telemetry.tracing.enabled is not true, and a tracing endpoint whose
+//     path already ends in /v1/traces (the gateway appends it);
+//   - telemetry.pprof in the file without server.admin_listen.
 func (c *Config) Validate() error {
 	v := &validator{file: c.Path}
 	v.config(c)
@@ -135,6 +139,7 @@ func (v *validator) config(c *Config) {
 	v.upstreams(c.Upstreams)
 	v.auth(c)
 	v.tenants(c)
+	v.telemetry(c)
 }
 
 func (v *validator) server(s *Server) {
@@ -276,6 +281,13 @@ func (v *validator) upstream(path string, u *Upstream) {
 
 	nonNegative(v, path+".timeout", u.Timeout)
 	v.headers(path+".headers", u.Headers)
+
+	switch u.AuditArguments {
+	case "", AuditArgumentsNone, AuditArgumentsHash, AuditArgumentsRedacted:
+	default:
+		v.addf(path+".audit_arguments", "unknown mode %q: must be %q, %q or %q",
+			u.AuditArguments, AuditArgumentsNone, AuditArgumentsHash, AuditArgumentsRedacted)
+	}
 }
 
 // headers checks header names and values. Values are secrets: no problem

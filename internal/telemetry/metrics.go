@@ -1,0 +1,373 @@
+package telemetry
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Outcomes of a request, an upstream request or a tool call: the values of
+// the outcome label. Any other value is recorded as "other".
+const (
+	OutcomeOK        = "ok"
+	OutcomeError     = "error"      // a JSON-RPC error, or a failure of the gateway or the upstream
+	OutcomeToolError = "tool_error" // a tools/call result with isError: true
+	OutcomeDenied    = "denied"     // refused by authentication or policy
+	OutcomeCancelled = "cancelled"  // the client went away or sent notifications/cancelled
+	OutcomeTimeout   = "timeout"    // the request or upstream timeout fired
+)
+
+// Results of a config reload: the values of the result label of
+// mcpgw_config_reloads_total.
+const (
+	ReloadOK    = "ok"
+	ReloadError = "error"
+)
+
+// otherLabel replaces a label value outside its bounded set.
+const otherLabel = "other"
+
+// noneLabel stands for an empty tenant or upstream (a request rejected
+// before its tenant was known).
+const noneLabel = "none"
+
+var outcomes = set(OutcomeOK, OutcomeError, OutcomeToolError, OutcomeDenied, OutcomeCancelled, OutcomeTimeout)
+
+// methods are the MCP method names (requests and notifications, client to
+// server and server to client) of the protocol revisions the gateway
+// speaks, 2025-03-26 to 2026-07-28: the values of the method label.
+var methods = set(
+	"initialize", "ping", "server/discover",
+	"tools/list", "tools/call",
+	"prompts/list", "prompts/get",
+	"resources/list", "resources/templates/list", "resources/read",
+	"resources/subscribe", "resources/unsubscribe",
+	"subscriptions/listen",
+	"completion/complete", "logging/setLevel",
+	"roots/list", "sampling/createMessage", "elicitation/create",
+	"tasks/get", "tasks/list", "tasks/result", "tasks/cancel",
+	"notifications/initialized", "notifications/cancelled", "notifications/progress",
+	"notifications/message", "notifications/roots/list_changed",
+	"notifications/tools/list_changed", "notifications/prompts/list_changed",
+	"notifications/resources/list_changed", "notifications/resources/updated",
+	"notifications/elicitation/complete", "notifications/tasks/status",
+	"notifications/subscriptions/acknowledged",
+)
+
+func set(vs ...string) map[string]bool {
+	m := make(map[string]bool, len(vs))
+	for _, v := range vs {
+		m[v] = true
+	}
+	return m
+}
+
+// MethodLabel returns the method label value for an MCP method name: the
+// name itself when it is a known MCP method, else "other".
+func MethodLabel(method string) string {
+	if methods[method] {
+		return method
+	}
+	return otherLabel
+}
+
+func outcomeLabel(outcome string) string {
+	if outcomes[outcome] {
+		return outcome
+	}
+	return otherLabel
+}
+
+// durationBuckets suit MCP requests: most answer within milliseconds, a
+// streamed tools/call may take minutes (server.request_timeout defaults to
+// 5m).
+var durationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// Metrics is the gateway's Prometheus instrumentation. Build it with
+// [NewMetrics]; its methods are safe for concurrent use, and every method
+// of a nil *Metrics does nothing, so code under test may leave it out.
+//
+// The label values it records are bounded whatever the callers pass; see
+// the package documentation.
+type Metrics struct {
+	gatherer prometheus.Gatherer
+	requests *prometheus.CounterVec
+	reqDur   *prometheus.HistogramVec
+	upReqs   *prometheus.CounterVec
+	upDur    *prometheus.HistogramVec
+	tools    *prometheus.CounterVec
+	authFail *prometheus.CounterVec
+	denials  *prometheus.CounterVec
+	streams  prometheus.Gauge
+	reloads  *prometheus.CounterVec
+	gen      prometheus.Gauge
+	lastOK   prometheus.Gauge
+
+	sessions   atomic.Int64
+	sessionsFn atomic.Pointer[func() int]
+
+	tenants   *capped
+	upstreams *capped
+	toolNames *cappedByKey
+	reasons   *capped
+	kinds     *capped
+
+	generation atomic.Int64
+	now        func() time.Time
+}
+
+// NewMetrics creates the gateway's collectors, with the Go runtime and
+// process collectors, and registers them on reg, which must be a registry
+// of this gateway's own (never prometheus.DefaultRegisterer: tests run
+// several gateways in one process). If reg is also a prometheus.Gatherer
+// (a *prometheus.Registry is), [Metrics.Handler] serves it. It panics if
+// a collector is already registered on reg, like prometheus.MustRegister.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_requests_total",
+			Help: "MCP requests and notifications received from clients, by method, tenant and outcome.",
+		}, []string{"method", "tenant", "outcome"}),
+		reqDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcpgw_request_duration_seconds",
+			Help:    "Time to answer an MCP request, streamed responses included, by method and tenant.",
+			Buckets: durationBuckets,
+		}, []string{"method", "tenant"}),
+		upReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_upstream_requests_total",
+			Help: "MCP requests sent to upstreams, by upstream, method and outcome.",
+		}, []string{"upstream", "method", "outcome"}),
+		upDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcpgw_upstream_request_duration_seconds",
+			Help:    "Time an upstream took to answer, streamed responses included, by upstream and method.",
+			Buckets: durationBuckets,
+		}, []string{"upstream", "method"}),
+		tools: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_tool_calls_total",
+			Help: "tools/call requests, by tenant, upstream, the tool's original name and outcome.",
+		}, []string{"tenant", "upstream", "tool", "outcome"}),
+		authFail: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_auth_failures_total",
+			Help: "Requests refused by authentication, by reason.",
+		}, []string{"reason"}),
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_policy_denials_total",
+			Help: "Requests refused by tenant policy, by tenant, upstream and kind of item.",
+		}, []string{"tenant", "upstream", "kind"}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcpgw_sse_streams_open",
+			Help: "Server-sent event streams currently open to clients.",
+		}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_config_reloads_total",
+			Help: "Config reloads attempted, by result.",
+		}, []string{"result"}),
+		gen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcpgw_config_generation",
+			Help: "Generation of the config in use: 1 for the config loaded at start, one more for each successful reload.",
+		}),
+		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcpgw_config_last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last successful config load or reload.",
+		}),
+
+		tenants:   newCapped(MaxTenantLabels),
+		upstreams: newCapped(MaxUpstreamLabels),
+		toolNames: newCappedByKey(MaxUpstreamLabels, MaxToolLabelsPerUpstream),
+		reasons:   newCapped(MaxReasonLabels),
+		kinds:     newCapped(MaxReasonLabels),
+		now:       time.Now,
+	}
+	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mcpgw_sessions_active",
+		Help: "MCP sessions currently open.",
+	}, m.sessionsActive)
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.reqDur, m.upReqs, m.upDur, m.tools, m.authFail, m.denials,
+		sessions, m.streams, m.reloads, m.gen, m.lastOK,
+	)
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		m.gatherer = g
+	}
+	return m
+}
+
+// Handler returns the handler of admin /metrics: the registry given to
+// [NewMetrics] in the Prometheus exposition formats. Without a gatherer (a
+// nil *Metrics, or a registerer that cannot gather) it answers 404.
+func (m *Metrics) Handler() http.Handler {
+	if m == nil || m.gatherer == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{
+		// A failing collector (the process collector on an exotic OS)
+		// should not take every other metric down with it.
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
+
+// ObserveRequest records one MCP request or notification from a client:
+// mcpgw_requests_total{method,tenant,outcome} and
+// mcpgw_request_duration_seconds{method,tenant}. method is the JSON-RPC
+// method ("other" unless it is a known MCP method); tenant is the
+// configured tenant id ("" before the tenant is known: recorded as "none");
+// outcome is one of the Outcome constants; d runs from receiving the
+// request to the end of the response, streams included.
+func (m *Metrics) ObserveRequest(method, tenant, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	method, tenant = MethodLabel(method), m.tenant(tenant)
+	m.requests.WithLabelValues(method, tenant, outcomeLabel(outcome)).Inc()
+	m.reqDur.WithLabelValues(method, tenant).Observe(d.Seconds())
+}
+
+// ObserveUpstream records one request to an upstream:
+// mcpgw_upstream_requests_total{upstream,method,outcome} and
+// mcpgw_upstream_request_duration_seconds{upstream,method}. upstream is
+// the configured upstream name; method and outcome are as for
+// [Metrics.ObserveRequest].
+func (m *Metrics) ObserveUpstream(upstream, method, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	method, upstream = MethodLabel(method), m.upstream(upstream)
+	m.upReqs.WithLabelValues(upstream, method, outcomeLabel(outcome)).Inc()
+	m.upDur.WithLabelValues(upstream, method).Observe(d.Seconds())
+}
+
+// ToolCall records one tools/call: mcpgw_tool_calls_total{tenant,upstream,
+// tool,outcome}. tool is the tool's original name at upstream. Callers pass
+// only tools that a configured upstream lists; as a backstop each upstream
+// keeps at most [MaxToolLabelsPerUpstream] distinct tool values, after
+// which new tools are recorded as "other" until the process restarts.
+func (m *Metrics) ToolCall(tenant, upstream, tool, outcome string) {
+	if m == nil {
+		return
+	}
+	upstream = m.upstream(upstream)
+	m.tools.WithLabelValues(m.tenant(tenant), upstream, m.toolNames.value(upstream, tool), outcomeLabel(outcome)).Inc()
+}
+
+// AuthFailure records a request refused by authentication:
+// mcpgw_auth_failures_total{reason}. reason is a short fixed string from
+// the gateway's code ("missing_token", "invalid_token", "insufficient_scope",
+// "unknown_tenant", ...), never anything taken from the request.
+func (m *Metrics) AuthFailure(reason string) {
+	if m == nil {
+		return
+	}
+	m.authFail.WithLabelValues(m.reasons.value(reason)).Inc()
+}
+
+// PolicyDenial records a request refused by tenant policy:
+// mcpgw_policy_denials_total{tenant,upstream,kind}. kind names what was
+// denied ("tool", "prompt", "resource", "upstream", "scope").
+func (m *Metrics) PolicyDenial(tenant, upstream, kind string) {
+	if m == nil {
+		return
+	}
+	m.denials.WithLabelValues(m.tenant(tenant), m.upstream(upstream), m.kinds.value(kind)).Inc()
+}
+
+// SessionStarted and SessionEnded count mcpgw_sessions_active up and down,
+// unless [Metrics.SetSessionsActiveFunc] has set a function to read it
+// from.
+func (m *Metrics) SessionStarted() {
+	if m != nil {
+		m.sessions.Add(1)
+	}
+}
+
+// SessionEnded: see [Metrics.SessionStarted].
+func (m *Metrics) SessionEnded() {
+	if m != nil {
+		m.sessions.Add(-1)
+	}
+}
+
+// SetSessionsActiveFunc makes mcpgw_sessions_active report f() at each
+// scrape instead of the SessionStarted/SessionEnded count: point it at
+// the session store's Len, which also sees sessions that expired. f is
+// called on the scrape's goroutine and must be cheap and safe for
+// concurrent use. A nil f goes back to the count.
+func (m *Metrics) SetSessionsActiveFunc(f func() int) {
+	if m == nil {
+		return
+	}
+	if f == nil {
+		m.sessionsFn.Store(nil)
+		return
+	}
+	m.sessionsFn.Store(&f)
+}
+
+func (m *Metrics) sessionsActive() float64 {
+	if f := m.sessionsFn.Load(); f != nil {
+		return float64((*f)())
+	}
+	return float64(m.sessions.Load())
+}
+
+// SSEStreamOpened and SSEStreamClosed count mcpgw_sse_streams_open: call
+// them when a response or GET stream to a client starts and ends.
+func (m *Metrics) SSEStreamOpened() {
+	if m != nil {
+		m.streams.Inc()
+	}
+}
+
+// SSEStreamClosed: see [Metrics.SSEStreamOpened].
+func (m *Metrics) SSEStreamClosed() {
+	if m != nil {
+		m.streams.Dec()
+	}
+}
+
+// ConfigLoaded records the config loaded at start: mcpgw_config_generation
+// becomes 1 and the last-success timestamp now. It counts no reload.
+func (m *Metrics) ConfigLoaded() {
+	if m == nil {
+		return
+	}
+	m.generation.Store(1)
+	m.gen.Set(1)
+	m.lastOK.Set(float64(m.now().UnixNano()) / 1e9)
+}
+
+// ConfigReload records a reload attempt: mcpgw_config_reloads_total{result}
+// with result [ReloadOK] or [ReloadError] (anything but "ok" counts as an
+// error). A successful one also increments mcpgw_config_generation and
+// sets mcpgw_config_last_reload_success_timestamp_seconds to now.
+func (m *Metrics) ConfigReload(result string) {
+	if m == nil {
+		return
+	}
+	if result != ReloadOK {
+		m.reloads.WithLabelValues(ReloadError).Inc()
+		return
+	}
+	m.reloads.WithLabelValues(ReloadOK).Inc()
+	m.gen.Set(float64(m.generation.Add(1)))
+	m.lastOK.Set(float64(m.now().UnixNano()) / 1e9)
+}
+
+func (m *Metrics) tenant(t string) string {
+	if t == "" {
+		return noneLabel
+	}
+	return m.tenants.value(t)
+}
+
+func (m *Metrics) upstream(u string) string {
+	if u == "" {
+		return noneLabel
+	}
+	return m.upstreams.value(u)
+}
