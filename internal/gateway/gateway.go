@@ -13,6 +13,8 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"os"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -20,12 +22,16 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/router"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
 )
 
@@ -44,18 +50,25 @@ type Options struct {
 	// Listener, if not nil, is the MCP listener [Run] serves, instead of
 	// one it opens on server.listen.
 	Listener net.Listener
-	// Getenv expands ${VAR} when [Run] reloads the config file; nil means
-	// os.Getenv.
+	// Getenv expands ${VAR} when [Run] reloads the config file and sets up
+	// tracing from OTEL_* variables; nil means os.Getenv.
 	Getenv func(string) string
+	// TracerProvider, if not nil, receives the spans (tests use an
+	// in-memory one); else Run sets one up from the config and OTEL_*.
+	TracerProvider trace.TracerProvider
+	// Audit, if not nil, receives the audit records; else Run opens the
+	// configured audit output.
+	Audit *audit.Logger
 }
 
 // A Gateway is a configured gateway, ready to serve.
 type Gateway struct {
-	log    *slog.Logger
-	opts   Options
-	store  store
-	router *router.Handler
-	mux    http.Handler
+	log     *slog.Logger
+	opts    Options
+	store   store
+	router  *router.Handler
+	mux     http.Handler
+	metrics *telemetry.Metrics
 
 	live   atomic.Pointer[live] // swapped whole on reload
 	reload reloadState
@@ -108,15 +121,20 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 			},
 		})
 	}
+	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
+	if m, ok := store.(*session.Memory); ok {
+		metrics.SetSessionsActiveFunc(m.Len)
+	}
 	rt, err := router.New(router.Options{
 		Config: cfg, Store: store, Logger: log, Version: opts.Version, HTTPClient: opts.HTTPClient,
+		Metrics: metrics, TracerProvider: opts.TracerProvider, Audit: opts.Audit,
 	})
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
 	expire.Store(rt)
-	g := &Gateway{log: log, opts: opts, store: store, router: rt}
+	g := &Gateway{log: log, opts: opts, store: store, router: rt, metrics: metrics}
 	l, err := g.buildLive(cfg, nil)
 	if err != nil {
 		g.Close()
@@ -125,6 +143,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.live.Store(l)
 	g.reload.generation = 1
 	g.reload.loaded = time.Now()
+	metrics.ConfigLoaded()
 	g.mux = g.newMux()
 	return g, nil
 }
@@ -151,6 +170,13 @@ func (g *Gateway) buildLive(cfg *config.Config, prev *live) (*live, error) {
 		RequiredScopes:      cfg.Auth.RequiredScopes,
 		KnownTenant:         g.router.KnownTenant,
 		Logger:              g.log,
+		OnFailure: func(reason string) {
+			g.metrics.AuthFailure(reason)
+			g.opts.Audit.Record(context.Background(), audit.Record{
+				Time: time.Now(), Event: audit.EventAuthFailure, Decision: audit.DecisionDeny,
+				Outcome: audit.OutcomeDenied, Reason: reason,
+			})
+		},
 	})(g.router)
 	l.metadata = auth.MetadataHandler(cfg, scopesSupported(cfg))
 	return l, nil
@@ -172,7 +198,7 @@ func (g *Gateway) newMux() http.Handler {
 	r := chi.NewRouter()
 	r.Use(recoverer(g.log))
 	r.Use(middleware.RequestID)
-	r.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	r.With(telemetry.HTTPMiddleware(g.opts.TracerProvider, "/mcp")).Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.live.Load().authn.ServeHTTP(w, r)
 	}))
 	// The metadata paths depend on server.public_url, which a reload does
@@ -220,6 +246,14 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 // alive) and /readyz (it can serve: its dependencies answer).
 func (g *Gateway) AdminHandler() http.Handler {
 	r := chi.NewRouter()
+	r.Handle("/metrics", g.metrics.Handler())
+	if g.Config().Telemetry.Pprof {
+		r.HandleFunc("/debug/pprof/*", pprof.Index)
+		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
@@ -258,6 +292,9 @@ func (g *Gateway) Ready(ctx context.Context) []string {
 			problems = append(problems, err.Error())
 		}
 	}
+	// At least one upstream usable: when every upstream's last request
+	// failed, the gateway can serve nothing.
+	problems = append(problems, g.router.UpstreamProblems()...)
 	return problems
 }
 
@@ -284,6 +321,27 @@ func scopesSupported(cfg *config.Config) []string {
 // not nil, is called with the MCP listener's address once it accepts
 // connections.
 func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr string)) error {
+	getenv := getenvOr(opts.Getenv)
+	if opts.TracerProvider == nil {
+		tp, shutdown, err := telemetry.SetupTracing(ctx, cfg.Telemetry.Tracing, opts.Version, getenv)
+		if err != nil {
+			return fmt.Errorf("tracing: %w", err)
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = shutdown(sctx)
+		}()
+		opts.TracerProvider = tp
+	}
+	if opts.Audit == nil {
+		a, closer, err := audit.Open(cfg.Telemetry.Audit, os.Stderr, os.Stdout)
+		if err != nil {
+			return fmt.Errorf("audit log: %w", err)
+		}
+		defer closer.Close()
+		opts.Audit = a
+	}
 	g, err := New(cfg, opts)
 	if err != nil {
 		return err
@@ -293,7 +351,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr 
 	if cfg.Path != "" {
 		wctx, stop := context.WithCancel(ctx)
 		defer stop()
-		go g.watch(wctx, cfg.Path, getenvOr(opts.Getenv), reloadInterval)
+		go g.watch(wctx, cfg.Path, getenv, reloadInterval)
 	}
 
 	ln := opts.Listener

@@ -44,6 +44,12 @@ func startGateway(t *testing.T, ups []upstreamSpec, edit ...func(*config.Config)
 // startGatewayG is startGateway that also returns the gateway.
 func startGatewayG(t *testing.T, ups []upstreamSpec, edit ...func(*config.Config)) (*gateway.Gateway, string) {
 	t.Helper()
+	return startGatewayWith(t, gateway.Options{}, ups, edit...)
+}
+
+// startGatewayWith is startGatewayG with gateway options (tracer, audit).
+func startGatewayWith(t *testing.T, opts gateway.Options, ups []upstreamSpec, edit ...func(*config.Config)) (*gateway.Gateway, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +68,8 @@ func startGatewayG(t *testing.T, ups []upstreamSpec, edit ...func(*config.Config
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	g, err := gateway.New(cfg, gateway.Options{Logger: testLogger(t), Version: "test"})
+	opts.Logger, opts.Version = testLogger(t), "test"
+	g, err := gateway.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

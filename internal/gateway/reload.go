@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/telemetry"
 )
 
 // Live reload.
@@ -49,6 +50,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		g.refused(err)
 		return err
 	}
+	g.metrics.ConfigReload(telemetry.ReloadOK)
 	g.router.SetConfig(cfg)
 	g.live.Store(next)
 	g.reload.mu.Lock()
@@ -75,6 +77,7 @@ func (g *Gateway) ReloadFile(path string, getenv func(string) string) error {
 }
 
 func (g *Gateway) refused(err error) {
+	g.metrics.ConfigReload(telemetry.ReloadError)
 	g.reload.mu.Lock()
 	g.reload.lastErr, g.reload.lastErrAt = err, time.Now()
 	g.reload.mu.Unlock()

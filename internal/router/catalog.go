@@ -296,6 +296,10 @@ type resolveError struct {
 	conflict []string // upstreams exposing the name, when ambiguous
 	name     string
 	kind     kind
+	// deniedBy is the upstream that has the item when the tenant's policy
+	// hides it, and deniedName its name there; for audit and metrics only,
+	// never for the client.
+	deniedBy, deniedName string
 }
 
 func (e *resolveError) Error() string {

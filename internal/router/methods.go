@@ -11,11 +11,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -25,6 +29,13 @@ type call struct {
 	method string
 	params json.RawMessage
 	out    *responder
+
+	// Set by the method as it routes, for spans, metrics and the audit log.
+	upstream  string // the owning upstream
+	target    string // the exposed tool or prompt name, or resource URI
+	original  string // the name or URI at the upstream
+	arguments json.RawMessage
+	isError   bool // a tools/call result with isError: true
 }
 
 // A methodFunc serves one MCP method. It returns the result, or an error
@@ -140,6 +151,12 @@ func (rq *request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 // serveRequest answers one JSON-RPC request.
 func (h *Handler) serveRequest(w http.ResponseWriter, r *http.Request, rq *request, msg *jsonrpc.Message) {
 	out := newResponder(w)
+	out.onSSE = h.metrics.SSEStreamOpened
+	defer func() {
+		if out.sse {
+			h.metrics.SSEStreamClosed()
+		}
+	}()
 	if final := h.dispatch(r.Context(), rq, msg, out); final != nil {
 		out.final(http.StatusOK, final)
 	}
@@ -161,8 +178,29 @@ func (h *Handler) dispatch(ctx context.Context, rq *request, msg *jsonrpc.Messag
 	h.inflight.add(key, cancelCause)
 	defer h.inflight.remove(key)
 
+	start := time.Now()
+	ctx, span := telemetry.StartServerSpan(ctx, h.tracer, msg.Method, "", msg.Params,
+		telemetry.SessionID(rq.sess.ID), telemetry.ProtocolVersion(rq.version), telemetry.Tenant(rq.view.ID))
+	if a, ok := telemetry.RequestID(msg.ID.Raw()); ok {
+		span.SetAttributes(a)
+	}
+	defer span.End()
+
 	c := &call{id: msg.ID, method: msg.Method, params: msg.Params, out: out}
 	res, err := fn(ctx, rq, c)
+	if c.target != "" {
+		span.SetName(telemetry.SpanName(msg.Method, c.target))
+		span.SetAttributes(telemetry.Upstream(c.upstream))
+		switch msg.Method {
+		case "tools/call":
+			span.SetAttributes(telemetry.ToolName(c.target))
+		case "prompts/get":
+			span.SetAttributes(telemetry.PromptName(c.target))
+		default:
+			span.SetAttributes(telemetry.ResourceURI(c.target))
+		}
+	}
+	outcome := h.observeRequest(ctx, rq, c, err, span, start)
 	var se *scopeError
 	if errors.As(err, &se) && !out.discard && !out.started() {
 		// A step-up challenge is an HTTP answer (2025-11-25
@@ -171,7 +209,7 @@ func (h *Handler) dispatch(ctx context.Context, rq *request, msg *jsonrpc.Messag
 		return nil
 	}
 	if err != nil {
-		if errors.Is(context.Cause(ctx), errCancelledByClient) && out.started() {
+		if outcome == telemetry.OutcomeCancelled && out.started() {
 			// The client cancelled; it expects no response (2025-11-25
 			// basic/utilities/cancellation). End the stream without one.
 			return nil
@@ -179,6 +217,97 @@ func (h *Handler) dispatch(ctx context.Context, rq *request, msg *jsonrpc.Messag
 		return jsonrpc.AppendError(nil, msg.ID, h.toJSONRPCError(ctx, msg.Method, err))
 	}
 	return jsonrpc.AppendResult(nil, msg.ID, res)
+}
+
+// observeRequest records how a request went: its span's status, the request and
+// tool-call metrics, policy denials, and the audit record of the methods
+// that reach an upstream's tools, prompts and resources. It returns the
+// outcome.
+func (h *Handler) observeRequest(ctx context.Context, rq *request, c *call, err error, span trace.Span, start time.Time) string {
+	d := time.Since(start)
+	outcome := telemetry.OutcomeOK
+	decision := audit.DecisionAllow
+	var re *resolveError
+	var je *jsonrpc.Error
+	switch {
+	case err == nil && c.isError:
+		outcome = telemetry.OutcomeToolError
+		telemetry.SetToolError(span)
+	case err == nil:
+	case errors.Is(context.Cause(ctx), errCancelledByClient):
+		outcome = telemetry.OutcomeCancelled
+		telemetry.SetError(span, err)
+	case errors.As(err, &re) && re.deniedBy != "":
+		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
+		c.upstream, c.original = re.deniedBy, re.deniedName
+		h.metrics.PolicyDenial(rq.view.ID, re.deniedBy, kinds[re.kind].noun)
+		telemetry.SetJSONRPCError(span, jsonrpc.CodeInvalidParams, "denied by policy")
+	case errors.As(err, new(*scopeError)):
+		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
+		h.metrics.PolicyDenial(rq.view.ID, c.upstream, "scope")
+		telemetry.SetError(span, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		outcome = telemetry.OutcomeTimeout
+		telemetry.SetError(span, err)
+	case errors.As(err, &je):
+		outcome = telemetry.OutcomeError
+		telemetry.SetJSONRPCError(span, je.Code, je.Message)
+	default:
+		outcome = telemetry.OutcomeError
+		telemetry.SetError(span, err)
+	}
+	h.metrics.ObserveRequest(c.method, rq.view.ID, outcome, d)
+	if c.method == "tools/call" && c.upstream != "" && c.original != "" {
+		h.metrics.ToolCall(rq.view.ID, c.upstream, c.original, outcome)
+	}
+
+	var event string
+	switch c.method {
+	case "tools/call", "prompts/get", "resources/read":
+		event = c.method
+	default:
+		return outcome
+	}
+	if decision == audit.DecisionDeny {
+		event = audit.EventPolicyDenial
+	}
+	r := audit.Record{
+		Time: start, Event: event, Tenant: rq.view.ID,
+		Subject: rq.principal.Subject, ClientID: rq.principal.ClientID, SessionID: rq.sess.ID,
+		Method: c.method, Upstream: c.upstream, Decision: decision, Duration: d,
+		TraceID: span.SpanContext().TraceID().String(),
+	}
+	if !span.SpanContext().HasTraceID() {
+		r.TraceID = ""
+	}
+	if c.method == "resources/read" {
+		r.URI = c.original
+	} else {
+		r.Tool = c.original
+	}
+	switch outcome {
+	case telemetry.OutcomeOK:
+		r.Outcome = audit.OutcomeOK
+	case telemetry.OutcomeToolError:
+		r.Outcome = audit.OutcomeIsError
+	case telemetry.OutcomeDenied:
+		r.Outcome = audit.OutcomeDenied
+		if re != nil {
+			r.Reason = "hidden by policy"
+		} else {
+			r.Reason = "insufficient scope"
+		}
+	default:
+		r.Outcome = audit.OutcomeError
+		if err != nil {
+			r.Reason = h.toJSONRPCError(ctx, c.method, err).Message
+		}
+	}
+	if up := rq.st.byName[c.upstream]; up != nil && c.arguments != nil {
+		r.Arguments = audit.ReduceArguments(up.cfg.AuditArguments, c.arguments)
+	}
+	h.audit.Record(ctx, r)
+	return outcome
 }
 
 // serveBatch answers a JSON-RPC batch, which only 2025-03-26 allows (the
@@ -463,9 +592,14 @@ func namedCall(k kind) methodFunc {
 		if err != nil {
 			return nil, err
 		}
+		c.target = name
 		up, orig, err := rq.resolve(ctx, k, name)
 		if err != nil {
 			return nil, err
+		}
+		c.upstream, c.original = up.cfg.Name, orig
+		if k == kindTools {
+			c.arguments = p.Get("arguments")
 		}
 		if k == kindTools {
 			if need := rq.view.RequiredScopes(up.cfg.Name, orig); !rq.principal.HasScopes(need...) {
@@ -473,7 +607,17 @@ func namedCall(k kind) methodFunc {
 			}
 		}
 		p.SetString("name", orig)
-		return rq.relay(ctx, c, up, p.Bytes(), nil)
+		if k != kindTools {
+			return rq.relay(ctx, c, up, p.Bytes(), nil)
+		}
+		return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+			// Only noted, for metrics and the audit log: a tool error is
+			// a result like any other to the client.
+			if o, err := jsonx.ParseValidObject(res); err == nil && string(o.Get("isError")) == "true" {
+				c.isError = true
+			}
+			return res, nil
+		})
 	}
 }
 
@@ -484,7 +628,7 @@ func (rq *request) resolveURI(ctx context.Context, k kind, uri string) (*upstrea
 	up, orig, err := rq.resolveURIOwner(ctx, k, uri)
 	if err == nil && !rq.visible(k, up, orig) {
 		// Hidden is the same as absent: same code, same message.
-		return nil, "", &resolveError{kind: k, name: uri}
+		return nil, "", &resolveError{kind: k, name: uri, deniedBy: up.cfg.Name, deniedName: orig}
 	}
 	return up, orig, err
 }
@@ -524,10 +668,12 @@ func readResource(ctx context.Context, rq *request, c *call) (json.RawMessage, e
 	if err != nil {
 		return nil, err
 	}
+	c.target = uri
 	up, orig, err := rq.resolveURI(ctx, kindResources, uri)
 	if err != nil {
 		return nil, err
 	}
+	c.upstream, c.original = up.cfg.Name, orig
 	p.SetString("uri", orig)
 	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
 		return rewriteContents(res, up.prefix)

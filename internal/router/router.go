@@ -52,12 +52,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
@@ -90,6 +93,13 @@ type Options struct {
 	Version string
 	// HTTPClient sends upstream requests. If nil, each upstream gets its own.
 	HTTPClient *http.Client
+	// Metrics, if nil, means no metrics.
+	Metrics *telemetry.Metrics
+	// TracerProvider, if nil, means no spans; the client's trace context
+	// still reaches the upstreams.
+	TracerProvider trace.TracerProvider
+	// Audit, if nil, means no audit log.
+	Audit *audit.Logger
 }
 
 // Handler serves the MCP endpoint.
@@ -106,6 +116,13 @@ type Handler struct {
 	sf       singleflight.Group
 	ids      atomic.Uint64
 	idPrefix string // random, per process: see internalID
+
+	metrics *telemetry.Metrics
+	tracer  trace.Tracer
+	audit   *audit.Logger
+
+	healthMu sync.Mutex
+	health   map[string]error // upstream → last request's error
 
 	capsMu      sync.Mutex
 	lastCaps    map[string]json.RawMessage // upstream → capabilities last seen
@@ -150,6 +167,9 @@ func New(opts Options) (*Handler, error) {
 		httpc:    opts.HTTPClient,
 		lastCaps: make(map[string]json.RawMessage),
 		idPrefix: session.NewID()[:12],
+		metrics:  opts.Metrics,
+		tracer:   telemetry.Tracer(opts.TracerProvider),
+		audit:    opts.Audit,
 	}
 	h.catalog = newCatalog(opts.Config.Server.ListCacheTTL.D(), log)
 	h.catalog.onChange = h.upstreamListChanged
@@ -175,6 +195,7 @@ func (h *Handler) build(cfg *config.Config, prev *state) *state {
 			HTTPClient: h.httpc,
 			Logger:     h.log.With("upstream", u.Name),
 			ClientInfo: info,
+			Inject:     telemetry.InjectHeaders,
 		})
 		st.upstreams = append(st.upstreams, ref)
 		st.byName[u.Name] = ref

@@ -19,6 +19,8 @@ type responder struct {
 	rc *http.ResponseController
 
 	discard bool // a collector: nothing is written
+	// onSSE, if set, is called once when the response becomes a stream.
+	onSSE func()
 
 	mu      sync.Mutex
 	sse     bool
@@ -49,6 +51,9 @@ func (r *responder) startSSE() {
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	r.w.WriteHeader(http.StatusOK)
 	r.sse, r.written = true, true
+	if r.onSSE != nil {
+		r.onSSE()
+	}
 	_ = r.rc.Flush() // flushing is best-effort
 }
 

@@ -126,7 +126,9 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *reques
 	s := h.streams.open(rq.sess.ID, rq.principal.Tenant)
 	defer h.streams.remove(s)
 	out := newResponder(w)
+	out.onSSE = h.metrics.SSEStreamOpened
 	out.startSSE()
+	defer h.metrics.SSEStreamClosed()
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 	rc := http.NewResponseController(w)

@@ -7,11 +7,16 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"time"
+
 	"sync"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
@@ -43,6 +48,7 @@ func (h *Handler) initUpstreams(ctx context.Context, ups []*upstreamRef) map[str
 	for _, up := range ups {
 		wg.Go(func() {
 			res, err := up.client.Initialize(ctx)
+			h.noteUpstream(up.cfg.Name, err)
 			if err != nil {
 				h.log.Warn("upstream initialize failed", "upstream", up.cfg.Name, "error", err)
 				return
@@ -171,21 +177,125 @@ func (rq *request) openUpstream(ctx context.Context, up *upstreamRef, prev strin
 }
 
 // call sends one request to up on the session's upstream session, opening or
-// re-opening the upstream session as needed.
-func (rq *request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage) (*upstream.Response, error) {
+// re-opening the upstream session as needed. It runs in a client span whose
+// context travels upstream in the headers and in params._meta; the span
+// ends, and the upstream request is counted, when the response is closed.
+func (rq *request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage) (*tracedResponse, error) {
+	h := rq.h
+	start := time.Now()
+	ctx, span := telemetry.StartClientSpan(ctx, h.tracer, up.cfg.Name, method, "", telemetry.Tenant(rq.view.ID))
+	if p, err := telemetry.InjectMeta(ctx, params); err == nil {
+		params = p
+	}
+	tr := &tracedResponse{h: h, up: up.cfg.Name, method: method, span: span, start: start}
 	us, err := rq.upstreamSession(ctx, up)
 	if err != nil {
+		tr.finish(err)
 		return nil, err
 	}
 	resp, err := up.client.Call(ctx, us, id, method, params)
 	if errors.Is(err, upstream.ErrSessionExpired) {
-		rq.h.log.Info("upstream session expired; opening a new one", "upstream", up.cfg.Name)
+		h.log.Info("upstream session expired; opening a new one", "upstream", up.cfg.Name)
 		if us, err = rq.openUpstream(ctx, up, us.SessionID); err != nil {
+			tr.finish(err)
 			return nil, err
 		}
 		resp, err = up.client.Call(ctx, us, id, method, params)
 	}
-	return resp, err
+	if err != nil {
+		h.noteUpstream(up.cfg.Name, err)
+		tr.finish(err)
+		return nil, err
+	}
+	h.noteUpstream(up.cfg.Name, nil)
+	tr.Response = resp
+	return tr, nil
+}
+
+// tracedResponse is an upstream response in its client span.
+type tracedResponse struct {
+	*upstream.Response
+	h      *Handler
+	up     string
+	method string
+	span   trace.Span
+	start  time.Time
+	err    error // the final error response or failure, if any
+	done   bool
+}
+
+// Next is upstream.Response.Next, noting how the request ended.
+func (r *tracedResponse) Next() (*jsonrpc.Message, []byte, error) {
+	msg, raw, err := r.Response.Next()
+	switch {
+	case err != nil:
+		r.err = err
+	case msg.Kind == jsonrpc.KindErrorResponse:
+		r.err = msg.Error
+	}
+	return msg, raw, err
+}
+
+// Close closes the response and ends the span.
+func (r *tracedResponse) Close() error {
+	err := r.Response.Close()
+	r.finish(r.err)
+	return err
+}
+
+func (r *tracedResponse) finish(err error) {
+	if r.done {
+		return
+	}
+	r.done = true
+	outcome := telemetry.OutcomeOK
+	var je *jsonrpc.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &je):
+		outcome = telemetry.OutcomeError
+		telemetry.SetJSONRPCError(r.span, je.Code, je.Message)
+	case errors.Is(err, context.DeadlineExceeded):
+		outcome = telemetry.OutcomeTimeout
+		telemetry.SetError(r.span, err)
+	case errors.Is(err, context.Canceled):
+		outcome = telemetry.OutcomeCancelled
+		telemetry.SetError(r.span, err)
+	default:
+		outcome = telemetry.OutcomeError
+		telemetry.SetError(r.span, err)
+	}
+	r.h.metrics.ObserveUpstream(r.up, r.method, outcome, time.Since(r.start))
+	r.span.End()
+}
+
+// noteUpstream records how the last request to an upstream went, for
+// readiness: a gateway none of whose upstreams answers is not ready.
+func (h *Handler) noteUpstream(name string, err error) {
+	h.healthMu.Lock()
+	defer h.healthMu.Unlock()
+	if h.health == nil {
+		h.health = make(map[string]error)
+	}
+	h.health[name] = err
+}
+
+// UpstreamProblems returns, when every upstream that was tried failed on
+// its last request, one line per upstream; nil when at least one upstream
+// answers (or none was tried yet).
+func (h *Handler) UpstreamProblems() []string {
+	st := h.state.Load()
+	h.healthMu.Lock()
+	defer h.healthMu.Unlock()
+	var problems []string
+	for _, up := range st.upstreams {
+		err, tried := h.health[up.cfg.Name]
+		if !tried || err == nil {
+			return nil
+		}
+		problems = append(problems, "upstream "+up.cfg.Name+": "+err.Error())
+	}
+	return problems
 }
 
 // internalID returns a fresh id for a request the gateway itself sends
@@ -311,6 +421,8 @@ func (rq *request) resolve(ctx context.Context, k kind, name string) (*upstreamR
 			cands = append(cands, up)
 		}
 	}
+	var denied *upstreamRef // an upstream that has the name, hidden by policy
+	var deniedName string
 	for _, force := range []bool{false, true} {
 		var owners []*upstreamRef
 		var orig string
@@ -329,6 +441,8 @@ func (rq *request) resolve(ctx context.Context, k kind, name string) (*upstreamR
 			case rq.visible(k, up, l.items[pos].original):
 				owners = append(owners, up)
 				orig = l.items[pos].original
+			default:
+				denied, deniedName = up, l.items[pos].original
 			}
 		}
 		switch {
@@ -345,6 +459,9 @@ func (rq *request) resolve(ctx context.Context, k kind, name string) (*upstreamR
 			// The only upstream that could own the name is failing: say
 			// so rather than "unknown".
 			return nil, "", lastErr
+		case denied != nil:
+			// Hidden by policy: to the client, the same as unknown.
+			return nil, "", &resolveError{kind: k, name: name, deniedBy: denied.cfg.Name, deniedName: deniedName}
 		}
 	}
 	return nil, "", &resolveError{kind: k, name: name}

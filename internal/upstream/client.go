@@ -81,6 +81,10 @@ type Options struct {
 	// MaxMessageBytes bounds one message (a JSON body or one SSE event) read
 	// from the upstream. Default 16 MiB.
 	MaxMessageBytes int64
+	// Inject, if set, adds headers derived from the request's context to
+	// every request (trace context: traceparent, tracestate, baggage). It
+	// runs after the config's headers and before the protocol's.
+	Inject func(ctx context.Context, h http.Header)
 }
 
 // InitResult is what an upstream answered to initialize.
@@ -149,6 +153,7 @@ type Client struct {
 	own     *http.Transport // the default transport, if hc is ours
 	log     *slog.Logger
 	maxMsg  int
+	inject  func(context.Context, http.Header)
 	// initParams is the initialize request's params, built once.
 	initParams json.RawMessage
 	// redact lists strings (URL, host) removed from error messages.
@@ -167,6 +172,7 @@ func New(cfg config.Upstream, opts Options) *Client {
 		header:  make(http.Header, len(cfg.Headers)),
 		hc:      opts.HTTPClient,
 		log:     opts.Logger,
+		inject:  opts.Inject,
 	}
 	if c.timeout <= 0 {
 		c.timeout = defaultTimeout
@@ -519,6 +525,9 @@ func (c *Client) newRequest(ctx context.Context, method string, s session.Upstre
 	}
 	for k, v := range c.header {
 		req.Header[k] = v
+	}
+	if c.inject != nil {
+		c.inject(ctx, req.Header)
 	}
 	if _, ok := req.Header["User-Agent"]; !ok {
 		// An empty value keeps net/http from sending its default User-Agent.
