@@ -35,20 +35,20 @@ type upstreamSpec struct {
 // startGateway runs an in-process gateway in front of the given upstreams
 // and returns its MCP endpoint URL. Unless an edit says otherwise, it runs
 // with auth.anonymous; its public URL is its own address.
-func startGateway(t *testing.T, ups []upstreamSpec, edit ...func(*config.Config)) string {
+func startGateway(t testing.TB, ups []upstreamSpec, edit ...func(*config.Config)) string {
 	t.Helper()
 	_, url := startGatewayG(t, ups, edit...)
 	return url
 }
 
 // startGatewayG is startGateway that also returns the gateway.
-func startGatewayG(t *testing.T, ups []upstreamSpec, edit ...func(*config.Config)) (*gateway.Gateway, string) {
+func startGatewayG(t testing.TB, ups []upstreamSpec, edit ...func(*config.Config)) (*gateway.Gateway, string) {
 	t.Helper()
 	return startGatewayWith(t, gateway.Options{}, ups, edit...)
 }
 
 // startGatewayWith is startGatewayG with gateway options (tracer, audit).
-func startGatewayWith(t *testing.T, opts gateway.Options, ups []upstreamSpec, edit ...func(*config.Config)) (*gateway.Gateway, string) {
+func startGatewayWith(t testing.TB, opts gateway.Options, ups []upstreamSpec, edit ...func(*config.Config)) (*gateway.Gateway, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -85,14 +85,14 @@ func startGatewayWith(t *testing.T, opts gateway.Options, ups []upstreamSpec, ed
 	return g, url
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return nil
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))

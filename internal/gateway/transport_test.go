@@ -16,7 +16,7 @@ const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"proto
 
 // post builds a POST to the endpoint with the headers a conforming client
 // sends; sid may be "".
-func post(t *testing.T, url, sid, body string) *http.Request {
+func post(t testing.TB, url, sid, body string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
@@ -31,7 +31,7 @@ func post(t *testing.T, url, sid, body string) *http.Request {
 	return req
 }
 
-func do(t *testing.T, req *http.Request) (*http.Response, string) {
+func do(t testing.TB, req *http.Request) (*http.Response, string) {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -43,7 +43,7 @@ func do(t *testing.T, req *http.Request) (*http.Response, string) {
 }
 
 // initialize opens a session with raw HTTP and returns its id.
-func initialize(t *testing.T, url string) string {
+func initialize(t testing.TB, url string) string {
 	t.Helper()
 	resp, body := do(t, post(t, url, "", initBody))
 	if resp.StatusCode != http.StatusOK {
@@ -67,7 +67,7 @@ func initialize(t *testing.T, url string) string {
 
 // postJSON posts body in session sid and returns the response body, which
 // must be a 200 application/json answer.
-func postJSON(t *testing.T, url, sid, body string) string {
+func postJSON(t testing.TB, url, sid, body string) string {
 	t.Helper()
 	resp, b := do(t, post(t, url, sid, body))
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
@@ -77,7 +77,7 @@ func postJSON(t *testing.T, url, sid, body string) string {
 }
 
 // rpcError is the error member of a JSON-RPC response body.
-func rpcError(t *testing.T, body string) (id string, code int64) {
+func rpcError(t testing.TB, body string) (id string, code int64) {
 	t.Helper()
 	var m struct {
 		ID    json.RawMessage `json:"id"`

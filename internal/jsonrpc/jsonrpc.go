@@ -201,7 +201,7 @@ func IsBatch(data []byte) bool {
 // the id could be read, the returned Message carries it, so the caller can
 // answer with that id.
 func Decode(data []byte) (*Message, error) {
-	if !json.Valid(data) {
+	if !jsonx.Valid(data) {
 		return nil, fmt.Errorf("%w: body is not valid JSON", ErrParse)
 	}
 	var w wire

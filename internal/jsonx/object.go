@@ -32,7 +32,7 @@ var ErrNotObject = errors.New("not a JSON object")
 // alias data: they stay valid as long as data is not modified. A member name
 // that occurs twice is an error.
 func ParseObject(data []byte) (*Object, error) {
-	if !json.Valid(data) {
+	if !Valid(data) {
 		return nil, fmt.Errorf("%w: invalid JSON", ErrNotObject)
 	}
 	return parseObjectValid(data)
@@ -132,7 +132,7 @@ func (o *Object) AppendTo(dst []byte) []byte {
 // ParseArray decodes data, which must be one JSON array, into its raw
 // elements. The elements alias data.
 func ParseArray(data []byte) ([]json.RawMessage, error) {
-	if !json.Valid(data) {
+	if !Valid(data) {
 		return nil, errors.New("not a JSON array: invalid JSON")
 	}
 	return parseArrayValid(data)

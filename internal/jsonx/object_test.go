@@ -3,6 +3,7 @@ package jsonx
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -110,5 +111,46 @@ func FuzzParseValid(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = ParseValidObject(data)
 		_, _ = ParseValidArray(data)
+	})
+}
+
+func TestValidMatchesEncodingJSON(t *testing.T) {
+	for _, in := range []string{
+		``, ` `, `0`, `-0`, `01`, `1.`, `.5`, `1e`, `1e+`, `1E-7`, `-`, `[1,]`, `{"a":1,}`, `{"a" 1}`, `{1:2}`,
+		`"\u00e9"`, `"\u00g9"`, `"\x"`, "\"a\tb\"", "\"\xff\xfe\"", `[[[[]]]]`, `{"a":[{"b":{"c":null}}]}`,
+		`true`, `tru`, `nul`, `falsey`, `"abc`, `[1 2]`, ` {"a":"b"} `, `{"a":"b"} x`,
+		strings.Repeat("[", 10000) + strings.Repeat("]", 10000),
+		strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+	} {
+		if got, want := Valid([]byte(in)), json.Valid([]byte(in)); got != want {
+			t.Errorf("Valid(%.40q) = %v, encoding/json says %v", in, got, want)
+		}
+	}
+}
+
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2.5e3,"x\u00e9\n",true,null]}`, `[`, `"\ud800"`, `-0.0E+00`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if got, want := Valid(data), json.Valid(data); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", data, got, want)
+		}
+	})
+}
+
+func BenchmarkValid(b *testing.B) {
+	data := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"up__echo","arguments":{"text":"` + strings.Repeat("x", 10000) + `","n":[1,2,3.5,{"k":true}]}}}`)
+	b.Run("jsonx", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			Valid(data)
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			json.Valid(data)
+		}
 	})
 }

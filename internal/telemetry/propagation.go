@@ -67,7 +67,8 @@ func (c metaCarrier) Keys() []string {
 
 // ExtractMeta returns ctx with the trace context and baggage carried in
 // params._meta (traceparent, tracestate, baggage), params being a request's
-// or notification's raw params. When params is absent or malformed, has no
+// or notification's raw params, from a message the caller validated whole
+// (they are not validated again: that pass would cost more than the rest). When params is absent or malformed, has no
 // _meta object, or its traceparent is not valid W3C Trace Context, ctx's
 // span context is left as it was; likewise for baggage. See the package
 // documentation for how this combines with the headers.
@@ -84,7 +85,7 @@ func metaObject(params json.RawMessage) *jsonx.Object {
 	if isAbsent(params) {
 		return nil
 	}
-	p, err := jsonx.ParseObject(params)
+	p, err := jsonx.ParseValidObject(params)
 	if err != nil {
 		return nil
 	}
@@ -92,7 +93,7 @@ func metaObject(params json.RawMessage) *jsonx.Object {
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil
 	}
-	meta, err := jsonx.ParseObject(raw)
+	meta, err := jsonx.ParseValidObject(raw)
 	if err != nil {
 		return nil
 	}
@@ -125,14 +126,14 @@ func InjectMeta(ctx context.Context, params json.RawMessage) (json.RawMessage, e
 	p := &jsonx.Object{}
 	if !isAbsent(params) {
 		var err error
-		if p, err = jsonx.ParseObject(params); err != nil {
+		if p, err = jsonx.ParseValidObject(params); err != nil {
 			return params, fmt.Errorf("%w: %v", ErrParamsNotObject, err)
 		}
 	}
 	meta := &jsonx.Object{}
 	if raw := p.Get("_meta"); !isAbsent(raw) {
 		var err error
-		if meta, err = jsonx.ParseObject(raw); err != nil {
+		if meta, err = jsonx.ParseValidObject(raw); err != nil {
 			return params, fmt.Errorf("%w: _meta: %v", ErrParamsNotObject, err)
 		}
 	}
