@@ -144,3 +144,27 @@ func TestTenantIsolation(t *testing.T) {
 		t.Errorf("globex with acme's session: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestAdminAssertedAnnotations: an upstream's annotations reach the client
+// as hints, and an admin's assertion replaces the fields it names.
+func TestAdminAssertedAnnotations(t *testing.T) {
+	raw := testkit.NewRawUpstream(t) // its tool "raw" claims destructiveHint: true
+	yes, no := true, false
+	title := "Raw tool (reviewed)"
+	url := startGateway(t, []upstreamSpec{{name: "raw", url: raw.URL}}, func(c *config.Config) {
+		c.Tenants = []config.Tenant{{ID: "default", Upstreams: []config.TenantUpstream{{
+			Name:        "raw",
+			Annotations: map[string]config.ToolAnnotations{"raw": {DestructiveHint: &no, ReadOnlyHint: &yes, Title: &title}},
+		}}}}
+	})
+	sid := initialize(t, url)
+	body := postJSON(t, url, sid, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	for _, want := range []string{
+		`"annotations":{"destructiveHint":false,"x-custom":1,"title":"Raw tool (reviewed)","readOnlyHint":true}`,
+		`"x-vendor":{"k":[1,2,3]}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("tools/list lacks %s:\n%s", want, body)
+		}
+	}
+}
