@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -280,6 +282,10 @@ func TestRedisDownAndBack(t *testing.T) {
 	token := c.token(t, "acme-app")
 	c.waitReadyz(t, http.StatusOK, 5*time.Second)
 
+	goroutinesBefore := make([]int, len(c.replicas))
+	for i, p := range c.replicas {
+		goroutinesBefore[i] = goroutines(t, p)
+	}
 	c.redis.Stop()
 	alphaBefore := len(c.alpha.Requests())
 
@@ -366,6 +372,43 @@ func TestRedisDownAndBack(t *testing.T) {
 		t.Errorf("closing the new session: %v", err)
 	}
 	c.assertAlive(t)
+	// No goroutine leaked through the outage: each replica settles back to
+	// about where it was (connections come and go, so allow some slack).
+	for i, p := range c.replicas {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			n := goroutines(t, p)
+			if n <= goroutinesBefore[i]+10 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("replica %d: %d goroutines after the outage, %d before", i, n, goroutinesBefore[i])
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// goroutines reads go_goroutines from a replica's /metrics.
+func goroutines(t *testing.T, p *testkit.Process) int {
+	t.Helper()
+	resp, err := http.Get("http://" + p.AdminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err == nil {
+				return n
+			}
+		}
+	}
+	t.Fatalf("no go_goroutines in /metrics of %s", p.AdminAddr)
+	return 0
 }
 
 // TestSessionBindingAcrossReplicas presents a session opened on one replica
