@@ -170,6 +170,11 @@ func (h *Handler) dispatch(ctx context.Context, rq *request, msg *jsonrpc.Messag
 	if fn == nil {
 		return jsonrpc.AppendError(nil, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s", msg.Method))
 	}
+	return h.dispatchWith(ctx, rq, msg, out, fn)
+}
+
+// dispatchWith serves one request with method fn.
+func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Message, out *responder, fn methodFunc) []byte {
 	ctx, cancel := context.WithTimeout(ctx, rq.st.cfg.Server.RequestTimeout.D())
 	defer cancel()
 	ctx, cancelCause := context.WithCancelCause(ctx)
@@ -214,7 +219,15 @@ func (h *Handler) dispatch(ctx context.Context, rq *request, msg *jsonrpc.Messag
 			// basic/utilities/cancellation). End the stream without one.
 			return nil
 		}
-		return jsonrpc.AppendError(nil, msg.ID, h.toJSONRPCError(ctx, msg.Method, err))
+		e := h.toJSONRPCError(ctx, msg.Method, err)
+		if rq.stateless && e.Code == jsonrpc.CodeResourceNotFound {
+			// 2026-07-28 changelog, minor change 6.
+			e = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message, Data: e.Data}
+		}
+		return jsonrpc.AppendError(nil, msg.ID, e)
+	}
+	if rq.stateless {
+		res = h.decorate(rq, msg.Method, res)
 	}
 	return jsonrpc.AppendResult(nil, msg.ID, res)
 }
@@ -825,6 +838,11 @@ func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 			}
 			if msg.Method == "notifications/resources/updated" {
 				raw = rewriteUpdated(raw, msg, up.prefix)
+			}
+			if msg.Method == "notifications/message" && rq.stateless && !rq.wantsLogs {
+				// 2026-07-28: no log messages for requests that did not
+				// ask for them (_meta logLevel).
+				continue
 			}
 			if err := c.out.event(raw); err != nil {
 				return nil, err // the client is gone

@@ -266,6 +266,11 @@ type request struct {
 	view      *tenant.View
 	version   string // protocol version in effect
 
+	// stateless is set for requests of the 2026-07-28 revision; sess is
+	// then the record the gateway keeps for the principal. wantsLogs says
+	// such a request asked for log messages (_meta logLevel).
+	stateless, wantsLogs bool
+
 	// mu guards sess.Upstreams, which requests fanned out to several
 	// upstreams update concurrently.
 	mu   sync.Mutex
@@ -344,6 +349,13 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 		return
 	}
 
+	if isStateless(r, msg) {
+		// 2026-07-28: no handshake, no session; an Mcp-Session-Id is
+		// ignored (basic/transports/streamable-http, "Backward
+		// Compatibility").
+		h.serveStateless(w, r, rq, msg)
+		return
+	}
 	if msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize" {
 		if r.Header.Get(headerSessionID) != "" {
 			writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidRequest,
@@ -386,7 +398,15 @@ func (h *Handler) loadSession(w http.ResponseWriter, r *http.Request, rq *reques
 			fmt.Sprintf("Bad Request: unsupported MCP-Protocol-Version %q (supported: %s)", v, strings.Join(supportedVersions, ", ")))
 		return false
 	}
-	rec, err := h.store.Get(r.Context(), id)
+	var rec *session.Record
+	var err error
+	if strings.HasPrefix(id, statelessPrefix) {
+		// The gateway's own records of stateless callers are not
+		// sessions a client may name.
+		err = session.ErrNotFound
+	} else {
+		rec, err = h.store.Get(r.Context(), id)
+	}
 	if err == nil && !boundTo(rec, rq.principal) {
 		// A session presented by someone else is, to them, a session that
 		// does not exist: same status, same message.

@@ -184,6 +184,9 @@ func (rq *request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, met
 	h := rq.h
 	start := time.Now()
 	ctx, span := telemetry.StartClientSpan(ctx, h.tracer, up.cfg.Name, method, "", telemetry.Tenant(rq.view.ID))
+	if rq.stateless {
+		params = stripProtocolMeta(params)
+	}
 	if p, err := telemetry.InjectMeta(ctx, params); err == nil {
 		params = p
 	}

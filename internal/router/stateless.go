@@ -1,0 +1,462 @@
+package router
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/session"
+)
+
+// The 2026-07-28 revision, on the same endpoint.
+//
+// A request in that revision carries its protocol version in
+// params._meta["io.modelcontextprotocol/protocolVersion"] and in the
+// MCP-Protocol-Version header; there is no initialize and no session. The
+// gateway validates the mirrored headers against the body (2026-07-28
+// basic/transports/streamable-http, "Server Validation"), then serves the
+// request with the same method handlers as a session's, against a record
+// it keeps for the caller itself: keyed by (issuer, subject, tenant), stored
+// like a session (so every replica shares it, and it expires when idle),
+// holding the upstream sessions opened for that principal with upstreams
+// that speak the session-based revisions. It is never shared between
+// principals and never accepted as an Mcp-Session-Id.
+
+const (
+	statelessVersion = "2026-07-28"
+
+	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
+	metaLogLevel        = "io.modelcontextprotocol/logLevel"
+	metaSubscriptionID  = "io.modelcontextprotocol/subscriptionId"
+
+	headerMethod = "Mcp-Method"
+	headerName   = "Mcp-Name"
+
+	// Error codes of the 2026-07-28 revision (basic/index, "Error Codes").
+	codeHeaderMismatch             = -32020
+	codeUnsupportedProtocolVersion = -32022
+
+	// statelessPrefix marks the records the gateway keeps for stateless
+	// callers; no session id handed to a client starts with it.
+	statelessPrefix = "p-"
+)
+
+// statelessVersions are the revisions served without a session.
+var statelessVersions = []string{statelessVersion}
+
+// allVersions is what server/discover and UnsupportedProtocolVersion list.
+var allVersions = append(append([]string{}, statelessVersions...), supportedVersions...)
+
+// statelessMethods is the method table of the stateless revision: the
+// session-based one without initialize, ping, logging/setLevel and
+// resources/(un)subscribe (removed in 2026-07-28), plus server/discover and
+// subscriptions/listen.
+var statelessMethods map[string]methodFunc
+
+func init() {
+	statelessMethods = map[string]methodFunc{"server/discover": discover}
+	for _, m := range []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list",
+		"tools/call", "prompts/get", "resources/read", "completion/complete"} {
+		statelessMethods[m] = methods[m]
+	}
+}
+
+// metaVersion returns the protocol version a message's params._meta
+// declares, if any.
+func metaVersion(params json.RawMessage) (string, bool) {
+	meta := metaOf(params)
+	if meta == nil {
+		return "", false
+	}
+	return meta.GetString(metaProtocolVersion)
+}
+
+// metaOf returns params._meta as an object, or nil.
+func metaOf(params json.RawMessage) *jsonx.Object {
+	if len(params) == 0 {
+		return nil
+	}
+	p, err := jsonx.ParseValidObject(params)
+	if err != nil {
+		return nil
+	}
+	raw := p.Get("_meta")
+	if raw == nil {
+		return nil
+	}
+	m, err := jsonx.ParseValidObject(raw)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// isStateless reports whether a message belongs to the stateless revision:
+// its header or its _meta names a version that has no initialize.
+func isStateless(r *http.Request, msg *jsonrpc.Message) bool {
+	if v := r.Header.Get(headerProtocolVersion); v != "" && v >= statelessVersion {
+		return true
+	}
+	if msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize" {
+		return false
+	}
+	v, ok := metaVersion(msg.Params)
+	return ok && v >= statelessVersion
+}
+
+// writeRPCError answers with a JSON-RPC error carrying data.
+func writeRPCError(w http.ResponseWriter, status int, id jsonrpc.ID, code int64, msg string, data any) {
+	e := &jsonrpc.Error{Code: code, Message: msg}
+	if data != nil {
+		e.Data, _ = json.Marshal(data)
+	}
+	writeJSON(w, status, jsonrpc.AppendError(nil, id, e))
+}
+
+// serveStateless serves one message of the stateless revision.
+func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *request, msg *jsonrpc.Message) {
+	if msg.Kind != jsonrpc.KindRequest {
+		// Cancellation of a stateless request is the client closing its
+		// stream (2026-07-28 basic/patterns/cancellation); there are no
+		// server-to-client requests to answer.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	mismatch := func(format string, args ...any) {
+		writeRPCError(w, http.StatusBadRequest, msg.ID, codeHeaderMismatch, "Header mismatch: "+fmt.Sprintf(format, args...), nil)
+	}
+	header := r.Header.Get(headerProtocolVersion)
+	body, hasBody := metaVersion(msg.Params)
+	switch {
+	case header == "":
+		mismatch("required header MCP-Protocol-Version is missing")
+		return
+	case !hasBody:
+		mismatch("params._meta[%q] is missing", metaProtocolVersion)
+		return
+	case header != body:
+		mismatch("MCP-Protocol-Version header value %q does not match body value %q", header, body)
+		return
+	}
+	if !contains(statelessVersions, body) {
+		writeRPCError(w, http.StatusBadRequest, msg.ID, codeUnsupportedProtocolVersion, "Unsupported protocol version",
+			map[string]any{"supported": allVersions, "requested": body})
+		return
+	}
+	if m := r.Header.Get(headerMethod); m == "" {
+		mismatch("required header Mcp-Method is missing")
+		return
+	} else if m != msg.Method {
+		mismatch("Mcp-Method header value %q does not match body value %q", m, msg.Method)
+		return
+	}
+	fn := statelessMethods[msg.Method]
+	if fn == nil {
+		// 2026-07-28 basic/transports/streamable-http, "Protocol Version
+		// Header": an unknown method is a 404 with -32601.
+		writeRPCError(w, http.StatusNotFound, msg.ID, jsonrpc.CodeMethodNotFound, "Method not found: "+msg.Method, nil)
+		return
+	}
+	if key := nameKey(msg.Method); key != "" {
+		var bodyName string
+		if p, err := jsonx.ParseValidObject(msg.Params); err == nil {
+			bodyName, _ = p.GetString(key)
+		}
+		hv, ok := r.Header[http.CanonicalHeaderKey(headerName)]
+		if !ok || len(hv) != 1 {
+			mismatch("required header Mcp-Name is missing")
+			return
+		}
+		name, err := decodeHeaderValue(hv[0])
+		if err != nil {
+			mismatch("Mcp-Name header value is not valid: %v", err)
+			return
+		}
+		if name != bodyName {
+			mismatch("Mcp-Name header value %q does not match body value %q", name, bodyName)
+			return
+		}
+	}
+
+	rq.version = body
+	rq.stateless = true
+	if msg.Method != "server/discover" {
+		rec, err := h.principalRecord(r.Context(), rq)
+		if err != nil {
+			h.log.Error("session store", "error", err)
+			writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
+			return
+		}
+		rq.sess = rec
+	} else {
+		rq.sess = &session.Record{ID: "discover"}
+	}
+	if meta := metaOf(msg.Params); meta != nil && meta.Get(metaLogLevel) != nil {
+		rq.wantsLogs = true
+	}
+	if msg.Method == "subscriptions/listen" {
+		h.serveListen(w, r, rq, msg)
+		return
+	}
+	out := newResponder(w)
+	out.onSSE = h.metrics.SSEStreamOpened
+	defer func() {
+		if out.sse {
+			h.metrics.SSEStreamClosed()
+		}
+	}()
+	final := h.dispatchWith(r.Context(), rq, msg, out, fn)
+	if final != nil {
+		out.final(http.StatusOK, final)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// nameKey is the params member Mcp-Name mirrors for a method, or "".
+func nameKey(method string) string {
+	switch method {
+	case "tools/call", "prompts/get":
+		return "name"
+	case "resources/read":
+		return "uri"
+	}
+	return ""
+}
+
+// decodeHeaderValue undoes the Base64 sentinel encoding of a mirrored header
+// value (2026-07-28 basic/transports/streamable-http, "Value Encoding").
+func decodeHeaderValue(v string) (string, error) {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c > 0x7e {
+			return "", errors.New("invalid characters")
+		}
+	}
+	inner, ok := strings.CutPrefix(v, "=?base64?")
+	if !ok {
+		return v, nil
+	}
+	inner, ok = strings.CutSuffix(inner, "?=")
+	if !ok {
+		return v, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(inner)
+	if err != nil {
+		return "", errors.New("bad Base64")
+	}
+	return string(b), nil
+}
+
+// principalRecord returns the record the gateway keeps for a stateless
+// caller, creating it on first use. Its id derives from the principal, so
+// every replica finds the same one.
+func (h *Handler) principalRecord(ctx context.Context, rq *request) (*session.Record, error) {
+	p := rq.principal
+	sum := sha256.Sum256([]byte(p.Issuer + "\x00" + p.Subject + "\x00" + p.Tenant))
+	id := statelessPrefix + hex.EncodeToString(sum[:16])
+	rec, err := h.store.Get(ctx, id)
+	if err == nil {
+		if !boundTo(rec, p) {
+			return nil, errors.New("stateless record bound to another principal")
+		}
+		return rec, nil
+	}
+	if !errors.Is(err, session.ErrNotFound) {
+		return nil, err
+	}
+	now := time.Now()
+	rec = &session.Record{
+		ID: id, ProtocolVersion: statelessVersion, Created: now, LastSeen: now,
+		Principal: session.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant},
+	}
+	switch err := h.store.Create(ctx, rec); {
+	case err == nil:
+		return rec, nil
+	case errors.Is(err, session.ErrExists):
+		return h.store.Get(ctx, id) // another replica, or request, made it
+	default:
+		return nil, err
+	}
+}
+
+// decorate adds what every 2026-07-28 result carries: resultType, the
+// gateway's identity in _meta, and, for cacheable results, ttlMs and
+// cacheScope. Lists and reads are filtered per tenant, so they are private.
+func (h *Handler) decorate(rq *request, method string, res json.RawMessage) json.RawMessage {
+	o, err := jsonx.ParseValidObject(res)
+	if err != nil {
+		return res
+	}
+	if o.Get("resultType") == nil {
+		o.Set("resultType", json.RawMessage(`"complete"`))
+	}
+	meta := &jsonx.Object{}
+	if raw := o.Get("_meta"); raw != nil {
+		if m, err := jsonx.ParseValidObject(raw); err == nil {
+			meta = m
+		}
+	}
+	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
+	meta.Set(metaServerInfo, info)
+	o.Set("_meta", meta.Bytes())
+	switch method {
+	case "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover":
+		ttl := rq.st.cfg.Server.ListCacheTTL.D().Milliseconds()
+		if method == "resources/read" {
+			ttl = 0 // contents are the upstream's; it says nothing of their freshness
+		}
+		o.Set("ttlMs", []byte(strconv.FormatInt(ttl, 10)))
+		o.Set("cacheScope", json.RawMessage(`"private"`))
+	}
+	return o.Bytes()
+}
+
+// discover answers server/discover for the caller's tenant.
+func discover(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
+	caps := rq.capabilities(rq.upstreams())
+	delete(caps, "logging") // per-request _meta in this revision
+	return json.Marshal(map[string]any{
+		"supportedVersions": allVersions,
+		"capabilities":      caps,
+	})
+}
+
+// serveListen serves subscriptions/listen: a long-lived response stream of
+// the change notifications the client opted in to, for its tenant's view.
+func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, rq *request, msg *jsonrpc.Message) {
+	var params struct {
+		Notifications struct {
+			ToolsListChanged      bool     `json:"toolsListChanged"`
+			PromptsListChanged    bool     `json:"promptsListChanged"`
+			ResourcesListChanged  bool     `json:"resourcesListChanged"`
+			ResourceSubscriptions []string `json:"resourceSubscriptions"`
+		} `json:"notifications"`
+	}
+	if len(msg.Params) > 0 && json.Unmarshal(msg.Params, &params) != nil {
+		writeRPCError(w, http.StatusOK, msg.ID, jsonrpc.CodeInvalidParams, "Invalid params", nil)
+		return
+	}
+	n := params.Notifications
+	// Resource update subscriptions are not relayed: they are left out of
+	// the acknowledgment, as the revision says for unsupported types.
+	agreed := map[string]bool{}
+	if n.ToolsListChanged {
+		agreed["toolsListChanged"] = true
+	}
+	if n.PromptsListChanged {
+		agreed["promptsListChanged"] = true
+	}
+	if n.ResourcesListChanged {
+		agreed["resourcesListChanged"] = true
+	}
+	subID := json.RawMessage(msg.ID.Raw())
+	tag := func(method string, extra map[string]any) []byte {
+		p := map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionID: subID}}
+		for k, v := range extra {
+			p[k] = v
+		}
+		b, _ := json.Marshal(p)
+		return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, method, b)
+	}
+	wanted := map[string]string{
+		"notifications/tools/list_changed":     "toolsListChanged",
+		"notifications/prompts/list_changed":   "promptsListChanged",
+		"notifications/resources/list_changed": "resourcesListChanged",
+	}
+
+	key := "listen:" + session.NewID()
+	s := h.streams.open(key, rq.principal.Tenant)
+	defer h.streams.remove(s)
+	out := newResponder(w)
+	out.onSSE = h.metrics.SSEStreamOpened
+	out.startSSE()
+	defer h.metrics.SSEStreamClosed()
+	if out.event(tag("notifications/subscriptions/acknowledged", map[string]any{"notifications": agreed})) != nil {
+		return
+	}
+	tick := time.NewTicker(heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case raw := <-s.ch:
+			m, err := jsonrpc.Decode(raw)
+			if err != nil || !agreed[wanted[m.Method]] {
+				continue
+			}
+			if out.event(tag(m.Method, nil)) != nil {
+				return
+			}
+		case <-tick.C:
+			if _, err := w.Write([]byte(": keepalive\n\n")); err != nil {
+				return
+			}
+			_ = http.NewResponseController(w).Flush()
+		case <-s.done:
+			// Ended by the gateway (its tenant is gone, or shutdown):
+			// a graceful closure is a response to the listen request.
+			res, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{metaSubscriptionID: subID}})
+			_ = out.event(jsonrpc.AppendResult(nil, msg.ID, res))
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// protocolMetaPrefix prefixes the _meta keys the protocol reserves for a
+// hop: the version, client capabilities and identity, log level.
+const protocolMetaPrefix = "io.modelcontextprotocol/"
+
+// stripProtocolMeta removes the protocol's own _meta keys from params: they
+// describe the client's hop to the gateway, not the gateway's hop to an
+// upstream, which speaks its own revision (a 2025-11-25 upstream that knows
+// 2026-07-28 would take them for a request of that revision). Every other
+// byte of params and _meta stays.
+func stripProtocolMeta(params json.RawMessage) json.RawMessage {
+	if len(params) == 0 || !strings.Contains(string(params), protocolMetaPrefix) {
+		return params
+	}
+	p, err := jsonx.ParseValidObject(params)
+	if err != nil {
+		return params
+	}
+	raw := p.Get("_meta")
+	if raw == nil {
+		return params
+	}
+	meta, err := jsonx.ParseValidObject(raw)
+	if err != nil {
+		return params
+	}
+	kept := meta.Members[:0]
+	for _, m := range meta.Members {
+		if !strings.HasPrefix(m.Name, protocolMetaPrefix) {
+			kept = append(kept, m)
+		}
+	}
+	meta.Members = kept
+	if len(kept) == 0 {
+		p.Delete("_meta")
+	} else {
+		p.Set("_meta", meta.Bytes())
+	}
+	return p.Bytes()
+}
