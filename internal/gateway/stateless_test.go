@@ -1,12 +1,24 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/gateway"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
@@ -68,5 +80,255 @@ func TestStatelessClientThroughGateway(t *testing.T) {
 	}
 	if inits != 1 {
 		t.Errorf("alpha saw %d initialize requests, want 1", inits)
+	}
+}
+
+// The JSON Schema of the 2026-07-28 revision, as published with the
+// specification (schema/2026-07-28/schema.json); responses are validated
+// against it.
+const schemaFile = "testdata/mcp-schema-2026-07-28.json"
+
+func schemaValidator(t *testing.T) func(def string, body string) {
+	t.Helper()
+	f, err := os.Open(schemaFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("mcp.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	cache := map[string]*jsonschema.Schema{}
+	return func(def, body string) {
+		t.Helper()
+		s, ok := cache[def]
+		if !ok {
+			if s, err = c.Compile("mcp.json#/$defs/" + def); err != nil {
+				t.Fatalf("compiling %s: %v", def, err)
+			}
+			cache[def] = s
+		}
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("%s: not JSON: %s", def, body)
+		}
+		if err := s.Validate(v); err != nil {
+			t.Errorf("response is not a valid %s: %v\n%s", def, err, body)
+		}
+	}
+}
+
+// post2026 builds a request of the stateless revision with its mirrored
+// headers; edit may change them.
+func post2026(t testing.TB, url string, id int, method, params string, edit ...func(*http.Request)) *http.Request {
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}`
+	if params == "" {
+		params = "{" + meta + "}"
+	} else {
+		params = "{" + meta + "," + params + "}"
+	}
+	req := post(t, url, "", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	for _, e := range edit {
+		e(req)
+	}
+	return req
+}
+
+func TestStatelessProtocol(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	url := startGateway(t, []upstreamSpec{spec(a)})
+	validate := schemaValidator(t)
+	set := func(k, v string) func(*http.Request) { return func(r *http.Request) { r.Header.Set(k, v) } }
+	del := func(k string) func(*http.Request) { return func(r *http.Request) { r.Header.Del(k) } }
+
+	// Successful requests, each validated against the revision's schema.
+	for _, tc := range []struct {
+		method, params, name, def string
+	}{
+		{"server/discover", "", "", "DiscoverResultResponse"},
+		{"tools/list", "", "", "ListToolsResultResponse"},
+		{"prompts/list", "", "", "ListPromptsResultResponse"},
+		{"resources/list", "", "", "ListResourcesResultResponse"},
+		{"resources/templates/list", "", "", "ListResourceTemplatesResultResponse"},
+		{"tools/call", `"name":"alpha__echo","arguments":{"text":"hi"}`, "alpha__echo", "CallToolResultResponse"},
+		{"tools/call", `"name":"alpha__fail"`, "alpha__fail", "CallToolResultResponse"},
+		{"prompts/get", `"name":"alpha__greet","arguments":{"who":"x"}`, "alpha__greet", "GetPromptResultResponse"},
+		{"resources/read", `"uri":"alpha+test://alpha/readme"`, "alpha+test://alpha/readme", "ReadResourceResultResponse"},
+		{"completion/complete", `"ref":{"type":"ref/prompt","name":"alpha__greet"},"argument":{"name":"who","value":"a"}`, "", "CompleteResultResponse"},
+	} {
+		var edits []func(*http.Request)
+		if tc.name != "" {
+			edits = append(edits, set("Mcp-Name", tc.name))
+		}
+		resp, body := do(t, post2026(t, url, 1, tc.method, tc.params, edits...))
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d %s", tc.method, resp.StatusCode, body)
+			continue
+		}
+		if resp.Header.Get("Mcp-Session-Id") != "" {
+			t.Errorf("%s: a stateless request got a session id", tc.method)
+		}
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			body = lastData(body)
+		}
+		validate(tc.def, body)
+		if !strings.Contains(body, `"io.modelcontextprotocol/serverInfo":{"name":"mcp-gateway"`) {
+			t.Errorf("%s: no serverInfo in _meta: %s", tc.method, body)
+		}
+		if strings.HasSuffix(tc.method, "/list") && !strings.Contains(body, `"cacheScope":"private"`) {
+			t.Errorf("%s: a per-tenant list is not private: %s", tc.method, body)
+		}
+	}
+
+	// Errors, with the codes of the final revision.
+	for _, tc := range []struct {
+		name   string
+		req    *http.Request
+		status int
+		code   int64
+		def    string
+	}{
+		{"protocol version header missing", post2026(t, url, 2, "tools/list", "", del("Mcp-Protocol-Version")), 400, -32020, "HeaderMismatchError"},
+		{"header and body versions differ", post2026(t, url, 2, "tools/list", "", set("Mcp-Protocol-Version", "2026-08-01")), 400, -32020, "HeaderMismatchError"},
+		{"unsupported version", func() *http.Request {
+			r := post2026(t, url, 2, "tools/list", "")
+			b, _ := io.ReadAll(r.Body)
+			r2 := post(t, url, "", strings.Replace(string(b), `"2026-07-28"`, `"2099-01-01"`, 1))
+			r2.Header.Set("Mcp-Protocol-Version", "2099-01-01")
+			r2.Header.Set("Mcp-Method", "tools/list")
+			return r2
+		}(), 400, -32022, "UnsupportedProtocolVersionError"},
+		{"Mcp-Method missing", post2026(t, url, 2, "tools/list", "", del("Mcp-Method")), 400, -32020, "HeaderMismatchError"},
+		{"Mcp-Method differs", post2026(t, url, 2, "tools/list", "", set("Mcp-Method", "prompts/list")), 400, -32020, "HeaderMismatchError"},
+		{"Mcp-Name missing", post2026(t, url, 2, "tools/call", `"name":"alpha__echo"`), 400, -32020, "HeaderMismatchError"},
+		{"Mcp-Name differs", post2026(t, url, 2, "tools/call", `"name":"alpha__echo"`, set("Mcp-Name", "alpha__fail")), 400, -32020, "HeaderMismatchError"},
+		{"unknown method", post2026(t, url, 2, "tools/explode", ""), 404, -32601, "MethodNotFoundError"},
+		{"ping is gone", post2026(t, url, 2, "ping", ""), 404, -32601, "MethodNotFoundError"},
+		{"initialize is gone", post2026(t, url, 2, "initialize", ""), 404, -32601, "MethodNotFoundError"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := do(t, tc.req)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, body)
+			}
+			if _, code := rpcError(t, body); code != tc.code {
+				t.Errorf("code %d, want %d: %s", code, tc.code, body)
+			}
+			if tc.def == "MethodNotFoundError" {
+				var m struct{ Error json.RawMessage }
+				_ = json.Unmarshal([]byte(body), &m)
+				validate(tc.def, string(m.Error))
+			} else {
+				validate(tc.def, body)
+			}
+		})
+	}
+
+	// The Base64 sentinel form of Mcp-Name is decoded before comparing.
+	resp, body := do(t, post2026(t, url, 3, "tools/call", `"name":"alpha__echo","arguments":{"text":"b64"}`,
+		set("Mcp-Name", "=?base64?"+base64.StdEncoding.EncodeToString([]byte("alpha__echo"))+"?=")))
+	if resp.StatusCode != 200 || !strings.Contains(body, "alpha:b64") {
+		t.Errorf("Base64 Mcp-Name: %d %s", resp.StatusCode, body)
+	}
+	// A resource that does not exist is -32602 in this revision.
+	resp, body = do(t, post2026(t, url, 4, "resources/read", `"uri":"nope+x://y"`, set("Mcp-Name", "nope+x://y")))
+	if _, code := rpcError(t, body); resp.StatusCode != 200 || code != -32602 {
+		t.Errorf("unknown resource: %d %s", resp.StatusCode, body)
+	}
+	// Log messages only for requests that ask for them.
+	resp, body = do(t, post2026(t, url, 5, "tools/call", `"name":"alpha__progress","arguments":{"steps":1}`, set("Mcp-Name", "alpha__progress")))
+	if strings.Contains(body, "notifications/message") {
+		t.Errorf("a log message for a request that did not ask: %s", body)
+	}
+}
+
+// lastData returns the data of the last event of an SSE body.
+func lastData(body string) string {
+	var last string
+	for _, line := range strings.Split(body, "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			last = d
+		}
+	}
+	return last
+}
+
+// TestStatelessAcrossReplicasAndListen: consecutive stateless requests land
+// on two replicas sharing Redis and share one upstream session; a
+// subscriptions/listen stream hears a reload that changes the tenant's view.
+func TestStatelessAcrossReplicasAndListen(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	store := redisStore(t)
+	g1, one := startGatewayWith(t, gateway.Options{}, []upstreamSpec{spec(a)}, store)
+	_, two := startGatewayWith(t, gateway.Options{}, []upstreamSpec{spec(a)}, store)
+	for i := range 6 {
+		url := []string{one, two}[i%2]
+		resp, body := do(t, post2026(t, url, i, "tools/call", `"name":"alpha__echo","arguments":{"text":"r"}`,
+			func(r *http.Request) { r.Header.Set("Mcp-Name", "alpha__echo") }))
+		if resp.StatusCode != 200 || !strings.Contains(body, "alpha:r") {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	inits := 0
+	for _, r := range a.Requests() {
+		if r.RPCMethod == "initialize" {
+			inits++
+		}
+	}
+	if inits != 1 {
+		t.Errorf("alpha saw %d initialize requests for one principal across two replicas, want 1", inits)
+	}
+
+	// subscriptions/listen on replica one.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := post2026(t, one, 42, "subscriptions/listen", `"notifications":{"toolsListChanged":true,"resourceSubscriptions":["x://y"]}`)
+	req = req.WithContext(ctx)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := make(chan string, 8)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- d
+			}
+		}
+		close(events)
+	}()
+	next := func() string {
+		select {
+		case e := <-events:
+			return e
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event on the subscription")
+			return ""
+		}
+	}
+	validate := schemaValidator(t)
+	ack := next()
+	validate("SubscriptionsAcknowledgedNotification", ack)
+	if !strings.Contains(ack, `"io.modelcontextprotocol/subscriptionId":42`) || strings.Contains(ack, "resourceSubscriptions") {
+		t.Errorf("acknowledgment: %s", ack)
+	}
+	cfg := *g1.Config()
+	cfg.Tenants = []config.Tenant{{ID: "default", Upstreams: []config.TenantUpstream{{Name: "alpha", Tools: config.Rules{Allow: []string{"echo"}}}}}}
+	if err := g1.Reload(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	ev := next()
+	validate("ToolListChangedNotification", ev)
+	if !strings.Contains(ev, "notifications/tools/list_changed") || !strings.Contains(ev, `"io.modelcontextprotocol/subscriptionId":42`) {
+		t.Errorf("after reload: %s", ev)
 	}
 }

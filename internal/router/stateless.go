@@ -65,7 +65,13 @@ var allVersions = append(append([]string{}, statelessVersions...), supportedVers
 var statelessMethods map[string]methodFunc
 
 func init() {
-	statelessMethods = map[string]methodFunc{"server/discover": discover}
+	statelessMethods = map[string]methodFunc{
+		"server/discover": discover,
+		// Served as a stream by serveListen; the entry only lists it.
+		"subscriptions/listen": func(context.Context, *request, *call) (json.RawMessage, error) {
+			return nil, jsonrpc.ErrInternal
+		},
+	}
 	for _, m := range []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list",
 		"tools/call", "prompts/get", "resources/read", "completion/complete"} {
 		statelessMethods[m] = methods[m]
