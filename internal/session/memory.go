@@ -64,6 +64,12 @@ type Memory struct {
 	now      func() time.Time
 	onExpire func(*Record)
 
+	// interned holds one copy of each distinct raw JSON member (client
+	// info and capabilities, upstream capabilities), shared by every
+	// record with those bytes. Bounded by maxInterned.
+	imu      sync.Mutex
+	interned map[string][]byte
+
 	mu   sync.Mutex
 	byID map[string]*entry
 	// root is the sentinel of a circular list of entries, least recently
@@ -79,7 +85,7 @@ var _ Store = (*Memory)(nil)
 
 // entry is a stored record and its place in the LastSeen order.
 type entry struct {
-	rec        *Record // never modified; LastSeen is unused
+	rec        *compact // never modified
 	lastSeen   time.Time
 	prev, next *entry
 }
@@ -116,21 +122,20 @@ func (m *Memory) Create(ctx context.Context, r *Record) error {
 	if r == nil || r.ID == "" {
 		return errors.New("session: record has no id")
 	}
-	rec := cloneRecord(r)
 	now := m.now()
-	if rec.Created.IsZero() {
-		rec.Created = now
+	rec := m.compact(r)
+	if rec.created.IsZero() {
+		rec.created = now
 	}
-	rec.LastSeen = time.Time{}
 
 	var expired []*entry
 	m.mu.Lock()
-	if e, ok := m.byID[rec.ID]; ok {
+	if e, ok := m.byID[rec.id]; ok {
 		if !m.isExpired(e, now) {
 			m.mu.Unlock()
 			return ErrExists
 		}
-		m.removeLocked(rec.ID, e)
+		m.removeLocked(rec.id, e)
 		expired = append(expired, e)
 	}
 	if len(m.byID) >= m.max {
@@ -142,7 +147,7 @@ func (m *Memory) Create(ctx context.Context, r *Record) error {
 		return ErrFull
 	}
 	e := &entry{rec: rec, lastSeen: now}
-	m.byID[rec.ID] = e
+	m.byID[rec.id] = e
 	m.pushBackLocked(e)
 	m.mu.Unlock()
 	m.reportExpired(expired)
@@ -167,14 +172,14 @@ func (m *Memory) Get(ctx context.Context, id string) (*Record, error) {
 	rec, lastSeen := e.rec, e.lastSeen
 	m.mu.Unlock()
 
-	out := cloneRecord(rec) // safe unlocked: rec is never modified
+	out := rec.record() // safe unlocked: rec is never modified
 	out.LastSeen = lastSeen
 	return out, nil
 }
 
 // SetUpstream implements [Store.SetUpstream].
 func (m *Memory) SetUpstream(ctx context.Context, id, name, prev string, u Upstream) (Upstream, error) {
-	u.Capabilities = bytes.Clone(u.Capabilities)
+	u.Capabilities = m.intern(u.Capabilities)
 	now := m.now()
 	m.mu.Lock()
 	e, ok := m.byID[id]
@@ -182,17 +187,23 @@ func (m *Memory) SetUpstream(ctx context.Context, id, name, prev string, u Upstr
 		m.mu.Unlock()
 		return Upstream{}, ErrNotFound
 	}
-	if cur := e.rec.Upstreams[name]; cur.SessionID != prev {
+	i := e.rec.upstream(name)
+	var cur Upstream
+	if i >= 0 {
+		cur = e.rec.ups[i].Upstream
+	}
+	if cur.SessionID != prev {
 		m.mu.Unlock()
 		return cloneUpstream(cur), ErrConflict
 	}
 	// Copy on write: Gets in flight may still be copying e.rec.
 	next := *e.rec
-	next.Upstreams = make(map[string]Upstream, len(e.rec.Upstreams)+1)
-	for k, v := range e.rec.Upstreams {
-		next.Upstreams[k] = v // Capabilities are shared, never modified
+	next.ups = append(make([]namedUpstream, 0, len(e.rec.ups)+1), e.rec.ups...)
+	if i >= 0 {
+		next.ups[i].Upstream = u
+	} else {
+		next.ups = append(next.ups, namedUpstream{name, u})
 	}
-	next.Upstreams[name] = u
 	e.rec = &next
 	m.mu.Unlock()
 	return cloneUpstream(u), nil
@@ -257,7 +268,7 @@ func (m *Memory) isExpired(e *entry, now time.Time) bool {
 func (m *Memory) removeExpiredLocked(now time.Time, dst []*entry) []*entry {
 	for e := m.root.next; e != &m.root && m.isExpired(e, now); {
 		next := e.next
-		m.removeLocked(e.rec.ID, e)
+		m.removeLocked(e.rec.id, e)
 		dst = append(dst, e)
 		e = next
 	}
@@ -272,7 +283,7 @@ func (m *Memory) reportExpired(expired []*entry) {
 		return
 	}
 	for _, e := range expired {
-		r := cloneRecord(e.rec)
+		r := e.rec.record()
 		r.LastSeen = e.lastSeen
 		m.onExpire(r)
 	}
@@ -298,18 +309,89 @@ func (m *Memory) moveToBackLocked(e *entry) {
 	m.pushBackLocked(e)
 }
 
-// cloneRecord returns a deep copy of r: it shares no memory with r.
-func cloneRecord(r *Record) *Record {
-	c := *r
-	c.ClientInfo = bytes.Clone(r.ClientInfo)
-	c.ClientCapabilities = bytes.Clone(r.ClientCapabilities)
-	if r.Upstreams != nil {
-		c.Upstreams = make(map[string]Upstream, len(r.Upstreams))
-		for k, v := range r.Upstreams {
-			c.Upstreams[k] = cloneUpstream(v)
+// compact is how Memory keeps a record: small, so that a replica holds
+// many idle sessions (100,000 in well under 200 MiB). The upstream sessions
+// are a short slice instead of a map, and the raw JSON members are interned:
+// most sessions come from a few kinds of client and see the same upstream
+// capabilities, so their bytes are shared.
+type compact struct {
+	id, version            string
+	clientInfo, clientCaps []byte
+	principal              Principal
+	ups                    []namedUpstream
+	created                time.Time
+}
+
+type namedUpstream struct {
+	name string
+	Upstream
+}
+
+func (c *compact) upstream(name string) int {
+	for i := range c.ups {
+		if c.ups[i].name == name {
+			return i
 		}
 	}
-	return &c
+	return -1
+}
+
+// compact returns the stored form of r: it shares no memory with r.
+func (m *Memory) compact(r *Record) *compact {
+	c := &compact{
+		id: r.ID, version: r.ProtocolVersion,
+		clientInfo: m.intern(r.ClientInfo), clientCaps: m.intern(r.ClientCapabilities),
+		principal: r.Principal, created: r.Created,
+	}
+	if len(r.Upstreams) > 0 {
+		c.ups = make([]namedUpstream, 0, len(r.Upstreams))
+		for name, u := range r.Upstreams {
+			u.Capabilities = m.intern(u.Capabilities)
+			c.ups = append(c.ups, namedUpstream{name, u})
+		}
+	}
+	return c
+}
+
+// record returns a new Record for c: it shares no memory with c.
+func (c *compact) record() *Record {
+	r := &Record{
+		ID: c.id, ProtocolVersion: c.version,
+		ClientInfo: bytes.Clone(c.clientInfo), ClientCapabilities: bytes.Clone(c.clientCaps),
+		Principal: c.principal, Created: c.created,
+	}
+	if c.ups != nil {
+		r.Upstreams = make(map[string]Upstream, len(c.ups))
+		for _, u := range c.ups {
+			r.Upstreams[u.name] = cloneUpstream(u.Upstream)
+		}
+	}
+	return r
+}
+
+// maxInterned bounds the intern table: the distinct values are few in
+// practice, but clients choose their info and capabilities.
+const maxInterned = 10_000
+
+// intern returns a copy of b shared with every other record holding the same
+// bytes. Stored bytes are never modified, and Get hands out copies.
+func (m *Memory) intern(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	m.imu.Lock()
+	defer m.imu.Unlock()
+	if v, ok := m.interned[string(b)]; ok {
+		return v
+	}
+	v := bytes.Clone(b)
+	if len(m.interned) < maxInterned {
+		if m.interned == nil {
+			m.interned = make(map[string][]byte)
+		}
+		m.interned[string(v)] = v
+	}
+	return v
 }
 
 func cloneUpstream(u Upstream) Upstream {
