@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -330,5 +331,74 @@ func TestStatelessAcrossReplicasAndListen(t *testing.T) {
 	validate("ToolListChangedNotification", ev)
 	if !strings.Contains(ev, "notifications/tools/list_changed") || !strings.Contains(ev, `"io.modelcontextprotocol/subscriptionId":42`) {
 		t.Errorf("after reload: %s", ev)
+	}
+}
+
+// TestMcpParamHeaders: a tool whose schema marks a parameter x-mcp-header
+// needs the matching Mcp-Param header on a stateless call; a tool whose
+// annotation breaks the rules is not offered at all.
+func TestMcpParamHeaders(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "hdr"}, nil)
+	regionSchema := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"region": map[string]any{"type": "string", "x-mcp-header": "Region"},
+			"limit":  map[string]any{"type": "integer", "x-mcp-header": "Limit"},
+			"query":  map[string]any{"type": "string"},
+		},
+	}
+	badSchema := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"list": map[string]any{"type": "array", "items": map[string]any{"type": "string", "x-mcp-header": "Item"}},
+		},
+	}
+	handler := func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil
+	}
+	srv.AddTool(&mcp.Tool{Name: "sql", InputSchema: regionSchema}, handler)
+	srv.AddTool(&mcp.Tool{Name: "bad", InputSchema: badSchema}, handler)
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(up.Close)
+	url := startGateway(t, []upstreamSpec{{name: "db", url: up.URL}})
+
+	resp, body := do(t, post2026(t, url, 1, "tools/list", ""))
+	if resp.StatusCode != 200 || !strings.Contains(body, `"db__sql"`) || strings.Contains(body, `"db__bad"`) {
+		t.Fatalf("tools/list: %d %s", resp.StatusCode, body)
+	}
+	if !strings.Contains(body, `"x-mcp-header":"Region"`) {
+		t.Errorf("the x-mcp-header annotation did not survive aggregation: %s", body)
+	}
+	call := func(hdrs map[string]string) (int, string) {
+		r := post2026(t, url, 2, "tools/call", `"name":"db__sql","arguments":{"region":"us-west1","limit":42,"query":"x"}`,
+			func(r *http.Request) {
+				r.Header.Set("Mcp-Name", "db__sql")
+				for k, v := range hdrs {
+					r.Header.Set(k, v)
+				}
+			})
+		resp, body := do(t, r)
+		return resp.StatusCode, body
+	}
+	for _, tc := range []struct {
+		name   string
+		hdrs   map[string]string
+		status int
+	}{
+		{"both headers", map[string]string{"Mcp-Param-Region": "us-west1", "Mcp-Param-Limit": "42"}, 200},
+		{"integer compared numerically", map[string]string{"Mcp-Param-Region": "us-west1", "Mcp-Param-Limit": "42.0"}, 200},
+		{"Base64 form", map[string]string{"Mcp-Param-Region": "=?base64?" + base64.StdEncoding.EncodeToString([]byte("us-west1")) + "?=", "Mcp-Param-Limit": "42"}, 200},
+		{"header missing", map[string]string{"Mcp-Param-Limit": "42"}, 400},
+		{"header differs", map[string]string{"Mcp-Param-Region": "eu-west1", "Mcp-Param-Limit": "42"}, 400},
+	} {
+		status, body := call(tc.hdrs)
+		if status != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, status, body, tc.status)
+		}
+		if tc.status == 400 {
+			if _, code := rpcError(t, body); code != -32020 {
+				t.Errorf("%s: code %d", tc.name, code)
+			}
+		}
 	}
 }

@@ -221,6 +221,15 @@ func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing
 			c.log.Warn("upstream listed an item without "+info.key, "upstream", up.cfg.Name, "kind", info.noun)
 			continue
 		}
+		if k == kindTools {
+			// A tool whose x-mcp-header annotations break the rules is
+			// left out, as a conforming client must (2026-07-28
+			// basic/transports/streamable-http, "Schema Extension").
+			if _, err := paramHeaders(r); err != nil {
+				c.log.Warn("upstream tool left out: invalid x-mcp-header", "upstream", up.cfg.Name, "tool", orig, "error", err)
+				continue
+			}
+		}
 		exp := k.expose(up.prefix, orig)
 		if exp != orig {
 			o.SetString(info.key, exp)

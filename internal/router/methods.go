@@ -206,6 +206,11 @@ func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Me
 		}
 	}
 	outcome := h.observeRequest(ctx, rq, c, err, span, start)
+	var hm *headerMismatchError
+	if errors.As(err, &hm) && !out.discard && !out.started() {
+		out.final(http.StatusBadRequest, jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: codeHeaderMismatch, Message: hm.Error()}))
+		return nil
+	}
 	var se *scopeError
 	if errors.As(err, &se) && !out.discard && !out.started() {
 		// A step-up challenge is an HTTP answer (2025-11-25
@@ -613,6 +618,11 @@ func namedCall(k kind) methodFunc {
 		c.upstream, c.original = up.cfg.Name, orig
 		if k == kindTools {
 			c.arguments = p.Get("arguments")
+			if rq.stateless {
+				if err := rq.checkToolHeaders(ctx, up, name, c.arguments); err != nil {
+					return nil, err
+				}
+			}
 		}
 		if k == kindTools {
 			if need := rq.view.RequiredScopes(up.cfg.Name, orig); !rq.principal.HasScopes(need...) {

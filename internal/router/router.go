@@ -270,6 +270,7 @@ type request struct {
 	// then the record the gateway keeps for the principal. wantsLogs says
 	// such a request asked for log messages (_meta logLevel).
 	stateless, wantsLogs bool
+	header               http.Header // the request's, for Mcp-Param-* checks
 
 	// mu guards sess.Upstreams, which requests fanned out to several
 	// upstreams update concurrently.

@@ -197,6 +197,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 
 	rq.version = body
 	rq.stateless = true
+	rq.header = r.Header
 	if msg.Method != "server/discover" {
 		rec, err := h.principalRecord(r.Context(), rq)
 		if err != nil {
@@ -465,4 +466,25 @@ func stripProtocolMeta(params json.RawMessage) json.RawMessage {
 		p.Set("_meta", meta.Bytes())
 	}
 	return p.Bytes()
+}
+
+// checkToolHeaders checks a stateless tools/call's Mcp-Param-* headers
+// against its arguments, per the tool's x-mcp-header annotations.
+func (rq *request) checkToolHeaders(ctx context.Context, up *upstreamRef, exposed string, args json.RawMessage) error {
+	l, err := rq.listing(ctx, up, kindTools, false)
+	if err != nil {
+		return err
+	}
+	pos, ok := l.index[exposed]
+	if !ok || pos < 0 {
+		return nil
+	}
+	hs, err := paramHeaders(l.items[pos].raw)
+	if err != nil || len(hs) == 0 {
+		return nil
+	}
+	if msg := checkParamHeaders(hs, args, rq.header); msg != "" {
+		return &headerMismatchError{msg: msg}
+	}
+	return nil
 }
