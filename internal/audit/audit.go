@@ -89,7 +89,8 @@ type Record struct {
 	// the raw arguments.
 	Arguments string
 	// Reason says why a request was denied or failed, as a short fixed
-	// string ("insufficient_scope", "tool_denied", "upstream_timeout").
+	// string ("hidden by policy", "insufficient scope", "timeout",
+	// "upstream error", or an auth failure reason).
 	Reason string
 }
 

@@ -204,7 +204,9 @@ func (g *Gateway) newMux() http.Handler {
 	// The metadata paths depend on server.public_url, which a reload does
 	// not change (it is the listener's identity).
 	for _, p := range auth.MetadataPaths(g.Config().Server.PublicURL) {
-		r.Method(http.MethodGet, p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every method: the handler answers GET and HEAD, and CORS
+		// preflights (browser-based hosts fetch the document).
+		r.Handle(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if m := g.live.Load().metadata; m != nil {
 				m.ServeHTTP(w, r)
 				return

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -237,6 +238,33 @@ func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Me
 	return jsonrpc.AppendResult(nil, msg.ID, res)
 }
 
+// failureReason classifies a failed request for the audit log with a short
+// fixed string: never an error text, which may quote the request or an
+// upstream.
+func failureReason(err error) string {
+	var re *resolveError
+	var ue *upstream.Error
+	var je *jsonrpc.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.As(err, &re):
+		if len(re.conflict) > 0 {
+			return "name conflict"
+		}
+		return "unknown name"
+	case errors.As(err, &ue):
+		return "upstream unreachable or failing"
+	case errors.As(err, &je):
+		return "error " + strconv.FormatInt(je.Code, 10)
+	}
+	return "internal error"
+}
+
 // observeRequest records how a request went: its span's status, the request and
 // tool-call metrics, policy denials, and the audit record of the methods
 // that reach an upstream's tools, prompts and resources. It returns the
@@ -317,9 +345,7 @@ func (h *Handler) observeRequest(ctx context.Context, rq *request, c *call, err 
 		}
 	default:
 		r.Outcome = audit.OutcomeError
-		if err != nil {
-			r.Reason = h.toJSONRPCError(ctx, c.method, err).Message
-		}
+		r.Reason = failureReason(err)
 	}
 	if up := rq.st.byName[c.upstream]; up != nil && c.arguments != nil {
 		r.Arguments = audit.ReduceArguments(up.cfg.AuditArguments, c.arguments)

@@ -130,7 +130,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgw_requests_total",
-			Help: "MCP requests and notifications received from clients, by method, tenant and outcome.",
+			Help: "MCP requests served (initialize and notifications aside), by method, tenant and outcome.",
 		}, []string{"method", "tenant", "outcome"}),
 		reqDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mcpgw_request_duration_seconds",
@@ -256,9 +256,9 @@ func (m *Metrics) ToolCall(tenant, upstream, tool, outcome string) {
 }
 
 // AuthFailure records a request refused by authentication:
-// mcpgw_auth_failures_total{reason}. reason is a short fixed string from
-// the gateway's code ("missing_token", "invalid_token", "insufficient_scope",
-// "unknown_tenant", ...), never anything taken from the request.
+// mcpgw_auth_failures_total{reason}. reason is one of auth's fixed Reason
+// strings ("missing token", "expired", "wrong audience", "unknown tenant",
+// ...), never anything taken from the request.
 func (m *Metrics) AuthFailure(reason string) {
 	if m == nil {
 		return

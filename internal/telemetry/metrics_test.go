@@ -107,7 +107,7 @@ func TestMetricsHelp(t *testing.T) {
 	m, reg := newTestMetrics(t)
 	m.ObserveRequest("ping", "acme", OutcomeOK, time.Millisecond)
 	const want = `
-# HELP mcpgw_requests_total MCP requests and notifications received from clients, by method, tenant and outcome.
+# HELP mcpgw_requests_total MCP requests served (initialize and notifications aside), by method, tenant and outcome.
 # TYPE mcpgw_requests_total counter
 mcpgw_requests_total{method="ping",outcome="ok",tenant="acme"} 1
 `
