@@ -57,6 +57,10 @@ func TestSessionSharedAcrossReplicas(t *testing.T) {
 	// The upstream forgets its sessions; replica two re-initializes and
 	// stores the new upstream session for replica one too.
 	a.Restart()
+	// The restart also closed the replicas' idle connections to alpha. A
+	// tools/call is sent at most once, so one racing that close would fail
+	// with EOF; a real restart takes longer than this pause.
+	time.Sleep(100 * time.Millisecond)
 	if resp, out := do(t, post(t, two, sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"s"}}}`)); resp.StatusCode != 200 || !strings.Contains(out, "alpha:s") {
 		t.Fatalf("call after upstream restart: %d %s", resp.StatusCode, out)
 	}
