@@ -6,6 +6,9 @@
 test:
 	go vet ./...
 	go test -race -count=1 ./...
+	# Memory and CPU at scale, measured on the binary: without the race
+	# detector, which would slow the test's own clients (see bench/README.md).
+	go test -count=1 ./internal/scale/
 	# The deployment files, checked offline (a separate module: see deploy/check).
 	cd deploy/check && go vet ./... && go test -count=1 ./...
 

@@ -12,6 +12,10 @@
 #   gw-redis   bin/gateway, Redis session store (REDIS_ADDR, default
 #              127.0.0.1:6379, under a key prefix of its own); left out,
 #              with a warning, when Redis does not answer PING
+#   gw-large   with LARGE_CONFIG=1, call scenarios only: gw-memory with
+#              1,000 tenants and 50 upstreams in its config (the caller's
+#              tenant sees three); the summary ends with its ratios to
+#              gw-memory (issue 7: within 10%)
 # Scenarios (name:clients:mode:payload): c1:1:call:100, c32:32:call:100,
 # c1-10k:1:call:10240, c32-10k:32:call:10240, and list:1:list:0, where
 # direct and proxy list one upstream with 1000 tools and the gateways list
@@ -30,6 +34,7 @@
 #   UPSTREAM_JSON=1   upstreams answer application/json instead of SSE
 #   POLICY [1]        give the (anonymous) default tenant a few policy rules
 #   GW_LOG_LEVEL [info]
+#   LARGE_CONFIG=1    add the gw-large target (configuration size)
 #   KEEP=1            keep the work directory (configs, logs, runs.jsonl)
 #
 # It stops every process it started, by PID, however it exits.
@@ -60,6 +65,7 @@ WARMUP=${WARMUP:-0.5s}
 SCENARIOS=${SCENARIOS:-"c1:1:call:100 c32:32:call:100 c1-10k:1:call:10240 c32-10k:32:call:10240 list:1:list:0"}
 REDIS_ADDR=${REDIS_ADDR:-127.0.0.1:6379}
 POLICY=${POLICY:-1}
+LARGE_CONFIG=${LARGE_CONFIG:-0}
 GW_LOG_LEVEL=${GW_LOG_LEVEL:-info}
 # The list scenario: the gateways aggregate LIST_UPSTREAMS upstreams of
 # LIST_TOOLS tools each; direct and proxy serve as many from one upstream.
@@ -218,8 +224,8 @@ gwconfig() {
 		if [[ $POLICY == 1 ]]; then
 			# A few rules per upstream, the shape of a real tenant's: the
 			# policy decision is on the path of every list and call.
-			# TODO(issue 7): the issue's "1,000 tenants and 50 upstreams"
-			# configuration-size scenario, once tokens pick the tenant.
+			# The issue's "1,000 tenants and 50 upstreams" is the gw-large
+			# target (LARGE_CONFIG=1, gwconfig_large).
 			printf 'tenants:\n  - id: default\n    upstreams:\n'
 			for u in "$@"; do
 				printf '      - name: %s\n' "${u%%=*}"
@@ -228,6 +234,85 @@ gwconfig() {
 			done
 		fi
 	} >"$file"
+}
+
+# gwconfig_large FILE URL: writes the config of gw-large: the memory
+# store, 50 upstreams all at URL ("up", the one called, and u01..u49), and
+# 1,000 tenants: "default" (the anonymous caller) sees up, u17 and u33,
+# each of tenant-0001..tenant-0999 sees five upstreams; with POLICY=1 every
+# tenant has gwconfig's rules on every upstream it sees.
+gwconfig_large() {
+	local file=$1 url=$2 i j u
+	local names=(up)
+	for i in $(seq -w 1 49); do names+=("u$i"); done
+	rules() {
+		if [[ $POLICY == 1 ]]; then
+			printf '        tools: { allow: ["echo", "t*", "get_*"], deny: ["delete_*", "admin_*"] }\n'
+			printf '        required_scopes: { "admin_reset": ["mcp:admin"] }\n'
+		fi
+	}
+	{
+		cat <<-EOF
+			# Written by bench/compare.sh (LARGE_CONFIG=1).
+			server:
+			  listen: "127.0.0.1:0"
+			  admin_listen: "127.0.0.1:0"
+			  list_cache_ttl: 10m
+			sessions:
+			  store: memory
+			  idle_ttl: 10m
+			auth:
+			  anonymous: true
+			upstreams:
+		EOF
+		for u in "${names[@]}"; do
+			printf '  - name: %s\n    url: "%s/mcp"\n' "$u" "$url"
+		done
+		printf 'tenants:\n  - id: default\n    upstreams:\n'
+		for u in up u17 u33; do
+			printf '      - name: %s\n' "$u"
+			rules
+		done
+		for i in $(seq 1 999); do
+			printf '  - id: tenant-%04d\n    upstreams:\n' "$i"
+			for j in 0 1 2 3 4; do
+				printf '      - name: %s\n' "${names[$(((i * 7 + j * 11) % 50))]}"
+				rules
+			done
+		done
+	} >"$file"
+}
+
+# config_size_summary: gw-large against gw-memory, per call scenario: the
+# median over rounds of each round's ratio of p50 latencies and of req/s.
+config_size_summary() {
+	local scen name clients mode payload round m l p50 rps
+	echo
+	echo "configuration size: gw-large (1,000 tenants, 50 upstreams) / gw-memory (1 tenant, 1 upstream),"
+	echo "median over rounds of each round's ratio (issue 7: per-call figures within 10%):"
+	printf '%10s  %10s  %10s\n' scenario "p50 ratio" "req/s ratio"
+	for scen in $SCENARIOS; do
+		IFS=: read -r name clients mode payload <<<"$scen"
+		if [[ $mode == list ]]; then continue; fi
+		p50=() rps=()
+		for ((round = 1; round <= ROUNDS; round++)); do
+			m=$(grep -F "\"scenario\":\"$name\"" "$runs" | grep -F '"target":"gw-memory"' | grep -F "\"round\":\"$round\"" | grep -v annotation | head -n1) || true
+			l=$(grep -F "\"scenario\":\"$name\"" "$runs" | grep -F '"target":"gw-large"' | grep -F "\"round\":\"$round\"" | grep -v annotation | head -n1) || true
+			if [[ -z $m || -z $l ]]; then continue; fi
+			p50+=("$(awk -v a="$(grep -oE '"p50":[0-9.]+' <<<"$l" | cut -d: -f2)" -v b="$(grep -oE '"p50":[0-9.]+' <<<"$m" | cut -d: -f2)" 'BEGIN { if (b > 0) printf "%.4f", a / b }')")
+			rps+=("$(awk -v a="$(grep -oE '"rps":[0-9.]+' <<<"$l" | cut -d: -f2)" -v b="$(grep -oE '"rps":[0-9.]+' <<<"$m" | cut -d: -f2)" 'BEGIN { if (b > 0) printf "%.4f", a / b }')")
+		done
+		printf '%10s  %10s  %10s\n' "$name" "$(median "${p50[@]}")" "$(median "${rps[@]}")"
+	done
+}
+
+# median X...: the median of numbers, to two decimals; "-" for none.
+median() {
+	if [[ $# -eq 0 ]]; then
+		echo -
+		return
+	fi
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) m = v[(NR + 1) / 2]; else m = (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f", m }'
 }
 
 log "work directory $work"
@@ -245,6 +330,10 @@ gateway gw_memory "$work/gw-memory.yaml"
 if [[ $have_redis == 1 ]]; then
 	gwconfig "$work/gw-redis.yaml" redis "up=$up_url"
 	gateway gw_redis "$work/gw-redis.yaml"
+fi
+if [[ $LARGE_CONFIG == 1 ]]; then
+	gwconfig_large "$work/gw-large.yaml" "$up_url"
+	gateway gw_large "$work/gw-large.yaml"
 fi
 
 # The list scenario: 1000 tools from one upstream (direct, proxy), or from
@@ -266,6 +355,7 @@ fi
 # --- runs ------------------------------------------------------------------
 targets=(direct proxy gw-memory)
 if [[ $have_redis == 1 ]]; then targets+=(gw-redis); fi
+if [[ $LARGE_CONFIG == 1 ]]; then targets+=(gw-large); fi
 runs="$work/runs.jsonl"
 : >"$runs"
 
@@ -280,6 +370,7 @@ endpoint() {
 	proxy:*) echo "$proxy_url/mcp" ;;
 	gw-memory:*) echo "$gw_memory_url/mcp" ;;
 	gw-redis:*) echo "$gw_redis_url/mcp" ;;
+	gw-large:*) echo "$gw_large_url/mcp" ;;
 	esac
 }
 
@@ -292,6 +383,9 @@ upstream_lists() {
 
 nscen=$(wc -w <<<"$SCENARIOS")
 total=$((nscen * ROUNDS * ${#targets[@]}))
+if [[ $LARGE_CONFIG == 1 && " $SCENARIOS " == *:list:* ]]; then
+	total=$((total - ROUNDS)) # gw-large runs the call scenarios only
+fi
 n=0
 failed=0
 log "$nscen scenarios x $ROUNDS rounds x ${#targets[@]} targets, ${WARMUP} + ${DURATION} each"
@@ -300,6 +394,7 @@ for scen in $SCENARIOS; do
 	for ((round = 1; round <= ROUNDS; round++)); do
 		for ((i = 0; i < ${#targets[@]}; i++)); do
 			target=${targets[$(((i + round - 1) % ${#targets[@]}))]}
+			if [[ $target == gw-large && $mode == list ]]; then continue; fi
 			n=$((n + 1))
 			tool=echo
 			if [[ $target == gw-* ]]; then tool=up__echo; fi
@@ -344,11 +439,12 @@ meta=(-meta "rounds=$ROUNDS" -meta "duration=$DURATION" -meta "warmup=$WARMUP"
 	-meta "cpus=$(nproc 2>/dev/null || echo '?')" -meta "go=$(go env GOVERSION)"
 	-meta "commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+dirty')"
 	-meta "upstream=$([[ "${UPSTREAM_JSON:-}" == 1 ]] && echo json || echo sse)"
-	-meta "policy=$POLICY" -meta "auth=anonymous" -meta "redis=$have_redis")
+	-meta "policy=$POLICY" -meta "auth=anonymous" -meta "redis=$have_redis" -meta "large_config=$LARGE_CONFIG")
 sumargs=("${meta[@]}")
 if [[ -n $out ]]; then sumargs+=(-o "$out"); fi
 echo
 bin/bench-summarize "${sumargs[@]}" "$runs"
+if [[ $LARGE_CONFIG == 1 ]]; then config_size_summary; fi
 if [[ -n $out ]]; then log "wrote $out"; fi
 if [[ $failed -gt 0 ]]; then
 	log "$failed runs failed"

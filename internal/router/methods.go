@@ -235,6 +235,10 @@ func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Me
 	if rq.stateless {
 		res = h.decorate(rq, msg.Method, res)
 	}
+	if !out.discard {
+		out.finalResult(msg.ID, res)
+		return nil
+	}
 	return jsonrpc.AppendResult(nil, msg.ID, res)
 }
 

@@ -2,7 +2,9 @@ package router
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/mcpgw/gateway/internal/auth"
@@ -117,6 +119,34 @@ func (r *responder) final(status int, msg []byte) {
 	defer r.mu.Unlock()
 	r.written = true
 	writeJSON(r.w, status, msg)
+}
+
+// finalResult writes a success response. As a JSON body it is written in
+// three parts, so that a large result (a cached list) is not copied into a
+// new envelope for every response.
+func (r *responder) finalResult(id jsonrpc.ID, result json.RawMessage) {
+	r.mu.Lock()
+	sse, written := r.sse, r.written
+	r.mu.Unlock()
+	if sse || written {
+		r.final(http.StatusOK, jsonrpc.AppendResult(nil, id, result))
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.written = true
+	head := jsonrpc.AppendResult(nil, id, json.RawMessage("0"))
+	head = head[:len(head)-2] // up to `"result":`
+	if len(result) == 0 {
+		result = json.RawMessage("{}")
+	}
+	h := r.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(head)+len(result)+1))
+	r.w.WriteHeader(http.StatusOK)
+	_, _ = r.w.Write(head)
+	_, _ = r.w.Write(result)
+	_, _ = r.w.Write([]byte{'}'})
 }
 
 // challenge answers 403 with an insufficient_scope challenge naming scopes.
