@@ -1,6 +1,7 @@
 package jsonx
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,16 +74,27 @@ func skipValue(data []byte, i int) (int, error) {
 }
 
 // skipString returns the index just past the string starting at data[i].
+// It jumps from quote to quote with bytes.IndexByte (vectorized): a quote
+// ends the string unless an odd number of backslashes precede it. For a
+// 10 KB argument this is the difference between one pass and a byte loop,
+// and the gateway skips a payload several times per call.
 func skipString(data []byte, i int) (int, error) {
-	for j := i + 1; j < len(data); j++ {
-		switch data[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, nil
+	j := i + 1
+	for {
+		k := bytes.IndexByte(data[j:], '"')
+		if k < 0 {
+			return 0, errSyntax
 		}
+		q := j + k
+		n := 0
+		for b := q - 1; b > i && data[b] == '\\'; b-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1, nil
+		}
+		j = q + 1
 	}
-	return 0, errSyntax
 }
 
 // unquote returns the string value of the JSON string s (quotes included).
