@@ -312,7 +312,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 	// streamed from the client to an upstream (see DESIGN.md on Go issue
 	// 40747).
 	limit := rq.st.cfg.Server.MaxBodyBytes
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readBody(w, r, limit)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -381,6 +381,27 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 	default:
 		h.serveRequest(w, r, rq, msg)
 	}
+}
+
+// readBody reads a request body of at most limit bytes. With a
+// Content-Length (what MCP clients send) it reads into one buffer of that
+// size, instead of growing one as io.ReadAll does: for a 10 KB call that is
+// five allocations and copies fewer.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	if n := r.ContentLength; n > 0 && n <= limit {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(rd, buf); err != nil {
+			return nil, err
+		}
+		// Nothing may follow what the length announced.
+		var one [1]byte
+		if m, _ := rd.Read(one[:]); m > 0 {
+			return nil, errors.New("body longer than its Content-Length")
+		}
+		return buf, nil
+	}
+	return io.ReadAll(rd)
 }
 
 // loadSession checks the session and version headers of a non-initialize
