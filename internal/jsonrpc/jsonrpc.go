@@ -289,7 +289,7 @@ func unmarshalStrictCase(data []byte, w *wire) error {
 			if len(v) == 0 || v[0] != '"' {
 				return errors.New(`"method" must be a string`)
 			}
-			s, err := unquoteString(v)
+			s, err := jsonx.Unquote(v)
 			if err != nil {
 				return errors.New(`"method" must be a string`)
 			}
@@ -309,17 +309,6 @@ func unmarshalStrictCase(data []byte, w *wire) error {
 		}
 	}
 	return nil
-}
-
-// unquoteString decodes a JSON string, without allocating beyond the result
-// when it has no escapes.
-func unquoteString(v []byte) (string, error) {
-	if bytes.IndexByte(v, '\\') < 0 && len(v) >= 2 {
-		return string(v[1 : len(v)-1]), nil
-	}
-	var s string
-	err := json.Unmarshal(v, &s)
-	return s, err
 }
 
 func equalFoldASCII(a, b string) bool {

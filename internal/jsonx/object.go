@@ -77,11 +77,8 @@ func (o *Object) GetString(name string) (string, bool) {
 	if len(v) == 0 || v[0] != '"' {
 		return "", false
 	}
-	var s string
-	if json.Unmarshal(v, &s) != nil {
-		return "", false
-	}
-	return s, true
+	s, err := Unquote(v)
+	return s, err == nil
 }
 
 // Set replaces the value of member name, or appends the member.

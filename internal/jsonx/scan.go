@@ -97,8 +97,12 @@ func skipString(data []byte, i int) (int, error) {
 	}
 }
 
-// unquote returns the string value of the JSON string s (quotes included).
-func unquote(s []byte) (string, error) {
+// Unquote returns the value of the JSON string s (quotes included), without
+// allocating beyond the result when s has no escapes.
+func Unquote(s []byte) (string, error) {
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return "", errSyntax
+	}
 	// Most keys have no escapes and are ASCII or valid UTF-8.
 	plain := true
 	for _, c := range s[1 : len(s)-1] {
@@ -136,7 +140,7 @@ func parseObjectValid(data []byte) (*Object, error) {
 		if err != nil {
 			return nil, err
 		}
-		name, err := unquote(data[i:end])
+		name, err := Unquote(data[i:end])
 		if err != nil {
 			return nil, err
 		}

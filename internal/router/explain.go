@@ -97,52 +97,37 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 // listAll returns the original keys (names or URIs) of every item of kind
 // k an upstream lists, following pagination.
 func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k kind) ([]string, error) {
-	info := kinds[k]
-	var out []string
-	var params json.RawMessage
-	for page := range maxPages {
-		resp, err := c.Call(ctx, us, jsonrpc.StringID(fmt.Sprintf("explain.%d", page)), info.listMethod, params)
+	n := 0
+	raw, err := paginate(c.Name(), k, func(params json.RawMessage) (json.RawMessage, error) {
+		n++
+		resp, err := c.Call(ctx, us, jsonrpc.StringID(fmt.Sprintf("explain.%d", n)), kinds[k].listMethod, params)
 		if err != nil {
 			return nil, err
 		}
-		var result json.RawMessage
-		for result == nil {
+		defer resp.Close()
+		for {
 			msg, _, err := resp.Next()
 			if err != nil {
-				resp.Close()
 				return nil, err
 			}
 			switch msg.Kind {
 			case jsonrpc.KindResponse:
-				result = msg.Result
+				return msg.Result, nil
 			case jsonrpc.KindErrorResponse:
-				resp.Close()
 				return nil, msg.Error
 			}
 		}
-		resp.Close()
-		o, err := jsonx.ParseValidObject(result)
-		if err != nil {
-			return nil, err
-		}
-		if v := o.Get(info.field); v != nil {
-			elems, err := jsonx.ParseValidArray(v)
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range elems {
-				if eo, err := jsonx.ParseValidObject(e); err == nil {
-					if key, ok := eo.GetString(info.key); ok {
-						out = append(out, key)
-					}
-				}
-			}
-		}
-		cursor, ok := o.GetString("nextCursor")
-		if !ok || cursor == "" {
-			return out, nil
-		}
-		params, _ = json.Marshal(map[string]string{"cursor": cursor})
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("more than %d pages", maxPages)
+	var out []string
+	for _, e := range raw {
+		if o, err := jsonx.ParseValidObject(e); err == nil {
+			if key, ok := o.GetString(kinds[k].key); ok {
+				out = append(out, key)
+			}
+		}
+	}
+	return out, nil
 }

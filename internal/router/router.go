@@ -350,11 +350,11 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 		return
 	}
 
-	if isStateless(r, msg) {
+	if meta, ok := isStateless(r, msg); ok {
 		// 2026-07-28: no handshake, no session; an Mcp-Session-Id is
 		// ignored (basic/transports/streamable-http, "Backward
 		// Compatibility").
-		h.serveStateless(w, r, rq, msg)
+		h.serveStateless(w, r, rq, msg, meta)
 		return
 	}
 	if msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize" {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,16 +79,6 @@ func init() {
 	}
 }
 
-// metaVersion returns the protocol version a message's params._meta
-// declares, if any.
-func metaVersion(params json.RawMessage) (string, bool) {
-	meta := metaOf(params)
-	if meta == nil {
-		return "", false
-	}
-	return meta.GetString(metaProtocolVersion)
-}
-
 // metaOf returns params._meta as an object, or nil.
 func metaOf(params json.RawMessage) *jsonx.Object {
 	if len(params) == 0 {
@@ -109,16 +100,21 @@ func metaOf(params json.RawMessage) *jsonx.Object {
 }
 
 // isStateless reports whether a message belongs to the stateless revision:
-// its header or its _meta names a version that has no initialize.
-func isStateless(r *http.Request, msg *jsonrpc.Message) bool {
+// its header or its _meta names a version that has no initialize. It
+// returns the message's _meta (nil if none), parsed once for the request.
+func isStateless(r *http.Request, msg *jsonrpc.Message) (*jsonx.Object, bool) {
+	meta := metaOf(msg.Params)
 	if v := r.Header.Get(headerProtocolVersion); v != "" && v >= statelessVersion {
-		return true
+		return meta, true
 	}
 	if msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize" {
-		return false
+		return nil, false
 	}
-	v, ok := metaVersion(msg.Params)
-	return ok && v >= statelessVersion
+	if meta == nil {
+		return nil, false
+	}
+	v, ok := meta.GetString(metaProtocolVersion)
+	return meta, ok && v >= statelessVersion
 }
 
 // writeRPCError answers with a JSON-RPC error carrying data.
@@ -131,7 +127,7 @@ func writeRPCError(w http.ResponseWriter, status int, id jsonrpc.ID, code int64,
 }
 
 // serveStateless serves one message of the stateless revision.
-func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *request, msg *jsonrpc.Message) {
+func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *request, msg *jsonrpc.Message, meta *jsonx.Object) {
 	if msg.Kind != jsonrpc.KindRequest {
 		// Cancellation of a stateless request is the client closing its
 		// stream (2026-07-28 basic/patterns/cancellation); there are no
@@ -143,7 +139,11 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 		writeRPCError(w, http.StatusBadRequest, msg.ID, codeHeaderMismatch, "Header mismatch: "+fmt.Sprintf(format, args...), nil)
 	}
 	header := r.Header.Get(headerProtocolVersion)
-	body, hasBody := metaVersion(msg.Params)
+	var body string
+	var hasBody bool
+	if meta != nil {
+		body, hasBody = meta.GetString(metaProtocolVersion)
+	}
 	switch {
 	case header == "":
 		mismatch("required header MCP-Protocol-Version is missing")
@@ -155,7 +155,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 		mismatch("MCP-Protocol-Version header value %q does not match body value %q", header, body)
 		return
 	}
-	if !contains(statelessVersions, body) {
+	if !slices.Contains(statelessVersions, body) {
 		writeRPCError(w, http.StatusBadRequest, msg.ID, codeUnsupportedProtocolVersion, "Unsupported protocol version",
 			map[string]any{"supported": allVersions, "requested": body})
 		return
@@ -209,7 +209,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 	} else {
 		rq.sess = &session.Record{ID: "discover"}
 	}
-	if meta := metaOf(msg.Params); meta != nil && meta.Get(metaLogLevel) != nil {
+	if meta != nil && meta.Get(metaLogLevel) != nil {
 		rq.wantsLogs = true
 	}
 	if msg.Method == "subscriptions/listen" {
@@ -227,15 +227,6 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 	if final != nil {
 		out.final(http.StatusOK, final)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // nameKey is the params member Mcp-Name mirrors for a method, or "".
@@ -389,43 +380,20 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, rq *reques
 		"notifications/resources/list_changed": "resourcesListChanged",
 	}
 
-	key := "listen:" + session.NewID()
-	s := h.streams.open(key, rq.principal.Tenant)
-	defer h.streams.remove(s)
-	out := newResponder(w)
-	out.onSSE = h.metrics.SSEStreamOpened
-	out.startSSE()
-	defer h.metrics.SSEStreamClosed()
-	if out.event(tag("notifications/subscriptions/acknowledged", map[string]any{"notifications": agreed})) != nil {
-		return
-	}
-	tick := time.NewTicker(heartbeat)
-	defer tick.Stop()
-	for {
-		select {
-		case raw := <-s.ch:
+	// A graceful closure, when the gateway ends the subscription, is a
+	// response to the listen request.
+	closed, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{metaSubscriptionID: subID}})
+	h.runStream(w, r, "listen:"+session.NewID(), rq.principal.Tenant, streamHooks{
+		first: tag("notifications/subscriptions/acknowledged", map[string]any{"notifications": agreed}),
+		shape: func(raw []byte) []byte {
 			m, err := jsonrpc.Decode(raw)
 			if err != nil || !agreed[wanted[m.Method]] {
-				continue
+				return nil
 			}
-			if out.event(tag(m.Method, nil)) != nil {
-				return
-			}
-		case <-tick.C:
-			if _, err := w.Write([]byte(": keepalive\n\n")); err != nil {
-				return
-			}
-			_ = http.NewResponseController(w).Flush()
-		case <-s.done:
-			// Ended by the gateway (its tenant is gone, or shutdown):
-			// a graceful closure is a response to the listen request.
-			res, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{metaSubscriptionID: subID}})
-			_ = out.event(jsonrpc.AppendResult(nil, msg.ID, res))
-			return
-		case <-r.Context().Done():
-			return
-		}
-	}
+			return tag(m.Method, nil)
+		},
+		ended: jsonrpc.AppendResult(nil, msg.ID, closed),
+	})
 }
 
 // protocolMetaPrefix prefixes the _meta keys the protocol reserves for a

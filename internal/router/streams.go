@@ -109,32 +109,57 @@ func (ss *streams) count() int {
 	return len(ss.bySession)
 }
 
-// listChanged returns the notification that the given kind's list changed.
-func listChanged(k kind) []byte {
-	m := map[kind]string{
-		kindTools:     "notifications/tools/list_changed",
-		kindPrompts:   "notifications/prompts/list_changed",
-		kindResources: "notifications/resources/list_changed",
-		kindTemplates: "notifications/resources/list_changed",
-	}[k]
-	return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, m, nil)
+// listChangedMethod names, by kind, the notification that its list changed.
+var listChangedMethod = [...]string{
+	kindTools:     "notifications/tools/list_changed",
+	kindPrompts:   "notifications/prompts/list_changed",
+	kindResources: "notifications/resources/list_changed",
+	kindTemplates: "notifications/resources/list_changed",
 }
 
-// serveStream serves an open GET stream until the client leaves, the
-// session ends, or the stream is replaced.
-func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *request) {
-	s := h.streams.open(rq.sess.ID, rq.principal.Tenant)
+// listChanged returns the notification that the given kind's list changed.
+func listChanged(k kind) []byte {
+	return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, listChangedMethod[k], nil)
+}
+
+// streamHooks adapt the stream loop to one kind of stream.
+type streamHooks struct {
+	// first, if set, is sent before anything else.
+	first []byte
+	// shape turns a queued message into what the stream sends; nil drops
+	// it. Nil shape sends messages as they are.
+	shape func(msg []byte) []byte
+	// alive, if set, runs at each heartbeat and reports whether the stream
+	// should go on.
+	alive func(ctx context.Context) bool
+	// ended, if set, is sent when the gateway ends the stream.
+	ended []byte
+}
+
+// runStream registers a stream under key for tenant and serves it as SSE
+// until the client leaves, the gateway ends it, or a hook says stop. The GET
+// stream of a session and a subscriptions/listen stream both run here.
+func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, key, tenant string, hooks streamHooks) {
+	s := h.streams.open(key, tenant)
 	defer h.streams.remove(s)
 	out := newResponder(w)
 	out.onSSE = h.metrics.SSEStreamOpened
 	out.startSSE()
 	defer h.metrics.SSEStreamClosed()
+	if hooks.first != nil && out.event(hooks.first) != nil {
+		return
+	}
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 	rc := http.NewResponseController(w)
 	for {
 		select {
 		case msg := <-s.ch:
+			if hooks.shape != nil {
+				if msg = hooks.shape(msg); msg == nil {
+					continue
+				}
+			}
 			if out.event(msg) != nil {
 				return
 			}
@@ -143,16 +168,29 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *reques
 				return
 			}
 			_ = rc.Flush()
-			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-			_, err := h.store.Get(ctx, s.sessionID)
-			cancel()
-			if errors.Is(err, session.ErrNotFound) {
-				return // deleted, maybe on another replica
+			if hooks.alive != nil && !hooks.alive(r.Context()) {
+				return
 			}
 		case <-s.done:
+			if hooks.ended != nil {
+				_ = out.event(hooks.ended)
+			}
 			return
 		case <-r.Context().Done():
 			return
 		}
 	}
+}
+
+// serveStream serves a session's GET stream.
+func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *request) {
+	id := rq.sess.ID
+	h.runStream(w, r, id, rq.principal.Tenant, streamHooks{
+		alive: func(ctx context.Context) bool {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, err := h.store.Get(ctx, id)
+			return !errors.Is(err, session.ErrNotFound) // deleted, maybe on another replica
+		},
+	})
 }

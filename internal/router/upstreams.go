@@ -118,7 +118,10 @@ func (h *Handler) capSet(caps json.RawMessage) map[string]bool {
 // upstreamSession returns the session's upstream session with up, opening
 // one if there is none yet.
 func (rq *request) upstreamSession(ctx context.Context, up *upstreamRef) (session.Upstream, error) {
-	if us, ok := rq.upstreamSessions()[up.cfg.Name]; ok {
+	rq.mu.Lock()
+	us, ok := rq.sess.Upstreams[up.cfg.Name]
+	rq.mu.Unlock()
+	if ok {
 		return us, nil
 	}
 	return rq.openUpstream(ctx, up, "")
@@ -345,37 +348,46 @@ const maxPages = 100
 
 // fetchList returns all items of kind k from up, following nextCursor.
 func (rq *request) fetchList(ctx context.Context, up *upstreamRef, k kind) ([]json.RawMessage, error) {
+	return paginate(up.cfg.Name, k, func(params json.RawMessage) (json.RawMessage, error) {
+		return rq.roundTrip(ctx, up, kinds[k].listMethod, params)
+	})
+}
+
+// paginate collects the items of kind k an upstream lists, asking for one
+// page at a time with page (params carry the cursor, nil for the first),
+// and refusing cursors that loop or pages without end.
+func paginate(upstream string, k kind, page func(params json.RawMessage) (json.RawMessage, error)) ([]json.RawMessage, error) {
 	info := kinds[k]
 	var items []json.RawMessage
 	var params json.RawMessage
 	seen := map[string]bool{}
 	for range maxPages {
-		res, err := rq.roundTrip(ctx, up, info.listMethod, params)
+		res, err := page(params)
 		if err != nil {
 			return nil, err
 		}
 		o, err := jsonx.ParseValidObject(res)
 		if err != nil {
-			return nil, fmt.Errorf("upstream %s: %s: malformed result: %w", up.cfg.Name, info.listMethod, err)
+			return nil, fmt.Errorf("upstream %s: %s: malformed result: %w", upstream, info.listMethod, err)
 		}
 		if v := o.Get(info.field); v != nil && string(v) != "null" {
-			page, err := jsonx.ParseValidArray(v)
+			elems, err := jsonx.ParseValidArray(v)
 			if err != nil {
-				return nil, fmt.Errorf("upstream %s: %s: %s is not an array", up.cfg.Name, info.listMethod, info.field)
+				return nil, fmt.Errorf("upstream %s: %s: %s is not an array", upstream, info.listMethod, info.field)
 			}
-			items = append(items, page...)
+			items = append(items, elems...)
 		}
 		cursor, ok := o.GetString("nextCursor")
 		if !ok || cursor == "" {
 			return items, nil
 		}
 		if seen[cursor] {
-			return nil, fmt.Errorf("upstream %s: %s: pagination loops", up.cfg.Name, info.listMethod)
+			return nil, fmt.Errorf("upstream %s: %s: pagination loops", upstream, info.listMethod)
 		}
 		seen[cursor] = true
 		params, _ = json.Marshal(map[string]string{"cursor": cursor})
 	}
-	return nil, fmt.Errorf("upstream %s: %s: more than %d pages", up.cfg.Name, info.listMethod, maxPages)
+	return nil, fmt.Errorf("upstream %s: %s: more than %d pages", upstream, info.listMethod, maxPages)
 }
 
 // listing returns up's listing of kind k through the catalog.

@@ -12,7 +12,6 @@
 package tenant
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -143,29 +142,6 @@ func (v *View) Annotations(upstream, name string) (config.ToolAnnotations, bool)
 	return config.ToolAnnotations{}, false
 }
 
-// Resolve returns tenant id's view of cfg. With no tenants configured (only
-// possible with auth.anonymous) the default tenant sees every upstream.
-func Resolve(cfg *config.Config, id string) (*View, error) {
-	if id == "" {
-		return nil, ErrUnknown
-	}
-	if len(cfg.Tenants) == 0 {
-		if id != DefaultID {
-			return nil, ErrUnknown
-		}
-		v := &View{ID: id}
-		for _, u := range cfg.Upstreams {
-			v.Upstreams = append(v.Upstreams, u.Name)
-		}
-		return v, nil
-	}
-	i := slices.IndexFunc(cfg.Tenants, func(t config.Tenant) bool { return t.ID == id })
-	if i < 0 {
-		return nil, ErrUnknown
-	}
-	return newView(cfg, &cfg.Tenants[i]), nil
-}
-
 func newView(cfg *config.Config, t *config.Tenant) *View {
 	v := &View{ID: t.ID, rules: make(map[string]*upstreamRules)}
 	if t.Upstreams == nil {
@@ -202,7 +178,9 @@ type Set struct {
 func NewSet(cfg *config.Config) *Set {
 	s := &Set{views: make(map[string]*View)}
 	if len(cfg.Tenants) == 0 {
-		s.views[DefaultID], _ = Resolve(cfg, DefaultID)
+		// Only possible with auth.anonymous: the default tenant sees every
+		// upstream, with no rules.
+		s.views[DefaultID] = newView(cfg, &config.Tenant{ID: DefaultID})
 		return s
 	}
 	for i := range cfg.Tenants {
@@ -221,16 +199,3 @@ func (s *Set) Get(id string) (*View, error) {
 
 // Known reports whether id is a configured tenant.
 func (s *Set) Known(id string) bool { _, ok := s.views[id]; return ok }
-
-type viewKey struct{}
-
-// WithView returns a copy of ctx carrying v.
-func WithView(ctx context.Context, v *View) context.Context {
-	return context.WithValue(ctx, viewKey{}, v)
-}
-
-// FromContext returns the tenant view in ctx, if any.
-func FromContext(ctx context.Context) (*View, bool) {
-	v, ok := ctx.Value(viewKey{}).(*View)
-	return v, ok && v != nil
-}
