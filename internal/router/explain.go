@@ -50,7 +50,7 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 		}
 		fmt.Fprintf(w, "\nupstream %s (prefix %q)\n", u.Name, prefix)
 		c := upstream.New(u, upstream.Options{HTTPClient: opts.HTTPClient, Logger: log, ClientInfo: info})
-		res, err := c.Initialize(ctx)
+		res, err := c.Open(ctx)
 		if err != nil {
 			fmt.Fprintf(w, "  unreachable: %v\n", err)
 			c.Close()

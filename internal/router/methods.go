@@ -37,6 +37,13 @@ type call struct {
 	original  string // the name or URI at the upstream
 	arguments json.RawMessage
 	isError   bool // a tools/call result with isError: true
+
+	// upHeader holds the Mcp-Param-* headers of a tools/call to a
+	// 2026-07-28 upstream.
+	upHeader http.Header
+	// cancelParked, set while a 2026-07-28 client's call may be parked,
+	// ends the upstream call (see relay).
+	cancelParked context.CancelCauseFunc
 }
 
 // A methodFunc serves one MCP method. It returns the result, or an error
@@ -648,11 +655,16 @@ func namedCall(k kind) methodFunc {
 		c.upstream, c.original = up.cfg.Name, orig
 		if k == kindTools {
 			c.arguments = p.Get("arguments")
+			hs, err := rq.toolParamHeaders(ctx, up, name)
+			if err != nil {
+				return nil, err
+			}
 			if rq.stateless {
-				if err := rq.checkToolHeaders(ctx, up, name, c.arguments); err != nil {
-					return nil, err
+				if msg := checkParamHeaders(hs, c.arguments, rq.header); msg != "" {
+					return nil, &headerMismatchError{msg: msg}
 				}
 			}
+			c.upHeader = paramHeaderValues(hs, c.arguments)
 		}
 		if k == kindTools {
 			if need := rq.view.RequiredScopes(up.cfg.Name, orig); !rq.principal.HasScopes(need...) {
@@ -855,13 +867,48 @@ func setLevel(ctx context.Context, rq *request, c *call) (json.RawMessage, error
 
 // relay forwards a client request to up and relays the answer: each
 // notification as it arrives, then the result (through rewrite, if set) or
-// the upstream's error.
+// the upstream's error. Requests the upstream sends on the way are bridged
+// (see mrtr.go).
 func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params json.RawMessage, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
-	resp, err := rq.call(ctx, up, forwardID(c.id), c.method, params)
+	// A 2026-07-28 client's call may be parked for its retry: then the
+	// upstream call outlives this request, and ends with the client gone
+	// only while it is not parked.
+	callCtx, parked := ctx, false
+	if rq.stateless && mrtrMethod(c.method) && rq.h.mailbox != nil {
+		us, err := rq.upstreamSession(ctx, up)
+		if err != nil {
+			return nil, err
+		}
+		if us.ProtocolVersion != upstream.ModernVersion {
+			if p, err := jsonx.ParseValidObject(params); err == nil {
+				if state, ok := p.GetString("requestState"); ok {
+					return rq.resumeInput(ctx, c, up, p, state, rewrite)
+				}
+				if p.Get("inputResponses") != nil {
+					p.Delete("inputResponses")
+					params = p.Bytes()
+				}
+			}
+			detached, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+			stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+			defer func() {
+				if stop() && !parked {
+					cancel(nil)
+				}
+			}()
+			callCtx = detached
+			c.cancelParked = cancel
+		}
+	}
+	resp, err := rq.callWith(callCtx, up, forwardID(c.id), c.method, params, c.upHeader)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Close()
+	defer func() {
+		if !parked {
+			resp.Close()
+		}
+	}()
 	if resp.Streaming() {
 		c.out.startSSE()
 	}
@@ -888,10 +935,15 @@ func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 				return nil, err // the client is gone
 			}
 		case jsonrpc.KindRequest:
-			// Server-to-client requests are not relayed yet; the gateway
-			// announces no client capabilities upstream, so a conforming
-			// upstream sends none but ping.
-			rq.h.log.Debug("dropped a request from an upstream", "upstream", up.cfg.Name, "rpc_method", msg.Method)
+			if c.cancelParked != nil && rq.clientCan(msg.Method) {
+				res, err := rq.park(ctx, c, up, resp, msg, c.cancelParked)
+				if err != nil {
+					return nil, err
+				}
+				parked = true
+				return res, nil
+			}
+			rq.upstreamRequest(ctx, c, up, resp.us, msg)
 		case jsonrpc.KindResponse:
 			if rewrite != nil {
 				return rewrite(msg.Result)

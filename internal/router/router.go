@@ -106,6 +106,7 @@ type Options struct {
 type Handler struct {
 	state   atomic.Pointer[state]
 	store   session.Store
+	mailbox session.Mailbox // the store's, if it has one: see mrtr.go
 	log     *slog.Logger
 	version string
 	httpc   *http.Client
@@ -171,6 +172,7 @@ func New(opts Options) (*Handler, error) {
 		tracer:   telemetry.Tracer(opts.TracerProvider),
 		audit:    opts.Audit,
 	}
+	h.mailbox, _ = opts.Store.(session.Mailbox)
 	h.catalog = newCatalog(opts.Config.Server.ListCacheTTL.D(), log)
 	h.catalog.onChange = h.upstreamListChanged
 	h.state.Store(h.build(opts.Config, nil))
@@ -195,7 +197,10 @@ func (h *Handler) build(cfg *config.Config, prev *state) *state {
 			HTTPClient: h.httpc,
 			Logger:     h.log.With("upstream", u.Name),
 			ClientInfo: info,
-			Inject:     telemetry.InjectHeaders,
+			// Requests for input are bridged to the clients that can
+			// answer them, and refused for the others (see mrtr.go).
+			Capabilities: json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}}`),
+			Inject:       telemetry.InjectHeaders,
 		})
 		st.upstreams = append(st.upstreams, ref)
 		st.byName[u.Name] = ref
@@ -270,7 +275,8 @@ type request struct {
 	// then the record the gateway keeps for the principal. wantsLogs says
 	// such a request asked for log messages (_meta logLevel).
 	stateless, wantsLogs bool
-	header               http.Header // the request's, for Mcp-Param-* checks
+	header               http.Header     // the request's, for Mcp-Param-* checks
+	metaCaps             json.RawMessage // a stateless request's client capabilities
 
 	// mu guards sess.Upstreams, which requests fanned out to several
 	// upstreams update concurrently.
@@ -374,9 +380,8 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 		h.notification(r.Context(), rq, msg)
 		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindResponse, jsonrpc.KindErrorResponse:
-		// Answers to server-to-client requests. The gateway sends none yet
-		// (it announces no client capabilities upstream), so there is
-		// nothing to route them to.
+		// Answers to the upstreams' requests the gateway forwarded.
+		h.clientResponse(r.Context(), rq, msg)
 		w.WriteHeader(http.StatusAccepted)
 	default:
 		h.serveRequest(w, r, rq, msg)

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/upstream"
 )
 
 // The 2026-07-28 revision, on the same endpoint.
@@ -211,6 +212,9 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 	}
 	if meta != nil && meta.Get(metaLogLevel) != nil {
 		rq.wantsLogs = true
+	}
+	if meta != nil {
+		rq.metaCaps = meta.Get(upstream.MetaClientCapabilities)
 	}
 	if msg.Method == "subscriptions/listen" {
 		h.serveListen(w, r, rq, msg)
@@ -436,23 +440,20 @@ func stripProtocolMeta(params json.RawMessage) json.RawMessage {
 	return p.Bytes()
 }
 
-// checkToolHeaders checks a stateless tools/call's Mcp-Param-* headers
-// against its arguments, per the tool's x-mcp-header annotations.
-func (rq *request) checkToolHeaders(ctx context.Context, up *upstreamRef, exposed string, args json.RawMessage) error {
+// toolParamHeaders returns the x-mcp-header annotations of the tool a
+// call names.
+func (rq *request) toolParamHeaders(ctx context.Context, up *upstreamRef, exposed string) ([]paramHeader, error) {
 	l, err := rq.listing(ctx, up, kindTools, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	pos, ok := l.index[exposed]
 	if !ok || pos < 0 {
-		return nil
+		return nil, nil
 	}
 	hs, err := paramHeaders(l.items[pos].raw)
-	if err != nil || len(hs) == 0 {
-		return nil
+	if err != nil {
+		return nil, nil
 	}
-	if msg := checkParamHeaders(hs, args, rq.header); msg != "" {
-		return &headerMismatchError{msg: msg}
-	}
-	return nil
+	return hs, nil
 }

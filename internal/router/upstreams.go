@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -47,7 +48,7 @@ func (h *Handler) initUpstreams(ctx context.Context, ups []*upstreamRef) map[str
 	var wg sync.WaitGroup
 	for _, up := range ups {
 		wg.Go(func() {
-			res, err := up.client.Initialize(ctx)
+			res, err := up.client.Open(ctx)
 			h.noteUpstream(up.cfg.Name, err)
 			if err != nil {
 				h.log.Warn("upstream initialize failed", "upstream", up.cfg.Name, "error", err)
@@ -146,7 +147,7 @@ func (rq *request) openUpstream(ctx context.Context, up *upstreamRef, prev strin
 		// Detached: the session outlives the request that happened to open
 		// it, and other requests may be waiting on this one.
 		ctx := context.WithoutCancel(ctx)
-		res, err := up.client.Initialize(ctx)
+		res, err := up.client.Open(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -184,29 +185,36 @@ func (rq *request) openUpstream(ctx context.Context, up *upstreamRef, prev strin
 // context travels upstream in the headers and in params._meta; the span
 // ends, and the upstream request is counted, when the response is closed.
 func (rq *request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage) (*tracedResponse, error) {
+	return rq.callWith(ctx, up, id, method, params, nil)
+}
+
+// callWith is call with the Mcp-Param-* headers of a tools/call, for a
+// 2026-07-28 upstream.
+func (rq *request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage, hdr http.Header) (*tracedResponse, error) {
 	h := rq.h
 	start := time.Now()
 	ctx, span := telemetry.StartClientSpan(ctx, h.tracer, up.cfg.Name, method, "", telemetry.Tenant(rq.view.ID))
-	if rq.stateless {
-		params = stripProtocolMeta(params)
-	}
-	if p, err := telemetry.InjectMeta(ctx, params); err == nil {
-		params = p
-	}
 	tr := &tracedResponse{h: h, up: up.cfg.Name, method: method, span: span, start: start}
 	us, err := rq.upstreamSession(ctx, up)
 	if err != nil {
 		tr.finish(err)
 		return nil, err
 	}
-	resp, err := up.client.Call(ctx, us, id, method, params)
+	send := func(us session.Upstream) (*upstream.Response, error) {
+		p := rq.upstreamParams(us, params)
+		if withTrace, err := telemetry.InjectMeta(ctx, p); err == nil {
+			p = withTrace
+		}
+		return up.client.CallWith(ctx, us, id, method, p, hdr)
+	}
+	resp, err := send(us)
 	if errors.Is(err, upstream.ErrSessionExpired) {
 		h.log.Info("upstream session expired; opening a new one", "upstream", up.cfg.Name)
 		if us, err = rq.openUpstream(ctx, up, us.SessionID); err != nil {
 			tr.finish(err)
 			return nil, err
 		}
-		resp, err = up.client.Call(ctx, us, id, method, params)
+		resp, err = send(us)
 	}
 	if err != nil {
 		h.noteUpstream(up.cfg.Name, err)
@@ -215,7 +223,28 @@ func (rq *request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, met
 	}
 	h.noteUpstream(up.cfg.Name, nil)
 	tr.Response = resp
+	tr.us = us
 	return tr, nil
+}
+
+// upstreamParams shapes a client's params for the revision the upstream
+// session speaks. The protocol's _meta keys describe a hop: a 2025-11-25
+// upstream gets none of them (one that knows 2026-07-28 would take them for
+// a request of that revision); a 2026-07-28 upstream gets the client's own
+// when the client speaks that revision too, else the gateway fills them in
+// from the client's session (2026-07-28 basic/versioning: every request
+// carries its version, client info and capabilities).
+func (rq *request) upstreamParams(us session.Upstream, params json.RawMessage) json.RawMessage {
+	if us.ProtocolVersion != upstream.ModernVersion {
+		if rq.stateless {
+			return stripProtocolMeta(params)
+		}
+		return params
+	}
+	if rq.stateless {
+		return params
+	}
+	return upstream.WithModernMeta(params, rq.sess.ClientInfo, rq.sessionCapsForModern())
 }
 
 // tracedResponse is an upstream response in its client span.
@@ -228,6 +257,7 @@ type tracedResponse struct {
 	start  time.Time
 	err    error // the final error response or failure, if any
 	done   bool
+	us     session.Upstream // the upstream session the request went on
 }
 
 // Next is upstream.Response.Next, noting how the request ended.

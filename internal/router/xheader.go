@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/upstream"
 )
 
 // Custom headers from tool parameters (2026-07-28
@@ -194,3 +195,31 @@ func sameValue(typ string, body json.RawMessage, header string) bool {
 type headerMismatchError struct{ msg string }
 
 func (e *headerMismatchError) Error() string { return "Header mismatch: " + e.msg }
+
+// paramHeaderValues returns the Mcp-Param-* headers a conforming client
+// sends with a call of these arguments (2026-07-28
+// basic/transports/streamable-http, "Client Behavior"): the gateway is the
+// client of a 2026-07-28 upstream. Nil when there are none.
+func paramHeaderValues(hs []paramHeader, args json.RawMessage) http.Header {
+	var out http.Header
+	for _, h := range hs {
+		val := valueAt(args, h.path)
+		if val == nil || string(val) == "null" {
+			continue
+		}
+		var s string
+		switch h.typ {
+		case "string":
+			if json.Unmarshal(val, &s) != nil {
+				continue
+			}
+		default:
+			s = string(val)
+		}
+		if out == nil {
+			out = make(http.Header, len(hs))
+		}
+		out.Set("Mcp-Param-"+h.name, upstream.EncodeHeaderValue(s))
+	}
+	return out
+}

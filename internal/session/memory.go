@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -13,6 +15,11 @@ const (
 	DefaultIdleTTL     = 30 * time.Minute
 	DefaultMaxSessions = 100_000
 )
+
+// maxMailboxMessages bounds the messages a [Memory] mailbox holds. A mailbox
+// carries the few messages of one client round trip; one that fills up has
+// no reader, and its poster should learn so rather than fill memory.
+const maxMailboxMessages = 64
 
 // maxSweepInterval caps how long an expired record may linger (holding
 // memory, and with OnExpire not yet called) after it expires.
@@ -29,7 +36,7 @@ type MemoryOptions struct {
 	IdleTTL time.Duration
 	// MaxSessions is how many records the store holds at most, expired ones
 	// not yet removed included. If zero or negative, DefaultMaxSessions is
-	// used.
+	// used. It bounds the number of mailboxes holding messages too.
 	MaxSessions int
 	// Now returns the current time, for LastSeen and expiry. If nil,
 	// time.Now is used. It must be safe for concurrent use. The sweeper runs
@@ -57,6 +64,12 @@ type MemoryOptions struct {
 // Get is O(1). A stored *Record is never modified once stored (SetUpstream
 // swaps in a new one), which lets Get copy it out after releasing the lock.
 //
+// Memory is also a [Mailbox]. A mailbox holds at most 64 messages, and the
+// store at most MaxSessions mailboxes with messages in them; Post fails with
+// ErrFull beyond that. An expired mailbox is invisible at once, and the
+// sweeper removes it along with expired records. A waiting Take costs no
+// goroutine: Post hands the message to the longest-waiting Take directly.
+//
 // Call [Memory.Close] to stop the sweeper.
 type Memory struct {
 	ttl      time.Duration
@@ -76,12 +89,20 @@ type Memory struct {
 	// seen first.
 	root entry
 
+	// Mailboxes have a lock of their own, so that sweeping them never holds
+	// up session calls.
+	mbmu  sync.Mutex
+	boxes map[string]*mailbox
+
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store   = (*Memory)(nil)
+	_ Mailbox = (*Memory)(nil)
+)
 
 // entry is a stored record and its place in the LastSeen order.
 type entry struct {
@@ -98,6 +119,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 		now:      opts.Now,
 		onExpire: opts.OnExpire,
 		byID:     make(map[string]*entry),
+		boxes:    make(map[string]*mailbox),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -252,6 +274,10 @@ func (m *Memory) sweep(interval time.Duration) {
 			expired := m.removeExpiredLocked(now, nil)
 			m.mu.Unlock()
 			m.reportExpired(expired)
+
+			m.mbmu.Lock()
+			m.removeExpiredBoxesLocked(now)
+			m.mbmu.Unlock()
 		}
 	}
 }
@@ -397,4 +423,151 @@ func (m *Memory) intern(b []byte) []byte {
 func cloneUpstream(u Upstream) Upstream {
 	u.Capabilities = bytes.Clone(u.Capabilities)
 	return u
+}
+
+// mailbox is one [Memory] mailbox. At most one of msgs and waiters is
+// non-empty: Post hands a message to a waiting Take rather than queue it.
+type mailbox struct {
+	msgs    [][]byte // oldest first; owned by the store
+	expires time.Time
+	// waiters are the channels of the Takes waiting, longest-waiting first.
+	// Each has room for one message, so that Post never blocks.
+	waiters []chan []byte
+}
+
+// expired reports whether b's messages have expired at now.
+func (b *mailbox) expired(now time.Time) bool {
+	return !now.Before(b.expires)
+}
+
+// Post implements [Mailbox.Post].
+func (m *Memory) Post(ctx context.Context, key string, msg []byte, ttl time.Duration) error {
+	if err := checkPost(key, ttl); err != nil {
+		return err
+	}
+	msg = append([]byte{}, msg...) // a copy, never nil
+	now := m.now()
+	m.mbmu.Lock()
+	defer m.mbmu.Unlock()
+	b := m.boxes[key]
+	if b == nil {
+		if len(m.boxes) >= m.max {
+			m.removeExpiredBoxesLocked(now)
+		}
+		if len(m.boxes) >= m.max {
+			return fmt.Errorf("%w: %d mailboxes", ErrFull, m.max)
+		}
+		b = &mailbox{}
+		m.boxes[key] = b
+	} else if b.expired(now) {
+		clear(b.msgs)
+		b.msgs = b.msgs[:0]
+	}
+	if len(b.waiters) > 0 {
+		w := b.waiters[0]
+		b.waiters = slices.Delete(b.waiters, 0, 1)
+		w <- msg // never blocks: w has room for one, and is sent to once
+		if len(b.waiters) == 0 {
+			delete(m.boxes, key)
+		}
+		return nil
+	}
+	if len(b.msgs) >= maxMailboxMessages {
+		return fmt.Errorf("%w: mailbox %q holds %d messages", ErrFull, key, maxMailboxMessages)
+	}
+	b.msgs = append(b.msgs, msg)
+	b.expires = now.Add(ttl)
+	return nil
+}
+
+// Take implements [Mailbox.Take].
+func (m *Memory) Take(ctx context.Context, key string, wait time.Duration) ([]byte, error) {
+	if err := checkMailboxKey(key); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := m.now()
+	m.mbmu.Lock()
+	b := m.boxes[key]
+	if b != nil && len(b.msgs) > 0 {
+		if !b.expired(now) {
+			msg := b.msgs[0]
+			b.msgs[0] = nil
+			b.msgs = b.msgs[1:]
+			if len(b.msgs) == 0 {
+				delete(m.boxes, key)
+			}
+			m.mbmu.Unlock()
+			return msg, nil
+		}
+		delete(m.boxes, key) // expired, and has no waiters since it has messages
+		b = nil
+	}
+	if wait <= 0 {
+		m.mbmu.Unlock()
+		return nil, ErrNotFound
+	}
+	// A box that only has waiters does not count against MaxSessions: the
+	// waiting goroutines bound those.
+	if b == nil {
+		b = &mailbox{}
+		m.boxes[key] = b
+	}
+	ch := make(chan []byte, 1)
+	b.waiters = append(b.waiters, ch)
+	m.mbmu.Unlock()
+
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	var err error
+	select {
+	case msg := <-ch:
+		return msg, nil
+	case <-timer.C:
+		err = ErrNotFound
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	m.mbmu.Lock()
+	removed := m.removeWaiterLocked(key, ch)
+	m.mbmu.Unlock()
+	if !removed {
+		// A Post took ch off the list, so it sent to ch, as the wait
+		// ended: the message is this Take's, or it would be lost.
+		return <-ch, nil
+	}
+	return nil, err
+}
+
+// removeWaiterLocked removes ch from key's waiters and reports whether it
+// was there. Only Post takes a waiter off the list otherwise.
+func (m *Memory) removeWaiterLocked(key string, ch chan []byte) bool {
+	b := m.boxes[key]
+	if b == nil {
+		return false
+	}
+	i := slices.Index(b.waiters, ch)
+	if i < 0 {
+		return false
+	}
+	b.waiters = slices.Delete(b.waiters, i, i+1)
+	if len(b.waiters) == 0 && len(b.msgs) == 0 {
+		delete(m.boxes, key)
+	}
+	return true
+}
+
+// removeExpiredBoxesLocked removes the mailboxes whose messages expired.
+// Unlike records, mailboxes are not kept in expiry order (each Post moves a
+// mailbox's expiry), so this walks them all: once per sweep, and in a Post
+// only when the store is full.
+func (m *Memory) removeExpiredBoxesLocked(now time.Time) {
+	for key, b := range m.boxes {
+		// A box with waiters has no messages, and must stay.
+		if len(b.waiters) == 0 && b.expired(now) {
+			delete(m.boxes, key)
+		}
+	}
 }

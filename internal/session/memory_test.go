@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -380,6 +381,155 @@ func BenchmarkMemoryGet(b *testing.B) {
 				b.Error(err)
 				return
 			}
+		}
+	})
+}
+
+func TestMemoryMailbox(t *testing.T) {
+	sessiontest.RunMailbox(t, func(t *testing.T) session.Mailbox {
+		return newMemory(t, session.MemoryOptions{})
+	})
+}
+
+func TestMemoryMailboxFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = time.Minute
+		m := newMemory(t, session.MemoryOptions{MaxSessions: 2})
+		ctx := t.Context()
+		post := func(key string) error { return m.Post(ctx, key, []byte("m"), ttl) }
+		for _, key := range []string{"a", "b"} {
+			if err := post(key); err != nil {
+				t.Fatalf("Post(%q): %v", key, err)
+			}
+		}
+		if err := post("c"); !errors.Is(err, session.ErrFull) {
+			t.Fatalf("Post to a third mailbox with MaxSessions 2: got %v, want %v", err, session.ErrFull)
+		}
+		// Sessions and mailboxes are counted apart.
+		mustCreate(t, m, "s1", "s2")
+
+		// Emptying a mailbox makes room.
+		if _, err := m.Take(ctx, "a", 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := post("c"); err != nil {
+			t.Fatalf("Post after a Take emptied a mailbox: %v", err)
+		}
+
+		// A mailbox holds at most 64 messages.
+		for i := 1; i < 64; i++ {
+			if err := post("b"); err != nil {
+				t.Fatalf("Post %d to b: %v", i+1, err)
+			}
+		}
+		if err := post("b"); !errors.Is(err, session.ErrFull) {
+			t.Fatalf("Post 65 to b: got %v, want %v", err, session.ErrFull)
+		}
+		if _, err := m.Take(ctx, "b", 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := post("b"); err != nil {
+			t.Fatalf("Post after a Take made room in b: %v", err)
+		}
+
+		// A Take waiting on a new key gets its message, full store or not:
+		// Post hands it over without storing it.
+		done := make(chan []byte)
+		go func() {
+			msg, err := m.Take(ctx, "d", time.Hour)
+			if err != nil {
+				t.Errorf("Take(d): %v", err)
+			}
+			done <- msg
+		}()
+		synctest.Wait()
+		if err := m.Post(ctx, "d", []byte("handed"), ttl); err != nil {
+			t.Fatalf("Post to a waiting Take in a full store: %v", err)
+		}
+		if msg := <-done; string(msg) != "handed" {
+			t.Errorf("Take(d) = %q, want %q", msg, "handed")
+		}
+
+		// Expired mailboxes make room.
+		time.Sleep(ttl)
+		for _, key := range []string{"e", "f"} {
+			if err := post(key); err != nil {
+				t.Fatalf("Post(%q) after the others expired: %v", key, err)
+			}
+		}
+	})
+}
+
+// TestMemoryMailboxExpiry checks expiry against MemoryOptions.Now: a
+// mailbox is gone at exactly ttl after its last Post, sweeper or not.
+func TestMemoryMailboxExpiry(t *testing.T) {
+	clock := newFakeClock()
+	m := newMemory(t, session.MemoryOptions{Now: clock.Now})
+	ctx := t.Context()
+	const ttl = time.Second
+	if err := m.Post(ctx, "k", []byte("old"), ttl); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(ttl - time.Nanosecond)
+	if err := m.Post(ctx, "k", []byte("new"), ttl); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(ttl - time.Nanosecond)
+	if msg, err := m.Take(ctx, "k", 0); err != nil || string(msg) != "old" {
+		t.Fatalf("Take just before expiry = %q, %v; want %q", msg, err, "old")
+	}
+	clock.Advance(time.Nanosecond)
+	if msg, err := m.Take(ctx, "k", 0); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("Take at expiry = %q, %v; want %v", msg, err, session.ErrNotFound)
+	}
+	// A Post to an expired mailbox starts it afresh.
+	if err := m.Post(ctx, "j", []byte("stale"), ttl); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(ttl)
+	if err := m.Post(ctx, "j", []byte("fresh"), ttl); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := m.Take(ctx, "j", 0); err != nil || string(msg) != "fresh" {
+		t.Fatalf("Take = %q, %v; want %q", msg, err, "fresh")
+	}
+}
+
+// TestMemoryMailboxWaits runs long waits on the fake clock of a synctest
+// bubble, which also checks that no Take leaves a goroutine behind.
+func TestMemoryMailboxWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory(t, session.MemoryOptions{})
+		ctx := t.Context()
+		go func() {
+			time.Sleep(59 * time.Minute)
+			if err := m.Post(ctx, "k", []byte("late"), time.Minute); err != nil {
+				t.Errorf("Post: %v", err)
+			}
+		}()
+		start := time.Now()
+		msg, err := m.Take(ctx, "k", time.Hour)
+		if err != nil || string(msg) != "late" {
+			t.Fatalf("Take = %q, %v; want %q", msg, err, "late")
+		}
+		if d := time.Since(start); d != 59*time.Minute {
+			t.Errorf("Take returned after %v, want 59m", d)
+		}
+
+		// Many Takes give up, by timeout or cancellation; none keeps a
+		// waiter that would swallow the next message.
+		for i := range 100 {
+			ctx, cancel := context.WithTimeout(ctx, time.Duration(i%7)*time.Second)
+			if _, err := m.Take(ctx, "k", time.Duration(i%5)*time.Second); err == nil {
+				t.Fatalf("Take %d returned a message", i)
+			}
+			cancel()
+		}
+		if err := m.Post(ctx, "k", []byte("next"), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if msg, err := m.Take(ctx, "k", 0); err != nil || string(msg) != "next" {
+			t.Fatalf("Take = %q, %v; want %q", msg, err, "next")
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,14 @@ const (
 	redisFieldMeta  = "meta"
 	redisFieldUp    = "up:"
 	redisFieldUpSID = "sid:"
+)
+
+// The keys of a mailbox and of a waiting Take's wake-up list; see
+// "Mailboxes" in the Redis doc comment.
+const (
+	redisMailboxInfix  = "mbox:{"
+	redisMailboxSuffix = "}"
+	redisWakeInfix     = ":wake:"
 )
 
 // RedisOptions configures a [Redis] store. The zero value is usable.
@@ -110,9 +119,44 @@ type RedisOptions struct {
 // fails with [ErrFull].
 //
 // Records expire in Redis; the store has no sweeper and no OnExpire hook.
-// It uses no command newer than Redis 4.0 and is tested with Redis 7.0.
+// It uses no command newer than Redis 4.0, except that [Redis.Take] with a
+// wait that is not a whole number of seconds needs Redis 6.0 (a fractional
+// BLPOP timeout); it is tested with Redis 7.0.
+//
+// # Mailboxes
+//
+// Redis is also a [Mailbox]. The mailbox under key is a list at
+// <prefix>mbox:{<key>}: Post is one MULTI/EXEC of RPUSH and PEXPIRE, Take is
+// one BLPOP (LPOP for a zero wait). Mailbox keys cannot collide with session
+// keys: they start with "mbox:" where those start with "session:". Unlike
+// Memory, Redis bounds neither the mailboxes nor their messages: Redis's
+// maxmemory does (Post fails with ErrFull when Redis is out of memory).
+//
+// A Take's BLPOP parks a connection for up to its wait, so Takes use a pool
+// of connections of their own, of go-redis's default size (10 per
+// GOMAXPROCS): waiting Takes never starve session calls, and a Take that
+// finds every connection of that pool busy fails with ErrUnavailable after
+// the pool wait. Those connections have no read timeout: the BLPOP's own
+// timeout (the wait, rounded up to a millisecond) ends it, and a deadline of
+// the wait plus the config's Timeout bounds it in case Redis stops
+// answering. (go-redis would otherwise apply the config's Timeout as the
+// read timeout of a BLPOP sent as a plain command; its BLPop method does
+// not, but rounds the wait to whole seconds.)
+//
+// go-redis does not interrupt a command in flight when its context is
+// cancelled, and a connection closed under a BLPOP could lose a message
+// Redis popped just before. So a Take blocks on two lists, the mailbox and
+// a wake-up list of its own at <prefix>mbox:{<key>}:wake:<random id>, and
+// ctx cancellation pushes to the wake-up list, which ends the BLPOP at once;
+// Redis pops from the mailbox first, so no message is lost. The braces keep
+// both lists in one Cluster slot. If the BLPOP ends by itself as ctx ends,
+// the Take deletes the wake-up list it no longer needs (and should that
+// fail, the list expires when the BLPOP would have timed out). A Take costs
+// two more round trips only when its ctx ends during the wait.
 type Redis struct {
-	client      redis.UniversalClient
+	client redis.UniversalClient
+	// blocking runs the BLPOPs of Takes; see "Mailboxes".
+	blocking    redis.UniversalClient
 	prefix      string
 	ttl         time.Duration
 	callTimeout time.Duration
@@ -122,7 +166,10 @@ type Redis struct {
 	closeErr  error
 }
 
-var _ Store = (*Redis)(nil)
+var (
+	_ Store   = (*Redis)(nil)
+	_ Mailbox = (*Redis)(nil)
+)
 
 // Scripts. KEYS[1] is always the session's key. A script only ever returns
 // values from Redis as they are; it never decodes or encodes JSON.
@@ -210,12 +257,17 @@ func NewRedis(cfg config.Redis, opts RedisOptions) (*Redis, error) {
 		// dialed, which for Sentinel and Cluster is the node's, not a seed's.
 		uo.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
+	// See "Mailboxes" in the Redis doc comment. -1 means no read timeout;
+	// with ContextTimeoutEnabled, each Take's context deadline applies.
+	blocking := *uo
+	blocking.ReadTimeout = -1
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Redis{
 		client:      redis.NewUniversalClient(uo),
+		blocking:    redis.NewUniversalClient(&blocking),
 		prefix:      prefix,
 		ttl:         ttl,
 		callTimeout: timeout + poolTimeout,
@@ -227,7 +279,7 @@ func NewRedis(cfg config.Redis, opts RedisOptions) (*Redis, error) {
 // ErrUnavailable. Close may be called more than once; later calls return
 // what the first returned.
 func (r *Redis) Close() error {
-	r.closeOnce.Do(func() { r.closeErr = r.client.Close() })
+	r.closeOnce.Do(func() { r.closeErr = errors.Join(r.client.Close(), r.blocking.Close()) })
 	return r.closeErr
 }
 
@@ -356,6 +408,139 @@ func (r *Redis) Delete(ctx context.Context, id string) error {
 		return unavailable("delete", err)
 	}
 	return nil
+}
+
+// Post implements [Mailbox.Post]. The ttl is rounded up to whole
+// milliseconds.
+func (r *Redis) Post(ctx context.Context, key string, msg []byte, ttl time.Duration) error {
+	if err := checkPost(key, ttl); err != nil {
+		return err
+	}
+	k := r.mailboxKey(key)
+	ctx, cancel := context.WithTimeout(ctx, r.callTimeout)
+	defer cancel()
+	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.RPush(ctx, k, msg)
+		p.PExpire(ctx, k, ceilMillis(ttl))
+		return nil
+	})
+	switch {
+	case redis.IsOOMError(err):
+		return fmt.Errorf("%w: %w", ErrFull, err)
+	case err != nil:
+		return unavailable("post", err)
+	}
+	return nil
+}
+
+// Take implements [Mailbox.Take]. The wait is rounded up to whole
+// milliseconds.
+func (r *Redis) Take(ctx context.Context, key string, wait time.Duration) ([]byte, error) {
+	if err := checkMailboxKey(key); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	k := r.mailboxKey(key)
+	if wait <= 0 {
+		return r.takeNow(ctx, k)
+	}
+	wait = ceilMillis(wait) // > 0, as BLPOP's 0 would wait forever
+
+	// The BLPOP's context is not ctx: go-redis would not act on ctx's
+	// cancellation until the reply came, and its deadline would close the
+	// connection under the BLPOP. It only bounds the call, in case Redis
+	// stops answering; ctx's end reaches the BLPOP through the wake-up
+	// list. See "Mailboxes" in the Redis doc comment.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+r.callTimeout)
+	defer cancel()
+	wake := k + redisWakeInfix + NewID()
+	woken := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(woken)
+		r.wake(ctx, wake, wait+r.callTimeout)
+	})
+	res, err := r.blocking.Do(bctx, "blpop", k, wake, blpopTimeout(wait)).StringSlice()
+	if !stop() {
+		<-woken
+		// The wake-up came as the BLPOP ended by itself: delete it rather
+		// than leave it to expire.
+		if errors.Is(err, redis.Nil) || err == nil && len(res) == 2 && res[0] == k {
+			r.deleteWake(ctx, wake)
+		}
+	}
+	switch {
+	case err == nil && len(res) == 2 && res[0] == k:
+		// Even if ctx ended meanwhile: the message is popped, and would be
+		// lost if not returned.
+		return []byte(res[1]), nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, redis.Nil):
+		return nil, ErrNotFound
+	case err != nil:
+		return nil, unavailable("take", err)
+	}
+	return nil, fmt.Errorf("session: take: unexpected reply %q from redis", res)
+}
+
+// takeNow is Take without a wait.
+func (r *Redis) takeNow(ctx context.Context, k string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.callTimeout)
+	defer cancel()
+	msg, err := r.client.LPop(ctx, k).Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil, ErrNotFound
+	case err != nil:
+		return nil, unavailable("take", err)
+	}
+	return msg, nil
+}
+
+// wake ends the BLPOP of a Take whose ctx ended by pushing to its wake-up
+// list, which expires after ttl in case the BLPOP is gone. If the push
+// fails, the BLPOP ends at its own timeout instead.
+func (r *Redis) wake(ctx context.Context, list string, ttl time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.callTimeout)
+	defer cancel()
+	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.RPush(ctx, list, "")
+		p.PExpire(ctx, list, ceilMillis(ttl))
+		return nil
+	})
+	if err != nil {
+		r.logger.WarnContext(ctx, "cannot wake a cancelled mailbox take; it waits out its timeout",
+			slog.String("error", err.Error()))
+	}
+}
+
+// deleteWake deletes a wake-up list that no BLPOP took.
+func (r *Redis) deleteWake(ctx context.Context, list string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.callTimeout)
+	defer cancel()
+	_ = r.client.Del(ctx, list).Err() // if it fails, the list expires
+}
+
+// blpopTimeout formats wait, a whole number of milliseconds, as BLPOP's
+// timeout in seconds. Whole seconds are sent as an integer, which Redis
+// before 6.0 accepts too.
+func blpopTimeout(wait time.Duration) string {
+	if wait%time.Second == 0 {
+		return strconv.FormatInt(int64(wait/time.Second), 10)
+	}
+	return strconv.FormatFloat(wait.Seconds(), 'f', 3, 64)
+}
+
+// ceilMillis rounds d up to whole milliseconds, the unit of PEXPIRE.
+func ceilMillis(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
+}
+
+// mailboxKey returns the Redis key of the mailbox under key.
+func (r *Redis) mailboxKey(key string) string {
+	return r.prefix + redisMailboxInfix + key + redisMailboxSuffix
 }
 
 // key returns the Redis key of session id.

@@ -426,6 +426,9 @@ func TestRedisUnavailable(t *testing.T) {
 					return err
 				}},
 				{"Delete", func(ctx context.Context) error { return s.Delete(ctx, id) }},
+				{"Post", func(ctx context.Context) error { return s.Post(ctx, id, []byte("m"), time.Minute) }},
+				{"Take", func(ctx context.Context) error { _, err := s.Take(ctx, id, 0); return err }},
+				{"Take with a wait", func(ctx context.Context) error { _, err := s.Take(ctx, id, time.Millisecond); return err }},
 			}
 			for _, c := range calls {
 				start := time.Now()
@@ -492,5 +495,164 @@ func TestRedisGetLastSeen(t *testing.T) {
 	}
 	if diff := cmp.Diff(r, got, cmpopts.IgnoreFields(session.Record{}, "LastSeen")); diff != "" {
 		t.Errorf("Get mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestRedisMailbox(t *testing.T) {
+	sessiontest.RunMailbox(t, func(t *testing.T) session.Mailbox {
+		return newRedisEnv(t).store(session.RedisOptions{IdleTTL: time.Hour})
+	})
+}
+
+// TestRedisMailboxReplicas passes messages between two stores, as between
+// two gateway replicas.
+func TestRedisMailboxReplicas(t *testing.T) {
+	e := newRedisEnv(t)
+	a := e.store(session.RedisOptions{})
+	b := e.store(session.RedisOptions{})
+	ctx := t.Context()
+	key := session.NewID() + ".1"
+
+	if err := a.Post(ctx, key, []byte("from a"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := b.Take(ctx, key, 0); err != nil || string(msg) != "from a" {
+		t.Fatalf("b.Take = %q, %v; want %q", msg, err, "from a")
+	}
+	if msg, err := a.Take(ctx, key, 0); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("a.Take after b took the message = %q, %v; want %v", msg, err, session.ErrNotFound)
+	}
+
+	// A Take waiting on one replica gets what the other posts.
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		time.Sleep(50 * time.Millisecond)
+		if err := b.Post(context.Background(), key, []byte("from b"), time.Minute); err != nil {
+			t.Errorf("b.Post: %v", err)
+		}
+	})
+	msg, err := a.Take(ctx, key, 10*time.Second)
+	wg.Wait()
+	if err != nil || string(msg) != "from b" {
+		t.Fatalf("a.Take = %q, %v; want %q", msg, err, "from b")
+	}
+
+	// Takes waiting on both replicas share out what both post, each
+	// message once.
+	const n = 20
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	for i := range n {
+		wg.Go(func() {
+			msg, err := []*session.Redis{a, b}[i%2].Take(ctx, key, 10*time.Second)
+			if err != nil {
+				t.Errorf("Take %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			got = append(got, string(msg))
+			mu.Unlock()
+		})
+	}
+	var want []string
+	for i := range n {
+		m := fmt.Sprint("m", i)
+		want = append(want, m)
+		if err := []*session.Redis{b, a}[i%2].Post(ctx, key, []byte(m), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	slices.Sort(want)
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("messages taken mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestRedisMailboxLongWait checks that a Take may wait far longer than the
+// config's Timeout, which go-redis would otherwise apply as the BLPOP's read
+// timeout, and that the wait ends on time, in whole seconds or not.
+func TestRedisMailboxLongWait(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	e := newRedisEnv(t)
+	s, err := session.NewRedis(config.Redis{
+		Addrs:     []string{testRedisAddr},
+		KeyPrefix: e.prefix,
+		Timeout:   config.Duration(timeout),
+	}, session.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+
+	for _, wait := range []time.Duration{time.Second, 750 * time.Millisecond} {
+		start := time.Now()
+		msg, err := s.Take(ctx, session.NewID(), wait)
+		elapsed := time.Since(start)
+		if !errors.Is(err, session.ErrNotFound) {
+			t.Errorf("Take(wait %v) = %q, %v; want %v", wait, msg, err, session.ErrNotFound)
+		}
+		if elapsed < wait-5*time.Millisecond || elapsed > wait+500*time.Millisecond {
+			t.Errorf("Take(wait %v) returned after %v", wait, elapsed)
+		}
+	}
+
+	key := session.NewID()
+	const delay = time.Second
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		time.Sleep(delay)
+		if err := s.Post(context.Background(), key, []byte("late"), time.Minute); err != nil {
+			t.Errorf("Post: %v", err)
+		}
+	})
+	msg, err := s.Take(ctx, key, time.Minute)
+	wg.Wait()
+	if err != nil || string(msg) != "late" {
+		t.Errorf("Take(wait 1m) with a Post %v in = %q, %v; want %q", delay, msg, err, "late")
+	}
+}
+
+// TestRedisMailboxLayout pins the mailbox keys the Redis doc comment
+// promises operators, and checks that a cancelled Take leaves no wake-up
+// list behind.
+func TestRedisMailboxLayout(t *testing.T) {
+	e := newRedisEnv(t)
+	s := e.store(session.RedisOptions{})
+	ctx := t.Context()
+	key := session.NewID() + ".7"
+	for _, m := range []string{"one", "two"} {
+		if err := s.Post(ctx, key, []byte(m), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := e.prefix + "mbox:{" + key + "}"
+	if typ := e.raw.Type(ctx, k).Val(); typ != "list" {
+		t.Fatalf("TYPE %s = %q, want list", k, typ)
+	}
+	if diff := cmp.Diff([]string{"one", "two"}, e.raw.LRange(ctx, k, 0, -1).Val()); diff != "" {
+		t.Errorf("LRANGE %s mismatch (-want +got):\n%s", k, diff)
+	}
+	if ttl := e.raw.PTTL(ctx, k).Val(); ttl <= 59*time.Second || ttl > time.Minute {
+		t.Errorf("PTTL %s = %v, want just under 1m", k, ttl)
+	}
+
+	other := session.NewID()
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.Take(cctx, other, 10*time.Second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Take: got %v, want %v", err, context.DeadlineExceeded)
+	}
+	cctx, cancel = context.WithCancel(ctx)
+	time.AfterFunc(100*time.Millisecond, cancel)
+	if _, err := s.Take(cctx, other, 10*time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Take: got %v, want %v", err, context.Canceled)
+	}
+	if keys := e.raw.Keys(ctx, e.prefix+"*").Val(); !slices.Equal(keys, []string{k}) {
+		t.Errorf("keys after cancelled Takes: %q, want only %q", keys, k)
 	}
 }

@@ -17,6 +17,16 @@
 // to a record's upstream sessions are compare-and-swap, so two requests that
 // re-initialize the same upstream at once never leave two live upstream
 // sessions recorded where one was meant.
+//
+// # Mailboxes
+//
+// A [Mailbox] hands messages from one replica to another: the goroutine that
+// holds an upstream stream on one replica posts what the client must see
+// next (say, a server-to-client request in the middle of a tool call), and
+// whichever replica serves the client's next request takes it. Mailboxes are
+// short-lived queues under caller-chosen keys, independent of session
+// records: [Memory] and [Redis] implement both interfaces, and a mailbox key
+// never names or touches a session.
 package session
 
 import (
@@ -24,6 +34,8 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -39,7 +51,8 @@ var ErrConflict = errors.New("session record changed concurrently")
 var ErrExists = errors.New("session already exists")
 
 // ErrFull is returned by [Store.Create] when the store holds as many sessions
-// as it may.
+// as it may, and by [Mailbox.Post] when the store holds as many mailboxes, or
+// the mailbox as many messages, as it may.
 var ErrFull = errors.New("session store is full")
 
 // ErrUnavailable is returned when the store cannot be reached or fails to
@@ -103,6 +116,50 @@ type Store interface {
 	SetUpstream(ctx context.Context, id, name, prev string, u Upstream) (Upstream, error)
 	// Delete removes the record. Deleting an unknown id is not an error.
 	Delete(ctx context.Context, id string) error
+}
+
+// Mailbox passes messages between replicas: a queue of opaque messages per
+// key, each queue expiring some time after its last Post. All of a
+// Mailbox's methods must be safe for use by multiple goroutines, and a
+// message posted once is taken at most once, by a single Take on any
+// replica.
+//
+// A key must be non-empty and must not contain '{' or '}' (Redis uses
+// braces to place a mailbox's keys in one Cluster slot); the gateway's keys
+// are ids made of hex digits and dots. Keys live apart from session ids: a
+// mailbox and a session may share a name without touching each other.
+type Mailbox interface {
+	// Post appends a copy of msg to the queue under key and (re)sets the
+	// queue's expiry to ttl, which must be positive: messages not taken
+	// within ttl of the last Post are dropped. It never waits for a Take.
+	// It fails with ErrFull when the store cannot hold the message.
+	Post(ctx context.Context, key string, msg []byte, ttl time.Duration) error
+	// Take removes and returns the oldest message under key, waiting up to
+	// wait for one to be posted if there is none; a zero or negative wait
+	// does not wait. It returns ErrNotFound when none arrives in time. ctx
+	// cancellation ends the wait with ctx's error; a message that arrives
+	// as the wait ends is returned, not dropped. The returned slice is the
+	// caller's to keep.
+	Take(ctx context.Context, key string, wait time.Duration) ([]byte, error)
+}
+
+// checkMailboxKey reports why key cannot name a mailbox, if it cannot.
+func checkMailboxKey(key string) error {
+	if key == "" || strings.ContainsAny(key, "{}") {
+		return fmt.Errorf("session: mailbox key %q: must be non-empty and must not contain '{' or '}'", key)
+	}
+	return nil
+}
+
+// checkPost reports why Post cannot take key and ttl, if it cannot.
+func checkPost(key string, ttl time.Duration) error {
+	if err := checkMailboxKey(key); err != nil {
+		return err
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("session: mailbox %q: ttl %v must be positive", key, ttl)
+	}
+	return nil
 }
 
 // NewID returns a new session id: 128 random bits from crypto/rand, as 32

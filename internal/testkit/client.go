@@ -29,6 +29,9 @@ type ConnectOptions struct {
 	ProgressHandler func(context.Context, *mcp.ProgressNotificationClientRequest)
 	// LoggingHandler, if non-nil, receives notifications/message.
 	LoggingHandler func(context.Context, *mcp.LoggingMessageRequest)
+	// ElicitationHandler, if non-nil, answers elicitation/create (and the
+	// client declares the elicitation capability).
+	ElicitationHandler func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 }
 
 // Connect returns a go-sdk client session to the Streamable HTTP MCP
@@ -45,6 +48,7 @@ func Connect(t testing.TB, url string, opts *ConnectOptions) *mcp.ClientSession 
 	client := mcp.NewClient(&mcp.Implementation{Name: "testkit", Version: "0.0.1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: opts.ProgressHandler,
 		LoggingMessageHandler:       opts.LoggingHandler,
+		ElicitationHandler:          opts.ElicitationHandler,
 	})
 	version := opts.ProtocolVersion
 	if version == "" {

@@ -14,12 +14,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // UpstreamTools lists the names of the tools an [Upstream] registers by
 // default, in alphabetical order.
-var UpstreamTools = []string{"block", "echo", "fail", "gate", "headers", "meta", "progress"}
+var UpstreamTools = []string{"ask", "block", "echo", "fail", "gate", "headers", "meta", "progress"}
 
 // UpstreamOptions configures an [Upstream]. The zero value registers every
 // tool in [UpstreamTools] and answers with SSE.
@@ -34,6 +35,9 @@ type UpstreamOptions struct {
 	// ExtraTools registers that many more trivial tools, named t000, t001, …,
 	// each of which returns its own name as text.
 	ExtraTools int
+	// Stateless serves the 2026-07-28 revision (the SDK's stateless mode):
+	// no sessions, server/discover, per-request _meta.
+	Stateless bool
 }
 
 // RecordedRequest is one HTTP request an [Upstream] received.
@@ -64,6 +68,10 @@ type RecordedRequest struct {
 //   - headers: the JSON of the HTTP headers of this call's request, as text.
 //   - meta: structuredContent {"meta": <params._meta as received>}.
 //   - fail: a tool error result (isError true).
+//   - ask: asks the client for a name with elicitation/create (a form with
+//     one string property "name"), then "<upstream>:hello <name>", or
+//     "<upstream>:<action>" when the user did not accept, or a tool error
+//     "<upstream>:cannot ask: <error>" when the request failed.
 //
 // Progress notifications are sent only when the request has a progress token.
 // Resources: test://<name>/readme (text/plain "readme of <name>") and the
@@ -262,7 +270,7 @@ func (u *Upstream) newGeneration() *generation {
 	u.addTools(g)
 	u.addResourcesAndPrompts(g.server)
 	g.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
-		&mcp.StreamableHTTPOptions{JSONResponse: u.opts.JSONResponse})
+		&mcp.StreamableHTTPOptions{JSONResponse: u.opts.JSONResponse, Stateless: u.opts.Stateless})
 	return g
 }
 
@@ -380,6 +388,27 @@ func (u *Upstream) addTools(g *generation) {
 			mcp.AddTool(s, &mcp.Tool{Name: "meta", Description: "Returns the request's _meta as structured content."},
 				func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 					return nil, map[string]any{"meta": req.Params.Meta}, nil
+				})
+		},
+		"ask": func() {
+			mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "Asks the user for a name."},
+				func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+					res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
+						Message: "What is your name?",
+						RequestedSchema: &jsonschema.Schema{
+							Type:       "object",
+							Properties: map[string]*jsonschema.Schema{"name": {Type: "string"}},
+							Required:   []string{"name"},
+						},
+					})
+					if err != nil {
+						return &mcp.CallToolResult{IsError: true, Content: text(name + ":cannot ask: " + err.Error())}, nil, nil
+					}
+					if res.Action != "accept" {
+						return &mcp.CallToolResult{Content: text(name + ":" + res.Action)}, nil, nil
+					}
+					who, _ := res.Content["name"].(string)
+					return &mcp.CallToolResult{Content: text(name + ":hello " + who)}, nil, nil
 				})
 		},
 		"fail": func() {

@@ -50,6 +50,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -101,7 +102,10 @@ type Error struct {
 	Op       string // the JSON-RPC method, or "terminate"
 	// Status is the HTTP status the upstream answered, 0 if none.
 	Status int
-	Err    error
+	// RPC is the JSON-RPC error a non-2xx answer carried, if its body was
+	// one (a 2026-07-28 upstream answers 400 with -32022, for one).
+	RPC *jsonrpc.Error
+	Err error
 }
 
 func (e *Error) Error() string { return "upstream " + e.Upstream + ": " + e.Op + ": " + e.Err.Error() }
@@ -160,6 +164,15 @@ type Client struct {
 	redact *strings.Replacer
 
 	bg background // notifications/cancelled and DELETEs in flight
+
+	// era is what the client learned of the revision the upstream speaks
+	// (eraUnknown, eraModern or eraLegacy); see Open.
+	era atomic.Int32
+	// info and caps are the gateway's client info and capabilities.
+	info, caps json.RawMessage
+	// discoverParams are the params of server/discover: the version, the gateway's
+	// client info and capabilities.
+	discoverParams json.RawMessage
 }
 
 // New returns a client for upstream cfg. It does no I/O; a URL that does not
@@ -233,6 +246,8 @@ func New(cfg config.Upstream, opts Options) *Client {
 	p = append(p, `,"clientInfo":`...)
 	p = append(p, info...)
 	c.initParams = append(p, '}')
+	c.info, c.caps = info, caps
+	c.discoverParams = WithModernMeta(nil, info, caps)
 	return c
 }
 
@@ -268,7 +283,7 @@ func (c *Client) Initialize(ctx context.Context) (*InitResult, error) {
 	ctx, stop := c.withTimeout(ctx)
 	defer stop()
 
-	r, err := c.call(ctx, session.Upstream{}, initializeID, op, c.initParams, false)
+	r, err := c.call(ctx, session.Upstream{}, initializeID, op, c.initParams, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -343,10 +358,16 @@ func validSessionID(id string) bool {
 // answered for an unknown session. Any other non-2xx status is an *Error
 // with that Status.
 func (c *Client) Call(ctx context.Context, s session.Upstream, id jsonrpc.ID, method string, params json.RawMessage) (*Response, error) {
+	return c.CallWith(ctx, s, id, method, params, nil)
+}
+
+// CallWith is Call with extra headers: the Mcp-Param-* headers a
+// 2026-07-28 upstream expects for a tools/call (any other is ignored).
+func (c *Client) CallWith(ctx context.Context, s session.Upstream, id jsonrpc.ID, method string, params json.RawMessage, extra http.Header) (*Response, error) {
 	if !id.IsValid() || id.IsNull() {
 		return nil, c.error(method, 0, errors.New("a request needs a string or number id"))
 	}
-	return c.call(ctx, s, id, method, params, true)
+	return c.call(ctx, s, id, method, params, true, extra)
 }
 
 // replayable reports whether sending a request of this method twice does
@@ -356,14 +377,22 @@ func replayable(method string) bool { return method != "tools/call" }
 
 // call starts a request. cancellable is false for initialize, which must not
 // be cancelled.
-func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, method string, params json.RawMessage, cancellable bool) (*Response, error) {
+func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, method string, params json.RawMessage, cancellable bool, extra http.Header) (*Response, error) {
 	tctx, stop := c.withTimeout(ctx)
 	r := &Response{c: c, s: s, id: id, method: method, ctx: ctx, tctx: tctx, stop: stop, cancellable: cancellable}
+	if s.ProtocolVersion == ModernVersion && !bytes.Contains(params, []byte(MetaProtocolVersion)) {
+		// A request of the gateway's own (a list for the catalog): it
+		// speaks for itself.
+		params = WithModernMeta(params, c.info, c.caps)
+	}
 	body := jsonrpc.AppendRequest(nil, id, method, params)
 	req, err := c.newRequest(tctx, http.MethodPost, s, body)
 	if err != nil {
 		stop()
 		return nil, c.error(method, 0, err)
+	}
+	if s.ProtocolVersion == ModernVersion {
+		setModernHeaders(req.Header, method, params, extra)
 	}
 	if replayable(method) {
 		// A nil Idempotency-Key marks the request as safe to send again
@@ -391,7 +420,7 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		stop()
-		return nil, c.statusError(method, resp, s.SessionID != "")
+		return nil, c.callStatusError(method, resp, s)
 	}
 	r.inFlight = true
 	r.header = resp.Header
@@ -619,7 +648,11 @@ func (c *Client) statusError(op string, resp *http.Response, sentSession bool) *
 	if e := excerpt([]byte(c.redact.Replace(string(body))), maxExcerpt); e != "" {
 		msg += ": " + e
 	}
-	return c.error(op, code, errors.New(msg))
+	e := c.error(op, code, errors.New(msg))
+	if m, err := jsonrpc.Decode(body); err == nil && m.Kind == jsonrpc.KindErrorResponse {
+		e.RPC = shortened(m.Error)
+	}
+	return e
 }
 
 // excerpt returns at most n bytes of b as one line of printable text, for an

@@ -1,0 +1,309 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/gateway/internal/testkit"
+)
+
+// Bridging between the revisions: session clients and stateless clients,
+// to upstreams of either era, and requests for input across them.
+
+// TestSessionClientToModernUpstream: a 2025-11-25 session client reaches a
+// 2026-07-28 upstream (the SDK in stateless mode). The gateway learns the
+// upstream's era with server/discover, never initializes it, and fills in
+// each request's _meta from the client's session.
+func TestSessionClientToModernUpstream(t *testing.T) {
+	m := testkit.NewUpstreamWith(t, "modern", testkit.UpstreamOptions{Stateless: true})
+	url := startGateway(t, []upstreamSpec{spec(m)})
+	cs := testkit.Connect(t, url, nil)
+	ctx := context.Background()
+
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) != len(testkit.UpstreamTools) {
+		t.Errorf("got %d tools, want %d", len(tools.Tools), len(testkit.UpstreamTools))
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "modern__echo", Arguments: map[string]any{"text": "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, res); got != "modern:hi" {
+		t.Errorf("echo = %q", got)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "modern__meta", Meta: mcp.Meta{"x-custom": "kept"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := res.StructuredContent.(map[string]any)["meta"].(map[string]any)
+	if meta["io.modelcontextprotocol/protocolVersion"] != "2026-07-28" || meta["x-custom"] != "kept" {
+		t.Errorf("upstream saw _meta %v", meta)
+	}
+	if info, _ := meta["io.modelcontextprotocol/clientInfo"].(map[string]any); info["name"] != "testkit" {
+		t.Errorf("clientInfo upstream = %v, want the session client's", meta["io.modelcontextprotocol/clientInfo"])
+	}
+	if _, ok := meta["io.modelcontextprotocol/clientCapabilities"].(map[string]any); !ok {
+		t.Errorf("no clientCapabilities upstream: %v", meta)
+	}
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "modern+test://modern/readme"})
+	if err != nil || rr.Contents[0].Text != "readme of modern" {
+		t.Fatalf("read: %v %+v", err, rr)
+	}
+	pr, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "modern__greet", Arguments: map[string]string{"who": "you"}})
+	if err != nil || len(pr.Messages) != 1 {
+		t.Fatalf("prompt: %v %+v", err, pr)
+	}
+
+	var discovers int
+	for _, r := range m.Requests() {
+		switch r.RPCMethod {
+		case "initialize", "notifications/initialized":
+			t.Errorf("a 2026-07-28 upstream got %s", r.RPCMethod)
+		case "server/discover":
+			discovers++
+		}
+		if r.Method != "POST" {
+			continue
+		}
+		if r.Header.Get("Mcp-Session-Id") != "" || r.Header.Get("Mcp-Protocol-Version") != "2026-07-28" || r.Header.Get("Mcp-Method") != r.RPCMethod {
+			t.Errorf("%s: headers %v", r.RPCMethod, r.Header)
+		}
+		if r.RPCMethod == "tools/call" && r.Header.Get("Mcp-Name") == "" {
+			t.Errorf("tools/call without Mcp-Name")
+		}
+	}
+	if discovers != 1 {
+		t.Errorf("upstream saw %d server/discover, want 1 (the era is remembered)", discovers)
+	}
+}
+
+// TestStatelessClientToModernUpstream: both ends speak 2026-07-28; the
+// client's own _meta goes through.
+func TestStatelessClientToModernUpstream(t *testing.T) {
+	m := testkit.NewUpstreamWith(t, "modern", testkit.UpstreamOptions{Stateless: true})
+	url := startGateway(t, []upstreamSpec{spec(m)})
+	cs := testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: "2026-07-28"})
+	ctx := context.Background()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "modern__echo", Arguments: map[string]any{"text": "both"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, res); got != "modern:both" {
+		t.Errorf("echo = %q", got)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "modern__meta"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := res.StructuredContent.(map[string]any)["meta"].(map[string]any)
+	if info, _ := meta["io.modelcontextprotocol/clientInfo"].(map[string]any); info["name"] != "testkit" {
+		t.Errorf("upstream saw _meta %v", meta)
+	}
+}
+
+// elicitName answers elicitation/create with the name Ada, counting calls.
+func elicitName(n *atomic.Int32) func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	return func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		n.Add(1)
+		if !strings.Contains(req.Params.Message, "name") {
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+	}
+}
+
+// TestInputRequiredFromLegacyElicitation: a 2026-07-28 client calls a tool
+// of a 2025-11-25 upstream that asks for input with elicitation/create. The
+// client gets input_required, answers, retries with inputResponses and
+// requestState, and gets the tool's result: the SDK's client does the
+// round trip itself.
+func TestInputRequiredFromLegacyElicitation(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	url := startGateway(t, []upstreamSpec{spec(a)})
+	var asked atomic.Int32
+	cs := testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: "2026-07-28", ElicitationHandler: elicitName(&asked)})
+	for i := range 3 {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__ask"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := text(t, res); got != "alpha:hello Ada" {
+			t.Fatalf("call %d: ask = %q", i, got)
+		}
+	}
+	if asked.Load() != 3 {
+		t.Errorf("the client was asked %d times, want 3", asked.Load())
+	}
+}
+
+// TestInputRequiredRaw does the round trip by hand: the input_required
+// result is valid against the revision's schema, a requestState is good
+// for one retry of the same call only, and a bad one is -32602.
+func TestInputRequiredRaw(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	url := startGateway(t, []upstreamSpec{spec(a)})
+	validate := schemaValidator(t)
+	withCaps := func(r *http.Request) {
+		r.Header.Set("Mcp-Name", "alpha__ask")
+		b, _ := io.ReadAll(r.Body)
+		b = []byte(strings.Replace(string(b), `clientCapabilities":{}`, `clientCapabilities":{"elicitation":{}}`, 1))
+		r.Body, r.ContentLength = io.NopCloser(strings.NewReader(string(b))), int64(len(b))
+	}
+	call := func(id int, extra string) map[string]any {
+		t.Helper()
+		resp, body := do(t, post2026(t, url, id, "tools/call", `"name":"alpha__ask"`+extra, withCaps))
+		if d := lastData(body); d != "" {
+			body = d
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(body), &m); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		if m["result"] != nil {
+			validate("CallToolResultResponse", body)
+		}
+		return m
+	}
+	first := call(1, "")
+	res, _ := first["result"].(map[string]any)
+	if res["resultType"] != "input_required" {
+		t.Fatalf("first answer: %v", first)
+	}
+	state := res["requestState"].(string)
+	var key string
+	for k, v := range res["inputRequests"].(map[string]any) {
+		key = k
+		if v.(map[string]any)["method"] != "elicitation/create" {
+			t.Errorf("input request %v", v)
+		}
+	}
+	answer := func(name string) string {
+		return `,"inputResponses":{"` + key + `":{"action":"accept","content":{"name":"` + name + `"}}}`
+	}
+	if e, _ := call(2, answer("Bob")+`,"requestState":"mcpgw1.00000000000000000000000000000000"`)["error"].(map[string]any); e == nil || e["code"].(float64) != -32602 {
+		t.Errorf("unknown state: %v", e)
+	}
+	// A retry that leaves the answer out is asked again.
+	again := call(3, `,"requestState":"`+state+`"`)
+	res, _ = again["result"].(map[string]any)
+	if res["resultType"] != "input_required" {
+		t.Fatalf("retry without the answer: %v", again)
+	}
+	state = res["requestState"].(string)
+	done := call(4, answer("Bob")+`,"requestState":"`+state+`"`)
+	res, _ = done["result"].(map[string]any)
+	if res["resultType"] != "complete" || !strings.Contains(mustJSON(t, res["content"]), "alpha:hello Bob") {
+		t.Fatalf("final answer: %v", done)
+	}
+	// The state was used up by the retry that used it.
+	if e, _ := call(5, answer("Eve")+`,"requestState":"`+state+`"`)["error"].(map[string]any); e == nil || e["code"].(float64) != -32602 {
+		t.Errorf("replayed state: %v", e)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestSessionClientElicitationForwarded: a 2025-11-25 client that can
+// answer elicitation gets the upstream's request on its call's stream and
+// its answer reaches the upstream.
+func TestSessionClientElicitationForwarded(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	url := startGateway(t, []upstreamSpec{spec(a)})
+	var asked atomic.Int32
+	cs := testkit.Connect(t, url, &testkit.ConnectOptions{ElicitationHandler: elicitName(&asked)})
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__ask"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, res); got != "alpha:hello Ada" || asked.Load() != 1 {
+		t.Fatalf("ask = %q after %d elicitations", got, asked.Load())
+	}
+}
+
+// TestElicitationWithoutCapability: a client that did not declare
+// elicitation never sees the request; the upstream gets a refusal at once
+// (no hang until its timeout), whatever the client's revision.
+func TestElicitationWithoutCapability(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	url := startGateway(t, []upstreamSpec{spec(a)})
+	for _, v := range []string{"2025-11-25", "2026-07-28"} {
+		cs := testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: v})
+		start := time.Now()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__ask"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.IsError || !strings.Contains(text(t, res), "cannot ask") || time.Since(start) > 5*time.Second {
+			t.Errorf("%s: %v %q after %v", v, res.IsError, text(t, res), time.Since(start))
+		}
+	}
+}
+
+// TestInputRequiredAcrossReplicas: the stateless client's requests go round
+// robin over two replicas sharing Redis, so the retry lands on the replica
+// that did not park the upstream call.
+func TestInputRequiredAcrossReplicas(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	store := redisStore(t)
+	one := startGateway(t, []upstreamSpec{spec(a)}, store)
+	two := startGateway(t, []upstreamSpec{spec(a)}, store)
+	lb := testkit.StartLB(t, []string{strings.TrimSuffix(one, "/mcp"), strings.TrimSuffix(two, "/mcp")})
+	var asked atomic.Int32
+	cs := testkit.Connect(t, lb.URL+"/mcp", &testkit.ConnectOptions{ProtocolVersion: "2026-07-28", ElicitationHandler: elicitName(&asked)})
+	for i := range 4 {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__ask"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := text(t, res); got != "alpha:hello Ada" {
+			t.Fatalf("call %d: ask = %q", i, got)
+		}
+	}
+	// Each call is two tools/call requests, the first and its retry; round
+	// robin puts them on different replicas.
+	var calls []int
+	for _, r := range lb.Log() {
+		if r.RPCMethod == "tools/call" {
+			calls = append(calls, r.Backend)
+		}
+	}
+	if len(calls) != 8 {
+		t.Fatalf("%d tools/call requests through the LB, want 8", len(calls))
+	}
+	for i := 0; i < len(calls); i += 2 {
+		if calls[i] == calls[i+1] {
+			t.Errorf("call %d and its retry both went to replica %d", i/2, calls[i])
+		}
+	}
+	// One upstream session for the principal, shared by both replicas.
+	inits := 0
+	for _, r := range a.Requests() {
+		if r.RPCMethod == "initialize" {
+			inits++
+		}
+	}
+	if inits != 1 {
+		t.Errorf("upstream saw %d initialize requests, want 1", inits)
+	}
+}

@@ -1,0 +1,389 @@
+package router
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/upstream"
+)
+
+// Requests for input across revisions.
+//
+// A 2025-11-25 upstream asks its client for input (elicitation/create,
+// sampling/createMessage, roots/list) with a JSON-RPC request on the
+// response stream of the call in progress, and waits for the answer. The
+// gateway announces those client capabilities upstream and, for each such
+// request:
+//
+//   - a session client that declared the capability gets the request on its
+//     own response stream, under an id naming the upstream (forwardedID);
+//     its answer, POSTed to any replica, is sent back to the upstream on the
+//     upstream session of the client's session;
+//   - a 2026-07-28 client gets an input_required result instead (2026-07-28
+//     basic/patterns/mrtr). The upstream call stays open: a goroutine, the
+//     pump, goes on reading its stream and posts what comes next (the final
+//     response, or the next request for input) to the store's mailbox. The
+//     requestState handed to the client is a random handle on a state kept
+//     in the mailbox too (who asked, for which call, which upstream request
+//     each inputRequests key answers), taken once. The client's retry, on
+//     any replica, sends the inputResponses upstream as the answers and
+//     takes the pump's next message from the mailbox.
+//   - anyone else gets the request refused with -32601, at once: an
+//     upstream never waits for an answer that cannot come.
+//
+// The upstream's timeout bounds the whole exchange, parked time included.
+//
+// 2026-07-28 upstreams ask with input_required themselves; a 2026-07-28
+// client's retry then passes through untouched, requestState and all. A
+// session client is not offered those capabilities for such an upstream
+// (sessionCapsForModern): it could not answer an input_required.
+
+const (
+	// requestStatePrefix starts every requestState the gateway issues.
+	requestStatePrefix = "mcpgw1."
+	// Mailbox keys: a parked request's state, and a pump's messages.
+	stateKeyPrefix = "mrtr-state:"
+	pumpKeyPrefix  = "mrtr-pump:"
+	// forwardedPrefix starts the id of an upstream's request forwarded to a
+	// session client.
+	forwardedPrefix = "mcpgw.up."
+)
+
+// inputCapability is the client capability an upstream's request for
+// input needs, "" for a method that is none.
+func inputCapability(method string) string {
+	switch method {
+	case "elicitation/create":
+		return "elicitation"
+	case "sampling/createMessage":
+		return "sampling"
+	case "roots/list":
+		return "roots"
+	}
+	return ""
+}
+
+// mrtrMethod reports whether a request may be answered with input_required
+// (2026-07-28 basic/patterns/mrtr, "Supported Requests").
+func mrtrMethod(method string) bool {
+	return method == "tools/call" || method == "prompts/get" || method == "resources/read"
+}
+
+// clientCaps returns the client's capabilities: from its session, or from
+// the stateless request's _meta.
+func (rq *request) clientCaps() json.RawMessage {
+	if rq.stateless {
+		return rq.metaCaps
+	}
+	if rq.sess == nil {
+		return nil
+	}
+	return rq.sess.ClientCapabilities
+}
+
+// clientCan reports whether the client declared the capability an
+// upstream's request for input needs.
+func (rq *request) clientCan(method string) bool {
+	c := inputCapability(method)
+	caps := rq.clientCaps()
+	return c != "" && len(caps) > 0 && rq.h.capSet(caps)[c]
+}
+
+// sessionCapsForModern is what a session client's capabilities become in
+// the _meta of its requests to a 2026-07-28 upstream: all of them but those
+// that let the upstream answer input_required.
+func (rq *request) sessionCapsForModern() json.RawMessage {
+	o, err := jsonx.ParseValidObject(rq.sess.ClientCapabilities)
+	if err != nil {
+		return json.RawMessage(`{}`)
+	}
+	for _, c := range []string{"elicitation", "sampling", "roots"} {
+		o.Delete(c)
+	}
+	return o.Bytes()
+}
+
+// upstreamRequest deals with a request an upstream sent during a call the
+// gateway relays, other than by parking it: ping is answered, a session
+// client that can answer gets it forwarded, anything else is refused.
+func (rq *request) upstreamRequest(ctx context.Context, c *call, up *upstreamRef, us session.Upstream, msg *jsonrpc.Message) {
+	client := up.client
+	switch {
+	case msg.Method == "ping":
+		rq.reply(ctx, client, us, msg.ID, json.RawMessage(`{}`), nil)
+	case !rq.stateless && rq.clientCan(msg.Method):
+		fwd := jsonrpc.AppendRequest(nil, jsonrpc.StringID(forwardedID(up.cfg.Name, msg.ID)), msg.Method, msg.Params)
+		if err := c.out.event(fwd); err != nil {
+			rq.reply(ctx, client, us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client is gone"))
+		}
+	default:
+		rq.reply(ctx, client, us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound,
+			"Method not found: the client did not declare the capability for %s", msg.Method))
+	}
+}
+
+// reply answers an upstream's request, logging a failure: the upstream's
+// call then fails or times out on its own.
+func (rq *request) reply(ctx context.Context, client *upstream.Client, us session.Upstream, id jsonrpc.ID, result json.RawMessage, e *jsonrpc.Error) {
+	if err := client.Reply(context.WithoutCancel(ctx), us, id, result, e); err != nil {
+		rq.h.log.Warn("answering an upstream's request", "upstream", client.Name(), "error", err)
+	}
+}
+
+// forwardedID is the id an upstream's request travels to a session client
+// with: it names the upstream, and carries the upstream's own id, so any
+// replica can route the answer without shared state.
+func forwardedID(upstream string, id jsonrpc.ID) string {
+	return forwardedPrefix + upstream + "." + base64.RawURLEncoding.EncodeToString(id.Raw())
+}
+
+// clientResponse routes a session client's answer to a forwarded request
+// back to its upstream. Answers to anything else are dropped.
+func (h *Handler) clientResponse(ctx context.Context, rq *request, msg *jsonrpc.Message) {
+	var s string
+	if json.Unmarshal(msg.ID.Raw(), &s) != nil {
+		return
+	}
+	rest, ok := strings.CutPrefix(s, forwardedPrefix)
+	if !ok {
+		return
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i < 0 {
+		return
+	}
+	name := rest[:i]
+	raw, err := base64.RawURLEncoding.DecodeString(rest[i+1:])
+	if err != nil {
+		return
+	}
+	id, err := jsonrpc.RawID(raw)
+	up := rq.st.byName[name]
+	if err != nil || up == nil || !slices.Contains(rq.view.Upstreams, name) {
+		return
+	}
+	rq.mu.Lock()
+	us, ok := rq.sess.Upstreams[name]
+	rq.mu.Unlock()
+	if !ok {
+		return
+	}
+	rq.reply(ctx, up.client, us, id, msg.Result, msg.Error)
+}
+
+// inputState is what a requestState stands for, kept in the mailbox.
+type inputState struct {
+	Principal string                  `json:"p"` // principalKey of the caller
+	Method    string                  `json:"m"`
+	Target    string                  `json:"t"` // exposed name or URI
+	Upstream  string                  `json:"u"`
+	Session   string                  `json:"s"` // upstream session id
+	Pump      string                  `json:"k"`
+	Requests  map[string]pendingInput `json:"r"` // by inputRequests key
+}
+
+// pendingInput is one upstream request awaiting the client's input.
+type pendingInput struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+func principalKey(rq *request) string {
+	p := rq.principal
+	return p.Issuer + "\x00" + p.Subject + "\x00" + p.Tenant
+}
+
+// upstreamTimeout is the upstream's timeout, which bounds a parked call.
+func upstreamTimeout(up *upstreamRef) time.Duration {
+	if d := up.cfg.Timeout.D(); d > 0 {
+		return d
+	}
+	return 30 * time.Second
+}
+
+// park answers a call whose upstream asked for input with input_required,
+// and leaves the upstream's stream to a pump. cancel ends the upstream call.
+func (rq *request) park(ctx context.Context, c *call, up *upstreamRef, resp *tracedResponse, first *jsonrpc.Message, cancel context.CancelCauseFunc) (json.RawMessage, error) {
+	pump := session.NewID()
+	res, err := rq.inputRequired(ctx, c, up, resp.us.SessionID, pump, map[string]pendingInput{
+		"input-1": {ID: first.ID.Raw(), Method: first.Method, Params: first.Params},
+	})
+	if err != nil {
+		return nil, err
+	}
+	go rq.h.pumpInput(up, resp, pump, rq.clientCaps(), cancel)
+	return res, nil
+}
+
+// inputRequired stores the state of a call waiting for the inputs reqs and
+// returns the input_required result that asks for them.
+func (rq *request) inputRequired(ctx context.Context, c *call, up *upstreamRef, sid, pump string, reqs map[string]pendingInput) (json.RawMessage, error) {
+	st := inputState{Principal: principalKey(rq), Method: c.method, Target: c.target, Upstream: up.cfg.Name, Session: sid, Pump: pump, Requests: reqs}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	id := session.NewID()
+	if err := rq.h.mailbox.Post(ctx, stateKeyPrefix+id, b, upstreamTimeout(up)); err != nil {
+		return nil, err
+	}
+	asks := make(map[string]any, len(reqs))
+	for k, r := range reqs {
+		ask := map[string]any{"method": r.Method}
+		if len(r.Params) > 0 {
+			ask["params"] = r.Params
+		}
+		asks[k] = ask
+	}
+	return json.Marshal(map[string]any{
+		"resultType":    "input_required",
+		"inputRequests": asks,
+		"requestState":  requestStatePrefix + id,
+	})
+}
+
+// pumpInput reads the rest of a parked call's upstream stream and posts to
+// the mailbox each further request for input and, last, the response.
+func (h *Handler) pumpInput(up *upstreamRef, resp *tracedResponse, pump string, caps json.RawMessage, cancel context.CancelCauseFunc) {
+	defer cancel(nil)
+	defer resp.Close()
+	ctx := context.Background()
+	key, ttl := pumpKeyPrefix+pump, upstreamTimeout(up)
+	post := func(b []byte) {
+		if err := h.mailbox.Post(ctx, key, b, ttl); err != nil {
+			h.log.Warn("posting an upstream's message for a retry", "upstream", up.cfg.Name, "error", err)
+		}
+	}
+	for {
+		msg, raw, err := resp.Next()
+		if err != nil {
+			post(jsonrpc.AppendError(nil, jsonrpc.NullID, jsonrpc.AsError(err)))
+			return
+		}
+		switch msg.Kind {
+		case jsonrpc.KindNotification:
+			h.observe(up, msg) // nobody to relay it to
+		case jsonrpc.KindRequest:
+			c := inputCapability(msg.Method)
+			switch {
+			case msg.Method == "ping":
+				_ = up.client.Reply(ctx, resp.us, msg.ID, json.RawMessage(`{}`), nil)
+			case c == "" || len(caps) == 0 || !h.capSet(caps)[c]:
+				_ = up.client.Reply(ctx, resp.us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound,
+					"Method not found: the client did not declare the capability for %s", msg.Method))
+			default:
+				post(raw)
+			}
+		default:
+			post(raw)
+			return
+		}
+	}
+}
+
+var errBadState = jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: requestState is unknown, expired, already used, or not this request's")
+
+// resumeInput serves the retry of a parked call: the inputResponses go
+// upstream as the answers to its requests, and the pump's next message is
+// the retry's answer.
+func (rq *request) resumeInput(ctx context.Context, c *call, up *upstreamRef, p *jsonx.Object, state string, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+	id, ok := strings.CutPrefix(state, requestStatePrefix)
+	if _, err := hex.DecodeString(id); !ok || err != nil || len(id) != 32 {
+		return nil, errBadState
+	}
+	raw, err := rq.h.mailbox.Take(ctx, stateKeyPrefix+id, 0)
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, errBadState
+	} else if err != nil {
+		return nil, err
+	}
+	var st inputState
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return nil, errBadState
+	}
+	// The state binds the principal and the call (2026-07-28
+	// basic/patterns/mrtr, "Server Requirements" 5).
+	if st.Principal != principalKey(rq) || st.Method != c.method || st.Target != c.target || st.Upstream != up.cfg.Name {
+		return nil, errBadState
+	}
+	us, err := rq.upstreamSession(ctx, up)
+	if err != nil {
+		return nil, err
+	}
+	if us.SessionID != st.Session {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream session of this call has ended; call again")
+	}
+	var answers *jsonx.Object
+	if v := p.Get("inputResponses"); v != nil {
+		if answers, err = jsonx.ParseValidObject(v); err != nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses must be an object")
+		}
+	}
+	missing := map[string]pendingInput{}
+	keys := make([]string, 0, len(st.Requests))
+	for k := range st.Requests {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		req := st.Requests[k]
+		var ans json.RawMessage
+		if answers != nil {
+			ans = answers.Get(k)
+		}
+		if ans == nil || ans[0] != '{' {
+			// Asked again rather than failed (mrtr, "Error Handling").
+			missing[k] = req
+			continue
+		}
+		rid, err := jsonrpc.RawID(req.ID)
+		if err != nil {
+			return nil, errBadState
+		}
+		if err := up.client.Reply(ctx, us, rid, ans, nil); err != nil {
+			return nil, err
+		}
+	}
+	if len(missing) > 0 {
+		return rq.inputRequired(ctx, c, up, us.SessionID, st.Pump, missing)
+	}
+	return rq.awaitInput(ctx, c, up, us, st.Pump, rewrite)
+}
+
+// awaitInput takes the pump's next message: another request for input, or
+// the call's response.
+func (rq *request) awaitInput(ctx context.Context, c *call, up *upstreamRef, us session.Upstream, pump string, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+	raw, err := rq.h.mailbox.Take(ctx, pumpKeyPrefix+pump, upstreamTimeout(up))
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, fmt.Errorf("upstream %s: %s: %w", up.cfg.Name, c.method, context.DeadlineExceeded)
+	} else if err != nil {
+		return nil, err
+	}
+	msg, err := jsonrpc.Decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	switch msg.Kind {
+	case jsonrpc.KindRequest:
+		return rq.inputRequired(ctx, c, up, us.SessionID, pump, map[string]pendingInput{
+			"input-1": {ID: msg.ID.Raw(), Method: msg.Method, Params: msg.Params},
+		})
+	case jsonrpc.KindErrorResponse:
+		return nil, msg.Error
+	}
+	if rewrite != nil {
+		return rewrite(msg.Result)
+	}
+	return msg.Result, nil
+}

@@ -1,0 +1,280 @@
+package upstream
+
+// Upstreams of the 2026-07-28 revision ("modern", in the words of
+// 2026-07-28 basic/versioning) have no initialize and no session: every
+// request carries the protocol version, the client's identity and
+// capabilities in params._meta, and mirrors its method and name in headers.
+// The Client learns, once per upstream, which era the upstream is of, and
+// then speaks its language: Open returns either a legacy session (after
+// initialize) or a session.Upstream with no id whose ProtocolVersion is
+// ModernVersion, which the caller keeps and passes to Call like any other.
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/session"
+)
+
+// ModernVersion is the revision without sessions the client speaks to
+// upstreams that support it.
+const ModernVersion = "2026-07-28"
+
+// The _meta keys of a 2026-07-28 request (basic/index, "_meta").
+const (
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+)
+
+// What the client knows of an upstream's era.
+const (
+	eraUnknown int32 = iota
+	eraModern
+	eraLegacy
+)
+
+// The error codes that only a modern server answers with (2026-07-28
+// schema): seeing one identifies the upstream as modern.
+const (
+	codeHeaderMismatch             = -32020
+	codeMissingClientCapability    = -32021
+	codeUnsupportedProtocolVersion = -32022
+)
+
+// Open returns a session with the upstream in the revision it speaks. The
+// first time, it probes with server/discover (basic/versioning, "Backward
+// Compatibility with Initialization-Based Versions"): a result that lists
+// ModernVersion makes the upstream modern, and Open returns a session with
+// no id and ProtocolVersion ModernVersion; any answer that is not a
+// recognized modern one makes it legacy, and Open initializes. The finding
+// is kept ("a property of the server"), and forgotten when it fails: a
+// failed Open, or a modern session the upstream no longer takes (see
+// callStatusError), makes the next Open probe again.
+func (c *Client) Open(ctx context.Context) (*InitResult, error) {
+	if c.era.Load() != eraLegacy {
+		res, err := c.discover(ctx)
+		switch {
+		case err != nil:
+			c.era.Store(eraUnknown)
+			return nil, err
+		case res != nil:
+			c.era.Store(eraModern)
+			return res, nil
+		}
+		c.era.Store(eraLegacy)
+	}
+	res, err := c.Initialize(ctx)
+	if err != nil {
+		c.era.Store(eraUnknown)
+	}
+	return res, err
+}
+
+// discover probes the upstream with server/discover. It returns the modern
+// session, or nil and no error when the upstream is legacy (or modern but
+// without ModernVersion while it offers a legacy one), or an error when the
+// upstream could not be reached or refused both eras.
+func (c *Client) discover(ctx context.Context) (*InitResult, error) {
+	const op = "server/discover"
+	ctx, stop := c.withTimeout(ctx)
+	defer stop()
+	s := session.Upstream{ProtocolVersion: ModernVersion}
+	r, err := c.call(ctx, s, initializeID, op, c.discoverParams, false, nil)
+	if err != nil {
+		var e *Error
+		if !errors.As(err, &e) || e.Status < 400 || e.Status > 499 {
+			return nil, err // down, or failing: neither era is known
+		}
+		if e.RPC != nil {
+			return nil, c.modernRefusal(op, e.RPC)
+		}
+		return nil, nil // a legacy server's 4xx
+	}
+	defer r.Close()
+	var final *jsonrpc.Message
+	for final == nil {
+		msg, _, err := r.Next()
+		if err != nil {
+			return nil, err
+		}
+		if msg.Kind == jsonrpc.KindResponse || msg.Kind == jsonrpc.KindErrorResponse {
+			final = msg
+		}
+	}
+	if final.Kind == jsonrpc.KindErrorResponse {
+		return nil, c.modernRefusal(op, final.Error)
+	}
+	var res struct {
+		SupportedVersions []string        `json:"supportedVersions"`
+		Capabilities      json.RawMessage `json:"capabilities"`
+		Instructions      string          `json:"instructions"`
+		Meta              struct {
+			ServerInfo json.RawMessage `json:"io.modelcontextprotocol/serverInfo"`
+		} `json:"_meta"`
+	}
+	if err := json.Unmarshal(final.Result, &res); err != nil {
+		return nil, nil // not a DiscoverResult: not a modern server
+	}
+	if !slices.Contains(res.SupportedVersions, ModernVersion) {
+		return nil, nil
+	}
+	caps := res.Capabilities
+	if len(caps) == 0 || string(caps) == "null" {
+		caps = json.RawMessage(`{}`)
+	}
+	return &InitResult{
+		Session:      session.Upstream{ProtocolVersion: ModernVersion, Capabilities: caps},
+		ServerInfo:   res.Meta.ServerInfo,
+		Instructions: res.Instructions,
+	}, nil
+}
+
+// modernRefusal interprets a JSON-RPC error to server/discover: nil (fall
+// back to initialize) unless it is a modern error that rules out both eras.
+func (c *Client) modernRefusal(op string, e *jsonrpc.Error) error {
+	switch e.Code {
+	case codeUnsupportedProtocolVersion:
+		// A modern server without our modern version: fine if it still
+		// speaks a legacy one we speak too.
+		var data struct {
+			Supported []string `json:"supported"`
+		}
+		_ = json.Unmarshal(e.Data, &data)
+		for _, v := range data.Supported {
+			if slices.Contains(supportedProtocolVersions, v) {
+				return nil
+			}
+		}
+		return c.error(op, 0, fmt.Errorf("upstream supports none of our protocol versions: %v", excerpt([]byte(strings.Join(data.Supported, ", ")), 80)))
+	case codeHeaderMismatch, codeMissingClientCapability:
+		return c.error(op, 0, shortened(e))
+	}
+	return nil
+}
+
+// callStatusError is statusError for a Call on session s. A modern session
+// answered with a 4xx that is no modern error means the upstream is not (or
+// no longer) modern: the era is forgotten and the error is
+// ErrSessionExpired, so that the caller opens a session again, which
+// probes again.
+func (c *Client) callStatusError(op string, resp *http.Response, s session.Upstream) *Error {
+	e := c.statusError(op, resp, s.SessionID != "")
+	if s.ProtocolVersion == ModernVersion && e.RPC == nil && e.Status >= 400 && e.Status <= 499 &&
+		e.Status != http.StatusTooManyRequests && e.Status != http.StatusUnauthorized && e.Status != http.StatusForbidden {
+		c.era.Store(eraUnknown)
+		e.Err = fmt.Errorf("%w: the upstream no longer takes %s requests (%v)", ErrSessionExpired, ModernVersion, e.Err)
+	}
+	return e
+}
+
+// WithModernMeta returns params (nil for none) with the per-request protocol
+// fields of ModernVersion set in its _meta: the version, client info (if
+// any) and capabilities. Every other member of params and _meta stays as it
+// is; protocol keys already there are replaced.
+func WithModernMeta(params, info, caps json.RawMessage) json.RawMessage {
+	p := &jsonx.Object{}
+	if len(params) > 0 {
+		if o, err := jsonx.ParseValidObject(params); err == nil {
+			p = o
+		}
+	}
+	meta := &jsonx.Object{}
+	if raw := p.Get("_meta"); raw != nil {
+		if m, err := jsonx.ParseValidObject(raw); err == nil {
+			meta = m
+		}
+	}
+	meta.SetString(MetaProtocolVersion, ModernVersion)
+	if len(info) > 0 {
+		meta.Set(MetaClientInfo, info)
+	}
+	if len(caps) == 0 {
+		caps = json.RawMessage(`{}`)
+	}
+	meta.Set(MetaClientCapabilities, caps)
+	p.Set("_meta", meta.Bytes())
+	return p.Bytes()
+}
+
+// setModernHeaders sets the headers a 2026-07-28 request mirrors from its
+// body (basic/transports/streamable-http, "Standard Headers"), and the
+// Mcp-Param-* headers of extra.
+func setModernHeaders(h http.Header, method string, params json.RawMessage, extra http.Header) {
+	h.Set("Mcp-Method", method)
+	key := ""
+	switch method {
+	case "tools/call", "prompts/get":
+		key = "name"
+	case "resources/read":
+		key = "uri"
+	}
+	if key != "" {
+		if o, err := jsonx.ParseValidObject(params); err == nil {
+			if v, ok := o.GetString(key); ok {
+				h.Set("Mcp-Name", EncodeHeaderValue(v))
+			}
+		}
+	}
+	for k, v := range extra {
+		if strings.HasPrefix(http.CanonicalHeaderKey(k), "Mcp-Param-") {
+			h[http.CanonicalHeaderKey(k)] = v
+		}
+	}
+}
+
+// EncodeHeaderValue returns v as a header value: as it is when it is plain
+// ASCII that can travel in a header, else in the Base64 sentinel form
+// (2026-07-28 basic/transports/streamable-http, "Value Encoding"), which
+// values that merely look like that form take too.
+func EncodeHeaderValue(v string) string {
+	plain := v != "" && v[0] != ' ' && v[0] != '\t' && v[len(v)-1] != ' ' && v[len(v)-1] != '\t'
+	for i := 0; plain && i < len(v); i++ {
+		if c := v[i]; c < 0x20 && c != '\t' || c > 0x7e {
+			plain = false
+		}
+	}
+	if plain && !(strings.HasPrefix(v, "=?base64?") && strings.HasSuffix(v, "?=")) {
+		return v
+	}
+	if v == "" {
+		return v
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+}
+
+// Reply sends the gateway's answer to a request the upstream sent on
+// session s (elicitation/create, say): a result, or the error e when e is
+// not nil. The upstream should answer 202 Accepted; any 2xx is accepted.
+func (c *Client) Reply(ctx context.Context, s session.Upstream, id jsonrpc.ID, result json.RawMessage, e *jsonrpc.Error) error {
+	const op = "reply"
+	ctx, stop := c.withTimeout(ctx)
+	defer stop()
+	var body []byte
+	if e != nil {
+		body = jsonrpc.AppendError(nil, id, e)
+	} else {
+		body = jsonrpc.AppendResult(nil, id, result)
+	}
+	req, err := c.newRequest(ctx, http.MethodPost, s, body)
+	if err != nil {
+		return c.error(op, 0, err)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return c.transportError(ctx, op, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return c.statusError(op, resp, s.SessionID != "")
+	}
+	discard(resp.Body)
+	return nil
+}
