@@ -89,13 +89,23 @@ func TestSessionClientToModernUpstream(t *testing.T) {
 }
 
 // TestStatelessClientToModernUpstream: both ends speak 2026-07-28; the
-// client's own _meta goes through.
+// client's own _meta goes through, and so does the upstream's
+// input_required.
 func TestStatelessClientToModernUpstream(t *testing.T) {
 	m := testkit.NewUpstreamWith(t, "modern", testkit.UpstreamOptions{Stateless: true})
 	url := startGateway(t, []upstreamSpec{spec(m)})
-	cs := testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: "2026-07-28"})
+	var asked atomic.Int32
+	cs := testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: "2026-07-28", ElicitationHandler: elicitName(&asked)})
 	ctx := context.Background()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "modern__echo", Arguments: map[string]any{"text": "both"}})
+	// input_required and its retry pass through, requestState and all.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "modern__ask"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, res); got != "modern:hello Ada" || asked.Load() != 1 {
+		t.Errorf("ask = %q after %d elicitations", got, asked.Load())
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "modern__echo", Arguments: map[string]any{"text": "both"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,5 +315,65 @@ func TestInputRequiredAcrossReplicas(t *testing.T) {
 	}
 	if inits != 1 {
 		t.Errorf("upstream saw %d initialize requests, want 1", inits)
+	}
+}
+
+// TestModernInputRequiredToSessionClient: the reverse direction. A
+// 2026-07-28 upstream answers input_required; a 2025-11-25 session client
+// gets the input request on its call's stream, and its answer (POSTed,
+// here to the other replica) goes back upstream in the retry.
+func TestModernInputRequiredToSessionClient(t *testing.T) {
+	m := testkit.NewUpstreamWith(t, "modern", testkit.UpstreamOptions{Stateless: true})
+	store := redisStore(t)
+	one := startGateway(t, []upstreamSpec{spec(m)}, store)
+	two := startGateway(t, []upstreamSpec{spec(m)}, store)
+	lb := testkit.StartLB(t, []string{strings.TrimSuffix(one, "/mcp"), strings.TrimSuffix(two, "/mcp")})
+	var asked atomic.Int32
+	cs := testkit.Connect(t, lb.URL+"/mcp", &testkit.ConnectOptions{ElicitationHandler: elicitName(&asked)})
+	for i := range 2 {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "modern__ask"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := text(t, res); got != "modern:hello Ada" {
+			t.Fatalf("call %d: ask = %q", i, got)
+		}
+	}
+	if asked.Load() != 2 {
+		t.Errorf("the client was asked %d times, want 2", asked.Load())
+	}
+	// Each answer went to the replica that was not waiting for it.
+	var last, crossed int
+	for _, r := range lb.Log() {
+		switch {
+		case r.RPCMethod == "tools/call":
+			last = r.Backend
+		case r.Method == "POST" && r.RPCMethod == "" && r.Backend != last:
+			crossed++
+		}
+	}
+	if crossed != 2 {
+		t.Errorf("%d answers crossed replicas, want 2", crossed)
+	}
+	// Each call went upstream twice: first, then the retry with the answer.
+	var calls []string
+	for _, r := range m.Requests() {
+		if r.RPCMethod == "tools/call" {
+			calls = append(calls, string(r.Body))
+		}
+	}
+	if len(calls) != 4 || !strings.Contains(calls[1], `"requestState":"asked"`) || !strings.Contains(calls[1], `"inputResponses":{"name":`) {
+		t.Errorf("upstream calls: %q", calls)
+	}
+	// A client without the capability: the upstream, which must not ask,
+	// is told so by the capabilities in _meta.
+	plain := testkit.Connect(t, one, nil)
+	res, err := plain.CallTool(context.Background(), &mcp.CallToolParams{Name: "modern__meta"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := res.StructuredContent.(map[string]any)["meta"].(map[string]any)
+	if caps := meta["io.modelcontextprotocol/clientCapabilities"].(map[string]any); caps["elicitation"] != nil {
+		t.Errorf("capabilities upstream: %v", caps)
 	}
 }

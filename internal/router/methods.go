@@ -867,8 +867,8 @@ func setLevel(ctx context.Context, rq *request, c *call) (json.RawMessage, error
 
 // relay forwards a client request to up and relays the answer: each
 // notification as it arrives, then the result (through rewrite, if set) or
-// the upstream's error. Requests the upstream sends on the way are bridged
-// (see mrtr.go).
+// the upstream's error. Requests for input are bridged between the
+// revisions (see mrtr.go).
 func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params json.RawMessage, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
 	// A 2026-07-28 client's call may be parked for its retry: then the
 	// upstream call outlives this request, and ends with the client gone
@@ -900,12 +900,43 @@ func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 			c.cancelParked = cancel
 		}
 	}
-	resp, err := rq.callWith(callCtx, up, forwardID(c.id), c.method, params, c.upHeader)
+	id := forwardID(c.id)
+	for round := 1; ; round++ {
+		res, us, err := rq.relayOnce(ctx, callCtx, c, up, id, params, &parked)
+		if err != nil || parked {
+			return res, err
+		}
+		if !rq.stateless && us.ProtocolVersion == upstream.ModernVersion && mrtrMethod(c.method) && inputRequired(res) {
+			// A 2026-07-28 upstream asks a session client for input.
+			if round > maxInputRounds {
+				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input more than %d times", up.cfg.Name, maxInputRounds)
+			}
+			if params, err = rq.askClient(ctx, c, up, params, res); err != nil {
+				return nil, err
+			}
+			// A retry is a new request, with an id of its own (mrtr,
+			// "Client Requirements" 3).
+			id = jsonrpc.StringID("c." + c.id.String() + "/" + strconv.Itoa(round))
+			continue
+		}
+		if rewrite != nil {
+			return rewrite(res)
+		}
+		return res, nil
+	}
+}
+
+// relayOnce sends one request of relay and relays what comes back until
+// its result, which it returns with the upstream session it went on. A
+// request for input it parks sets *parked and returns the input_required
+// result.
+func (rq *request) relayOnce(ctx, callCtx context.Context, c *call, up *upstreamRef, id jsonrpc.ID, params json.RawMessage, parked *bool) (json.RawMessage, session.Upstream, error) {
+	resp, err := rq.callWith(callCtx, up, id, c.method, params, c.upHeader)
 	if err != nil {
-		return nil, err
+		return nil, session.Upstream{}, err
 	}
 	defer func() {
-		if !parked {
+		if !*parked {
 			resp.Close()
 		}
 	}()
@@ -915,7 +946,7 @@ func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 	for {
 		msg, raw, err := resp.Next()
 		if err != nil {
-			return nil, err
+			return nil, resp.us, err
 		}
 		switch msg.Kind {
 		case jsonrpc.KindNotification:
@@ -932,25 +963,22 @@ func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 				continue
 			}
 			if err := c.out.event(raw); err != nil {
-				return nil, err // the client is gone
+				return nil, resp.us, err // the client is gone
 			}
 		case jsonrpc.KindRequest:
 			if c.cancelParked != nil && rq.clientCan(msg.Method) {
 				res, err := rq.park(ctx, c, up, resp, msg, c.cancelParked)
 				if err != nil {
-					return nil, err
+					return nil, resp.us, err
 				}
-				parked = true
-				return res, nil
+				*parked = true
+				return res, resp.us, nil
 			}
 			rq.upstreamRequest(ctx, c, up, resp.us, msg)
 		case jsonrpc.KindResponse:
-			if rewrite != nil {
-				return rewrite(msg.Result)
-			}
-			return msg.Result, nil
+			return msg.Result, resp.us, nil
 		case jsonrpc.KindErrorResponse:
-			return nil, msg.Error
+			return nil, resp.us, msg.Error
 		}
 	}
 }

@@ -43,10 +43,13 @@ import (
 //
 // The upstream's timeout bounds the whole exchange, parked time included.
 //
-// 2026-07-28 upstreams ask with input_required themselves; a 2026-07-28
+// 2026-07-28 upstreams ask with input_required themselves. A 2026-07-28
 // client's retry then passes through untouched, requestState and all. A
-// session client is not offered those capabilities for such an upstream
-// (sessionCapsForModern): it could not answer an input_required.
+// session client gets each of the inputRequests as a request on its call's
+// stream, under an id naming a mailbox (askedID); its answers, POSTed to
+// any replica, are posted there; once all are in, the gateway retries the
+// upstream call with them as inputResponses and the upstream's
+// requestState.
 
 const (
 	// requestStatePrefix starts every requestState the gateway issues.
@@ -55,8 +58,17 @@ const (
 	stateKeyPrefix = "mrtr-state:"
 	pumpKeyPrefix  = "mrtr-pump:"
 	// forwardedPrefix starts the id of an upstream's request forwarded to a
-	// session client.
+	// session client; askedPrefix, that of a 2026-07-28 upstream's input
+	// request asked of a session client.
 	forwardedPrefix = "mcpgw.up."
+	askedPrefix     = "mcpgw.in."
+	answerKeyPrefix = "mrtr-answer:"
+	// maxInputRounds bounds the input_required results one session
+	// client's call goes through.
+	maxInputRounds = 10
+	// answerTTL bounds how long a session client's answer waits in the
+	// mailbox for the call that asked.
+	answerTTL = 5 * time.Minute
 )
 
 // inputCapability is the client capability an upstream's request for
@@ -99,20 +111,6 @@ func (rq *request) clientCan(method string) bool {
 	return c != "" && len(caps) > 0 && rq.h.capSet(caps)[c]
 }
 
-// sessionCapsForModern is what a session client's capabilities become in
-// the _meta of its requests to a 2026-07-28 upstream: all of them but those
-// that let the upstream answer input_required.
-func (rq *request) sessionCapsForModern() json.RawMessage {
-	o, err := jsonx.ParseValidObject(rq.sess.ClientCapabilities)
-	if err != nil {
-		return json.RawMessage(`{}`)
-	}
-	for _, c := range []string{"elicitation", "sampling", "roots"} {
-		o.Delete(c)
-	}
-	return o.Bytes()
-}
-
 // upstreamRequest deals with a request an upstream sent during a call the
 // gateway relays, other than by parking it: ping is answered, a session
 // client that can answer gets it forwarded, anything else is refused.
@@ -148,10 +146,15 @@ func forwardedID(upstream string, id jsonrpc.ID) string {
 }
 
 // clientResponse routes a session client's answer to a forwarded request
-// back to its upstream. Answers to anything else are dropped.
+// back to its upstream, or to the mailbox of the call that asked for it.
+// Answers to anything else are dropped.
 func (h *Handler) clientResponse(ctx context.Context, rq *request, msg *jsonrpc.Message) {
 	var s string
 	if json.Unmarshal(msg.ID.Raw(), &s) != nil {
+		return
+	}
+	if rest, ok := strings.CutPrefix(s, askedPrefix); ok {
+		h.postAnswer(ctx, rq, rest, msg)
 		return
 	}
 	rest, ok := strings.CutPrefix(s, forwardedPrefix)
@@ -386,4 +389,123 @@ func (rq *request) awaitInput(ctx context.Context, c *call, up *upstreamRef, us 
 		return rewrite(msg.Result)
 	}
 	return msg.Result, nil
+}
+
+// inputRequired reports whether a result is a 2026-07-28 input_required.
+func inputRequired(res json.RawMessage) bool {
+	if !strings.Contains(string(res), `"input_required"`) {
+		return false // the common case, without parsing
+	}
+	o, err := jsonx.ParseValidObject(res)
+	if err != nil {
+		return false
+	}
+	t, _ := o.GetString("resultType")
+	return t == "input_required"
+}
+
+// answer is a session client's answer to an input request, in a mailbox.
+type answer struct {
+	Session string          `json:"s"`
+	Key     string          `json:"k"`
+	Result  json.RawMessage `json:"r,omitempty"`
+	Error   *jsonrpc.Error  `json:"e,omitempty"`
+}
+
+// askClient asks a session client for the inputs a 2026-07-28 upstream's
+// input_required result requests, and returns the params of the retry:
+// the call's, with the answers as inputResponses and the upstream's
+// requestState.
+func (rq *request) askClient(ctx context.Context, c *call, up *upstreamRef, params, res json.RawMessage) (json.RawMessage, error) {
+	o, err := jsonx.ParseValidObject(res)
+	if err != nil {
+		return nil, err
+	}
+	answers := &jsonx.Object{}
+	var asks *jsonx.Object
+	if v := o.Get("inputRequests"); v != nil && string(v) != "null" {
+		if asks, err = jsonx.ParseValidObject(v); err != nil {
+			return nil, fmt.Errorf("upstream %s: malformed inputRequests: %w", up.cfg.Name, err)
+		}
+	}
+	if asks != nil && len(asks.Members) > 0 {
+		if rq.h.mailbox == nil || c.out.discard {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input, which cannot reach this client", up.cfg.Name)
+		}
+		box := session.NewID()
+		pending := make(map[string]bool, len(asks.Members))
+		for _, m := range asks.Members {
+			ask, err := jsonx.ParseValidObject(m.Value)
+			if err != nil {
+				return nil, fmt.Errorf("upstream %s: malformed input request: %w", up.cfg.Name, err)
+			}
+			method, _ := ask.GetString("method")
+			if !rq.clientCan(method) {
+				// The upstream asked for what the client did not declare
+				// (mrtr, "Server Requirements" 7).
+				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for %q, which the client did not declare", up.cfg.Name, method)
+			}
+			id := askedPrefix + box + "." + base64.RawURLEncoding.EncodeToString([]byte(m.Name))
+			if err := c.out.event(jsonrpc.AppendRequest(nil, jsonrpc.StringID(id), method, ask.Get("params"))); err != nil {
+				return nil, err
+			}
+			pending[m.Name] = true
+		}
+		deadline := time.Now().Add(upstreamTimeout(up))
+		for len(pending) > 0 {
+			raw, err := rq.h.mailbox.Take(ctx, answerKeyPrefix+box, time.Until(deadline))
+			if errors.Is(err, session.ErrNotFound) {
+				return nil, fmt.Errorf("upstream %s: %s: waiting for the client's input: %w", up.cfg.Name, c.method, context.DeadlineExceeded)
+			} else if err != nil {
+				return nil, err
+			}
+			var a answer
+			if json.Unmarshal(raw, &a) != nil || a.Session != rq.sess.ID || !pending[a.Key] {
+				continue
+			}
+			if a.Error != nil {
+				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client could not give the input upstream %s asked for: %s", up.cfg.Name, a.Error.Message)
+			}
+			answers.Set(a.Key, a.Result)
+			delete(pending, a.Key)
+		}
+	}
+	p, err := jsonx.ParseValidObject(params)
+	if err != nil {
+		return nil, err
+	}
+	if len(answers.Members) > 0 {
+		p.Set("inputResponses", answers.Bytes())
+	} else {
+		p.Delete("inputResponses")
+	}
+	if state, ok := o.GetString("requestState"); ok {
+		p.SetString("requestState", state)
+	} else {
+		p.Delete("requestState")
+	}
+	return p.Bytes(), nil
+}
+
+// postAnswer posts a session client's answer to an input request (its id
+// without askedPrefix is rest) to the mailbox of the call that asked.
+func (h *Handler) postAnswer(ctx context.Context, rq *request, rest string, msg *jsonrpc.Message) {
+	box, k, ok := strings.Cut(rest, ".")
+	key, err := base64.RawURLEncoding.DecodeString(k)
+	if !ok || err != nil || h.mailbox == nil {
+		return
+	}
+	if _, err := hex.DecodeString(box); err != nil || len(box) != 32 {
+		return
+	}
+	if msg.Kind == jsonrpc.KindResponse && (len(msg.Result) == 0 || msg.Result[0] != '{') {
+		return
+	}
+	b, err := json.Marshal(answer{Session: rq.sess.ID, Key: string(key), Result: msg.Result, Error: msg.Error})
+	if err != nil {
+		return
+	}
+	if err := h.mailbox.Post(ctx, answerKeyPrefix+box, b, answerTTL); err != nil {
+		h.log.Warn("posting a client's answer to an input request", "error", err)
+	}
 }

@@ -244,7 +244,7 @@ func (rq *request) upstreamParams(us session.Upstream, params json.RawMessage) j
 	if rq.stateless {
 		return params
 	}
-	return upstream.WithModernMeta(params, rq.sess.ClientInfo, rq.sessionCapsForModern())
+	return upstream.WithModernMeta(params, rq.sess.ClientInfo, rq.sess.ClientCapabilities)
 }
 
 // tracedResponse is an upstream response in its client span.

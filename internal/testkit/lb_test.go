@@ -68,7 +68,12 @@ func TestLBRoundRobin(t *testing.T) {
 	if want := `b0 /mcp?a=b 40 {"jsonrpc":"2.0","id":1,"method":"ping"} host=` + host + ` te=[]`; string(b) != want {
 		t.Errorf("POST through the LB:\n got %s\nwant %s", b, want)
 	}
+	// The LB marks the entry done just after the client read the last
+	// byte: wait for it.
 	log := lb.Log()
+	for deadline := time.Now().Add(2 * time.Second); !log[len(log)-1].Done && time.Now().Before(deadline); log = lb.Log() {
+		time.Sleep(time.Millisecond)
+	}
 	if last := log[len(log)-1]; last.Backend != 0 || last.Method != "POST" || last.RPCMethod != "ping" || last.Status != 200 || !last.Done || last.Err != "" {
 		t.Errorf("last log entry = %+v", last)
 	}

@@ -69,7 +69,8 @@ type RecordedRequest struct {
 //   - meta: structuredContent {"meta": <params._meta as received>}.
 //   - fail: a tool error result (isError true).
 //   - ask: asks the client for a name with elicitation/create (a form with
-//     one string property "name"), then "<upstream>:hello <name>", or
+//     one string property "name"; with Stateless, in an input_required
+//     result with requestState "asked"), then "<upstream>:hello <name>", or
 //     "<upstream>:<action>" when the user did not accept, or a tool error
 //     "<upstream>:cannot ask: <error>" when the request failed.
 //
@@ -393,14 +394,26 @@ func (u *Upstream) addTools(g *generation) {
 		"ask": func() {
 			mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "Asks the user for a name."},
 				func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-					res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
+					ask := &mcp.ElicitParams{
 						Message: "What is your name?",
 						RequestedSchema: &jsonschema.Schema{
 							Type:       "object",
 							Properties: map[string]*jsonschema.Schema{"name": {Type: "string"}},
 							Required:   []string{"name"},
 						},
-					})
+					}
+					var res *mcp.ElicitResult
+					var err error
+					switch got, ok := req.Params.InputResponses["name"].(*mcp.ElicitResult); {
+					case ok && req.Params.RequestState == "asked":
+						res = got
+					case u.opts.Stateless:
+						// 2026-07-28: ask with input_required, and be
+						// called again with the answer.
+						return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"name": ask}, RequestState: "asked"}, nil, nil
+					default:
+						res, err = req.Session.Elicit(ctx, ask)
+					}
 					if err != nil {
 						return &mcp.CallToolResult{IsError: true, Content: text(name + ":cannot ask: " + err.Error())}, nil, nil
 					}

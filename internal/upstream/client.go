@@ -651,6 +651,9 @@ func (c *Client) statusError(op string, resp *http.Response, sentSession bool) *
 	e := c.error(op, code, errors.New(msg))
 	if m, err := jsonrpc.Decode(body); err == nil && m.Kind == jsonrpc.KindErrorResponse {
 		e.RPC = shortened(m.Error)
+		if m.Error.Code == codeUnsupportedProtocolVersion && len(m.Error.Data) <= maxErrorBody {
+			e.RPC.Data = m.Error.Data // the supported versions (see discover)
+		}
 	}
 	return e
 }
