@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
@@ -375,5 +376,27 @@ func TestModernInputRequiredToSessionClient(t *testing.T) {
 	meta := res.StructuredContent.(map[string]any)["meta"].(map[string]any)
 	if caps := meta["io.modelcontextprotocol/clientCapabilities"].(map[string]any); caps["elicitation"] != nil {
 		t.Errorf("capabilities upstream: %v", caps)
+	}
+}
+
+// TestDeniedByNameAlone: a call the tenant's rules deny by its name is
+// refused before the catalog is asked, so a cold cache costs the upstream
+// no tools/list; the answer is the one an unknown tool gets.
+func TestDeniedByNameAlone(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	url := startGateway(t, []upstreamSpec{spec(a)}, func(c *config.Config) {
+		c.Tenants = []config.Tenant{{ID: "default", Upstreams: []config.TenantUpstream{{
+			Name: "alpha", Tools: config.Rules{Deny: []string{"fail"}},
+		}}}}
+	})
+	resp, body := do(t, post2026(t, url, 1, "tools/call", `"name":"alpha__fail"`,
+		func(r *http.Request) { r.Header.Set("Mcp-Name", "alpha__fail") }))
+	if resp.StatusCode != 200 || !strings.Contains(body, `"code":-32602`) || !strings.Contains(body, "Unknown tool: alpha__fail") {
+		t.Fatalf("denied call: %d %s", resp.StatusCode, body)
+	}
+	for _, r := range a.Requests() {
+		if r.RPCMethod == "tools/list" || r.RPCMethod == "tools/call" {
+			t.Errorf("the upstream got %s for a call denied by name", r.RPCMethod)
+		}
 	}
 }

@@ -648,6 +648,9 @@ func namedCall(k kind) methodFunc {
 			return nil, err
 		}
 		c.target = name
+		if err := rq.deniedEarly(k, name); err != nil {
+			return nil, err
+		}
 		up, orig, err := rq.resolve(ctx, k, name)
 		if err != nil {
 			return nil, err

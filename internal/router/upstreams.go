@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"sync"
@@ -510,4 +511,33 @@ func (rq *request) resolve(ctx context.Context, k kind, name string) (*upstreamR
 		}
 	}
 	return nil, "", &resolveError{kind: k, name: name}
+}
+
+// deniedEarly decides what policy can decide from a tool or prompt name
+// alone, before the catalog is asked (which may mean fetching an
+// upstream's list): a name under one upstream's prefix, not shortened,
+// whose original the tenant's rules deny, is refused at once, with the
+// same error as an unknown name. Anything else is left to resolve, which
+// decides with the listing; this never allows what resolve would not.
+func (rq *request) deniedEarly(k kind, name string) error {
+	if len(name) >= maxNameLen {
+		return nil // may be a shortened name, whose original is unknown here
+	}
+	var owner *upstreamRef
+	for _, up := range rq.upstreams() {
+		if k.owns(up.prefix, name) {
+			if up.prefix == "" || owner != nil {
+				return nil // several candidates: only the listings can tell
+			}
+			owner = up
+		}
+	}
+	if owner == nil {
+		return nil
+	}
+	orig := strings.TrimPrefix(name, owner.prefix+nameSeparator)
+	if rq.visible(k, owner, orig) {
+		return nil
+	}
+	return &resolveError{kind: k, name: name, deniedBy: owner.cfg.Name, deniedName: orig}
 }
