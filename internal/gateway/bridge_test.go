@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,7 +25,7 @@ import (
 // upstream's era with server/discover, never initializes it, and fills in
 // each request's _meta from the client's session.
 func TestSessionClientToModernUpstream(t *testing.T) {
-	m := testkit.NewUpstreamWith(t, "modern", testkit.UpstreamOptions{Stateless: true})
+	m := testkit.NewUpstreamWith(t, "modern", testkit.UpstreamOptions{Stateless: true, Tools: append(slices.Clone(testkit.UpstreamTools), "region")})
 	url := startGateway(t, []upstreamSpec{spec(m)})
 	cs := testkit.Connect(t, url, nil)
 	ctx := context.Background()
@@ -33,8 +34,8 @@ func TestSessionClientToModernUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tools.Tools) != len(testkit.UpstreamTools) {
-		t.Errorf("got %d tools, want %d", len(tools.Tools), len(testkit.UpstreamTools))
+	if len(tools.Tools) != len(testkit.UpstreamTools)+1 {
+		t.Errorf("got %d tools, want %d", len(tools.Tools), len(testkit.UpstreamTools)+1)
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "modern__echo", Arguments: map[string]any{"text": "hi"}})
 	if err != nil {
@@ -65,6 +66,15 @@ func TestSessionClientToModernUpstream(t *testing.T) {
 	if err != nil || len(pr.Messages) != 1 {
 		t.Fatalf("prompt: %v %+v", err, pr)
 	}
+	// The upstream checks the Mcp-Param-* headers its tool's x-mcp-header
+	// annotations call for: the gateway sends them as a client would.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "modern__region", Arguments: map[string]any{"region": "Zürich", "text": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, res); got != "modern:Zürich:x" {
+		t.Errorf("region = %q (error %v)", got, res.IsError)
+	}
 
 	var discovers int
 	for _, r := range m.Requests() {
@@ -82,6 +92,9 @@ func TestSessionClientToModernUpstream(t *testing.T) {
 		}
 		if r.RPCMethod == "tools/call" && r.Header.Get("Mcp-Name") == "" {
 			t.Errorf("tools/call without Mcp-Name")
+		}
+		if r.Header.Get("Mcp-Name") == "region" && r.Header.Get("Mcp-Param-Region") != "=?base64?WsO8cmljaA==?=" {
+			t.Errorf("Mcp-Param-Region = %q", r.Header.Get("Mcp-Param-Region"))
 		}
 	}
 	if discovers != 1 {

@@ -22,6 +22,10 @@ import (
 // default, in alphabetical order.
 var UpstreamTools = []string{"ask", "block", "echo", "fail", "gate", "headers", "meta", "progress"}
 
+// OptionalTools are tools an [Upstream] registers only when
+// [UpstreamOptions.Tools] names them.
+var OptionalTools = []string{"region"}
+
 // UpstreamOptions configures an [Upstream]. The zero value registers every
 // tool in [UpstreamTools] and answers with SSE.
 type UpstreamOptions struct {
@@ -68,6 +72,9 @@ type RecordedRequest struct {
 //   - headers: the JSON of the HTTP headers of this call's request, as text.
 //   - meta: structuredContent {"meta": <params._meta as received>}.
 //   - fail: a tool error result (isError true).
+//   - region {region, text} (optional): "<upstream>:<region>:<text>"; region
+//     is marked x-mcp-header "Region", so a 2026-07-28 caller must mirror it
+//     in Mcp-Param-Region (the SDK's server checks).
 //   - ask: asks the client for a name with elicitation/create (a form with
 //     one string property "name"; with Stateless, in an input_required
 //     result with requestState "asked"), then "<upstream>:hello <name>", or
@@ -119,7 +126,7 @@ func NewUpstream(t testing.TB, name string) *Upstream {
 func NewUpstreamWith(t testing.TB, name string, opts UpstreamOptions) *Upstream {
 	t.Helper()
 	for _, tool := range opts.Tools {
-		if !slices.Contains(UpstreamTools, tool) {
+		if !slices.Contains(UpstreamTools, tool) && !slices.Contains(OptionalTools, tool) {
 			t.Fatalf("testkit: unknown upstream tool %q (have %v)", tool, UpstreamTools)
 		}
 	}
@@ -423,6 +430,19 @@ func (u *Upstream) addTools(g *generation) {
 					who, _ := res.Content["name"].(string)
 					return &mcp.CallToolResult{Content: text(name + ":hello " + who)}, nil, nil
 				})
+		},
+		"region": func() {
+			s.AddTool(&mcp.Tool{
+				Name:        "region",
+				Description: "Echoes its region, which travels in a header too.",
+				InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"text":{"type":"string"}}}`),
+			}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				var in struct{ Region, Text string }
+				if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+					return nil, err
+				}
+				return &mcp.CallToolResult{Content: text(name + ":" + in.Region + ":" + in.Text)}, nil
+			})
 		},
 		"fail": func() {
 			mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always fails."},
