@@ -119,7 +119,8 @@ func (rq *request) upstreamRequest(ctx context.Context, c *call, up *upstreamRef
 	switch {
 	case msg.Method == "ping":
 		rq.reply(ctx, client, us, msg.ID, json.RawMessage(`{}`), nil)
-	case !rq.stateless && rq.clientCan(msg.Method):
+	case !rq.stateless && !c.out.discard && rq.clientCan(msg.Method):
+		// (A batch's collector has no stream to carry the request.)
 		fwd := jsonrpc.AppendRequest(nil, jsonrpc.StringID(forwardedID(up.cfg.Name, msg.ID)), msg.Method, msg.Params)
 		if err := c.out.event(fwd); err != nil {
 			rq.reply(ctx, client, us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client is gone"))
