@@ -365,7 +365,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown upstream key",
 			yaml: up + "    token: x\n",
-			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, headers, name, prefix, timeout, url)"},
+			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, headers, name, prefix, timeout, url, watch)"},
 		},
 		{
 			name: "duplicate key",

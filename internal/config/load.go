@@ -599,6 +599,7 @@ func (d *decoder) upstream(n *yaml.Node, path string, u *Upstream) {
 		"timeout":         d.duration(&u.Timeout),
 		"headers":         func(v *yaml.Node, p string) { d.headers(v, p, &u.Headers) },
 		"audit_arguments": d.str(&u.AuditArguments),
+		"watch":           d.boolPtr(&u.Watch),
 	})
 }
 

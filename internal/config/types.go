@@ -203,7 +203,14 @@ type Upstream struct {
 	// tool arguments: "none" (default), "hash" (SHA-256 of the arguments'
 	// JSON) or "redacted" (the JSON with every string and number replaced).
 	AuditArguments string `yaml:"audit_arguments"`
+	// Watch keeps, on each replica, one stream open to the upstream for its
+	// list_changed notifications, so that a change reaches clients at once
+	// rather than when the list cache expires. nil means true.
+	Watch *bool `yaml:"watch"`
 }
+
+// Watches reports whether the upstream is watched (see Upstream.Watch).
+func (u *Upstream) Watches() bool { return u.Watch == nil || *u.Watch }
 
 // EffectivePrefix returns the namespace prefix: the configured one, or the
 // name when none is configured.

@@ -413,3 +413,54 @@ func TestDeniedByNameAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamListChanges: with upstreams[].watch, a tool an upstream adds
+// reaches the gateway's cache and its clients at once, long before the
+// list cache expires, for an upstream of either revision.
+func TestUpstreamListChanges(t *testing.T) {
+	for _, stateless := range []bool{false, true} {
+		name := map[bool]string{false: "legacy", true: "modern"}[stateless]
+		t.Run(name, func(t *testing.T) {
+			u := testkit.NewUpstreamWith(t, name, testkit.UpstreamOptions{Stateless: stateless, Tools: []string{"echo"}})
+			sp := spec(u)
+			sp.watch = true
+			url := startGateway(t, []upstreamSpec{sp}, func(c *config.Config) { c.Server.ListCacheTTL = config.Duration(time.Hour) })
+			changed := make(chan struct{}, 10)
+			cs := testkit.Connect(t, url, &testkit.ConnectOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+				changed <- struct{}{}
+			}})
+			ctx := context.Background()
+			if tools, err := cs.ListTools(ctx, nil); err != nil || len(tools.Tools) != 1 {
+				t.Fatalf("tools: %v %v", tools, err)
+			}
+			// Wait for the watch to be up: it is when the upstream got its
+			// GET or listen request.
+			deadline := time.Now().Add(5 * time.Second)
+			for !watching(u) {
+				if time.Now().After(deadline) {
+					t.Fatal("the gateway never opened its watch stream")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			u.AddTool("late")
+			select {
+			case <-changed:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the client was not told that the tools changed")
+			}
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil || len(tools.Tools) != 2 {
+				t.Fatalf("tools after the change: %v %v", tools, err)
+			}
+		})
+	}
+}
+
+func watching(u *testkit.Upstream) bool {
+	for _, r := range u.Requests() {
+		if r.Method == http.MethodGet || r.RPCMethod == "subscriptions/listen" {
+			return true
+		}
+	}
+	return false
+}

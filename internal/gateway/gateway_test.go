@@ -30,6 +30,10 @@ type upstreamSpec struct {
 	prefix  *string
 	headers map[string]string
 	timeout time.Duration
+	// watch turns on the upstream watch (upstreams[].watch), off in tests
+	// by default: it opens an upstream session of its own, which would
+	// count in the tests that count upstream sessions.
+	watch bool
 }
 
 // startGateway runs an in-process gateway in front of the given upstreams
@@ -58,7 +62,7 @@ func startGatewayWith(t testing.TB, opts gateway.Options, ups []upstreamSpec, ed
 	cfg := &config.Config{Auth: config.Auth{Anonymous: true}}
 	cfg.Server.PublicURL = url
 	for _, u := range ups {
-		cu := config.Upstream{Name: u.name, URL: u.url, Prefix: u.prefix, Headers: u.headers, Timeout: config.Duration(u.timeout)}
+		cu := config.Upstream{Name: u.name, URL: u.url, Prefix: u.prefix, Headers: u.headers, Timeout: config.Duration(u.timeout), Watch: &u.watch}
 		cfg.Upstreams = append(cfg.Upstreams, cu)
 	}
 	for _, e := range edit {

@@ -198,6 +198,26 @@ func (c *catalog) invalidate(upstream string, ks ...kind) {
 	}
 }
 
+// stale marks an upstream's cached listings of the given kinds as due for
+// a fetch (the upstream said they changed) and returns the kinds that had
+// one. Unlike invalidate, it keeps what was listed, so that the fetch can
+// tell whether anything changed and, if so, call onChange.
+func (c *catalog) stale(upstream string, ks ...kind) []kind {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var had []kind
+	for _, k := range ks {
+		key := listKey{upstream, k}
+		if l := c.lists[key]; l != nil {
+			cp := *l // readers may hold l
+			cp.fetched = time.Time{}
+			c.lists[key] = &cp
+			had = append(had, k)
+		}
+	}
+	return had
+}
+
 // build rewrites an upstream's raw items to their exposed names. Items that
 // are not objects or lack their key are dropped and logged: upstream output
 // is untrusted input.

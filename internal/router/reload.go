@@ -25,6 +25,7 @@ func (h *Handler) SetConfig(cfg *config.Config) {
 		}
 	}
 	h.state.Store(next)
+	h.syncWatches(next)
 
 	for name, old := range prev.byName {
 		if next.byName[name] != old {

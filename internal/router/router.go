@@ -112,6 +112,7 @@ type Handler struct {
 	httpc   *http.Client
 
 	catalog  *catalog
+	watch    watchers
 	streams  streams
 	inflight inflight
 	sf       singleflight.Group
@@ -175,7 +176,9 @@ func New(opts Options) (*Handler, error) {
 	h.mailbox, _ = opts.Store.(session.Mailbox)
 	h.catalog = newCatalog(opts.Config.Server.ListCacheTTL.D(), log)
 	h.catalog.onChange = h.upstreamListChanged
-	h.state.Store(h.build(opts.Config, nil))
+	st := h.build(opts.Config, nil)
+	h.state.Store(st)
+	h.syncWatches(st)
 	return h, nil
 }
 
@@ -217,6 +220,7 @@ func (h *Handler) build(cfg *config.Config, prev *state) *state {
 // Close waits for the upstream clients' background work (cancellations,
 // session terminations) and releases their connections.
 func (h *Handler) Close() error {
+	h.stopWatches()
 	var errs []error
 	for _, up := range h.state.Load().upstreams {
 		errs = append(errs, up.client.Close())

@@ -428,17 +428,28 @@ func (rq *request) listing(ctx context.Context, up *upstreamRef, k kind, force b
 	})
 }
 
-// observe reacts to a notification an upstream sent: a list change
-// invalidates the catalog.
-func (h *Handler) observe(up *upstreamRef, msg *jsonrpc.Message) {
-	switch msg.Method {
-	case "notifications/tools/list_changed":
-		h.catalog.invalidate(up.cfg.Name, kindTools)
-	case "notifications/prompts/list_changed":
-		h.catalog.invalidate(up.cfg.Name, kindPrompts)
-	case "notifications/resources/list_changed":
-		h.catalog.invalidate(up.cfg.Name, kindResources, kindTemplates)
+// observe reacts to a notification an upstream sent: a list change marks
+// the catalog's listings of that kind stale. It returns the kinds whose
+// listings were cached.
+func (h *Handler) observe(up *upstreamRef, msg *jsonrpc.Message) []kind {
+	if ks := changedKinds(msg.Method); ks != nil {
+		return h.catalog.stale(up.cfg.Name, ks...)
 	}
+	return nil
+}
+
+// changedKinds returns the kinds of list a list_changed notification is
+// about, nil for any other method.
+func changedKinds(method string) []kind {
+	switch method {
+	case "notifications/tools/list_changed":
+		return []kind{kindTools}
+	case "notifications/prompts/list_changed":
+		return []kind{kindPrompts}
+	case "notifications/resources/list_changed":
+		return []kind{kindResources, kindTemplates}
+	}
+	return nil
 }
 
 // visible is the policy decision for the request's tenant: whether it may

@@ -29,6 +29,9 @@ type ConnectOptions struct {
 	ProgressHandler func(context.Context, *mcp.ProgressNotificationClientRequest)
 	// LoggingHandler, if non-nil, receives notifications/message.
 	LoggingHandler func(context.Context, *mcp.LoggingMessageRequest)
+	// ToolListChangedHandler, if non-nil, receives
+	// notifications/tools/list_changed.
+	ToolListChangedHandler func(context.Context, *mcp.ToolListChangedRequest)
 	// ElicitationHandler, if non-nil, answers elicitation/create (and the
 	// client declares the elicitation capability).
 	ElicitationHandler func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
@@ -49,6 +52,7 @@ func Connect(t testing.TB, url string, opts *ConnectOptions) *mcp.ClientSession 
 		ProgressNotificationHandler: opts.ProgressHandler,
 		LoggingMessageHandler:       opts.LoggingHandler,
 		ElicitationHandler:          opts.ElicitationHandler,
+		ToolListChangedHandler:      opts.ToolListChangedHandler,
 	})
 	version := opts.ProtocolVersion
 	if version == "" {

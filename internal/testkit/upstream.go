@@ -200,6 +200,19 @@ func (u *Upstream) Requests() []RecordedRequest {
 // the rest.
 func (u *Upstream) Cancelled() <-chan string { return u.cancelled }
 
+// AddTool registers one more trivial tool, returning its own name as text,
+// on the running server, which tells its sessions' streams (and listen
+// subscriptions) that the tool list changed.
+func (u *Upstream) AddTool(toolName string) {
+	u.mu.Lock()
+	s := u.gen.server
+	u.mu.Unlock()
+	s.AddTool(&mcp.Tool{Name: toolName, Description: "Added at run time.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: text(toolName)}, nil
+		})
+}
+
 // Release unblocks every gate call waiting now; later gate calls wait for
 // the next Release. To avoid releasing too early, wait for a call's
 // "waiting" progress notification first.

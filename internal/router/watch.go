@@ -1,0 +1,234 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/upstream"
+)
+
+// Watching upstreams.
+//
+// An upstream says its lists changed with a list_changed notification, but
+// it sends it where it sends what belongs to no request: the GET stream of
+// a 2025-11-25 session, or a 2026-07-28 subscriptions/listen stream. The
+// gateway's client sessions do not hold those open upstream (that would be
+// one connection per client and upstream), so each replica keeps one per
+// watched upstream, on a session of its own: a notification invalidates
+// the catalog, which tells the clients' streams (see upstreamListChanged).
+// A stream that breaks is opened again with backoff, and the catalog
+// invalidated then, since a change may have been missed; an upstream that
+// offers no stream, or whose capabilities announce no list changes, is not
+// watched.
+
+const (
+	watchMinBackoff = time.Second
+	watchMaxBackoff = time.Minute
+)
+
+// watcher is the watch of one upstreamRef.
+type watcher struct {
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// watchers tracks the running watches, by upstreamRef.
+type watchers struct {
+	mu sync.Mutex
+	m  map[*upstreamRef]*watcher
+}
+
+// syncWatches starts a watch for each upstream of st that wants one and
+// has none, and stops those of upstreams st no longer has.
+func (h *Handler) syncWatches(st *state) {
+	h.watch.mu.Lock()
+	defer h.watch.mu.Unlock()
+	if h.watch.m == nil {
+		h.watch.m = make(map[*upstreamRef]*watcher)
+	}
+	keep := make(map[*upstreamRef]bool, len(st.upstreams))
+	for _, up := range st.upstreams {
+		if !up.cfg.Watches() {
+			continue
+		}
+		keep[up] = true
+		if h.watch.m[up] != nil {
+			continue
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		w := &watcher{stop: stop, done: make(chan struct{})}
+		h.watch.m[up] = w
+		go func() {
+			defer close(w.done)
+			h.watchUpstream(ctx, up)
+		}()
+	}
+	for up, w := range h.watch.m {
+		if !keep[up] {
+			w.stop()
+			delete(h.watch.m, up)
+		}
+	}
+}
+
+// stopWatches stops every watch and waits for them to end.
+func (h *Handler) stopWatches() {
+	h.watch.mu.Lock()
+	ws := h.watch.m
+	h.watch.m = nil
+	h.watch.mu.Unlock()
+	for _, w := range ws {
+		w.stop()
+	}
+	for _, w := range ws {
+		<-w.done
+	}
+}
+
+// watchUpstream keeps up's notification stream open until ctx ends.
+func (h *Handler) watchUpstream(ctx context.Context, up *upstreamRef) {
+	log := h.log.With("upstream", up.cfg.Name)
+	backoff := watchMinBackoff
+	connected := false // a stream was open before: changes may have been missed since
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := h.watchOnce(ctx, up, connected, func() { connected = true })
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, upstream.ErrNoStream), errors.Is(err, errNothingToWatch):
+			log.Debug("upstream not watched", "reason", err)
+			return
+		case err != nil:
+			log.Debug("upstream watch ended", "error", err)
+		}
+		if time.Since(start) > watchMaxBackoff {
+			backoff = watchMinBackoff // it worked for a while
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, watchMaxBackoff)
+	}
+}
+
+var errNothingToWatch = errors.New("its capabilities announce no list changes")
+
+// watchOnce opens a session and a stream with up and reads the stream until
+// it ends. onOpen is called once the stream is open.
+func (h *Handler) watchOnce(ctx context.Context, up *upstreamRef, missed bool, onOpen func()) error {
+	res, err := up.client.Open(ctx)
+	if err != nil {
+		return err
+	}
+	us := res.Session
+	defer func() {
+		if us.SessionID != "" {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = up.client.Terminate(ctx, us)
+		}
+	}()
+	h.rememberCaps(up.cfg.Name, us.Capabilities)
+	if !announcesListChanges(us.Capabilities) {
+		return errNothingToWatch
+	}
+	st, err := up.client.Watch(ctx, us)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	defer stop()
+	if missed {
+		h.refresh(ctx, up, us, h.catalog.stale(up.cfg.Name, kindTools, kindPrompts, kindResources, kindTemplates))
+	}
+	onOpen()
+	for {
+		msg, _, err := st.Next()
+		if err != nil {
+			return err
+		}
+		switch msg.Kind {
+		case jsonrpc.KindNotification:
+			h.refresh(ctx, up, us, h.observe(up, msg))
+		case jsonrpc.KindRequest:
+			// Nobody to ask on this session: ping is answered, the rest
+			// refused.
+			var result json.RawMessage
+			var rerr *jsonrpc.Error
+			if msg.Method == "ping" {
+				result = json.RawMessage(`{}`)
+			} else {
+				rerr = jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s", msg.Method)
+			}
+			_ = up.client.Reply(ctx, us, msg.ID, result, rerr)
+		}
+	}
+}
+
+// announcesListChanges reports whether server capabilities announce
+// listChanged for tools, prompts or resources.
+func announcesListChanges(caps json.RawMessage) bool {
+	o, err := jsonx.ParseValidObject(caps)
+	if err != nil {
+		return false
+	}
+	for _, c := range []string{"tools", "prompts", "resources"} {
+		if v := o.Get(c); v != nil {
+			if co, err := jsonx.ParseValidObject(v); err == nil && string(co.Get("listChanged")) == "true" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// refresh fetches again the listings of kinds ks that the catalog holds
+// for up, on the watch's session, so that the catalog tells the clients
+// whose view changed (catalog.onChange) and has the new lists ready.
+func (h *Handler) refresh(ctx context.Context, up *upstreamRef, us session.Upstream, ks []kind) {
+	for _, k := range ks {
+		_, err := h.catalog.get(ctx, up, k, false, func(ctx context.Context) ([]json.RawMessage, error) {
+			n := 0
+			return paginate(up.cfg.Name, k, func(params json.RawMessage) (json.RawMessage, error) {
+				n++
+				return watchRoundTrip(ctx, up, us, jsonrpc.StringID("watch."+strconv.Itoa(n)), kinds[k].listMethod, params)
+			})
+		})
+		if err != nil {
+			h.log.Debug("refreshing a changed list", "upstream", up.cfg.Name, "list", kinds[k].listMethod, "error", err)
+		}
+	}
+}
+
+// watchRoundTrip sends one request of the watch's own and returns its
+// result.
+func watchRoundTrip(ctx context.Context, up *upstreamRef, us session.Upstream, id jsonrpc.ID, method string, params json.RawMessage) (json.RawMessage, error) {
+	resp, err := up.client.Call(ctx, us, id, method, params)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Close()
+	for {
+		msg, _, err := resp.Next()
+		if err != nil {
+			return nil, err
+		}
+		switch msg.Kind {
+		case jsonrpc.KindResponse:
+			return msg.Result, nil
+		case jsonrpc.KindErrorResponse:
+			return nil, msg.Error
+		}
+	}
+}
