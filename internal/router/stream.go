@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -79,6 +80,44 @@ func (r *responder) event(msg []byte) error {
 	return r.rc.Flush()
 }
 
+// lastEvent writes the response message as the stream's last event. It is
+// not flushed: the handler returns right after it, and net/http then
+// flushes it together with the end of the chunked body, one write to the
+// connection instead of two. The event buffer goes back to its pool.
+func (r *responder) lastEvent(build func(dst []byte) []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.buf == nil {
+		r.buf = getEventBuf()
+	}
+	r.buf = build(r.buf[:0])
+	_, _ = r.w.Write(r.buf)
+	putEventBuf(r.buf)
+	r.buf = nil
+}
+
+// eventBufPool holds buffers for the last event of a streamed response: a
+// 10 KB tool result would otherwise need a new buffer of that size (and
+// before it, one for the JSON-RPC response) for every call.
+var eventBufPool sync.Pool
+
+// maxPooledEventBuf bounds the buffers kept in eventBufPool, so that one
+// large answer (a long list) does not stay allocated in the pool.
+const maxPooledEventBuf = 64 << 10
+
+func getEventBuf() []byte {
+	if p, ok := eventBufPool.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, 4<<10)
+}
+
+func putEventBuf(b []byte) {
+	if cap(b) <= maxPooledEventBuf {
+		eventBufPool.Put(&b)
+	}
+}
+
 // appendEvent appends msg as an SSE "message" event. A payload with line
 // breaks (JSON may contain them between tokens) is split over several data
 // lines, which the client joins back with "\n".
@@ -108,14 +147,28 @@ func appendEvent(dst, msg []byte) []byte {
 	return append(dst, "\n\n"...)
 }
 
+// appendResultEvent appends the success response to request id as an SSE
+// "message" event: appendEvent(dst, jsonrpc.AppendResult(nil, id, result)),
+// without the response's own buffer when result has no line breaks.
+func appendResultEvent(dst []byte, id jsonrpc.ID, result json.RawMessage) []byte {
+	if bytes.IndexByte(result, '\n') >= 0 || bytes.IndexByte(result, '\r') >= 0 {
+		return appendEvent(dst, jsonrpc.AppendResult(nil, id, result))
+	}
+	dst = slices.Grow(dst, len(result)+len(id.Raw())+64)
+	dst = append(dst, "event: message\ndata: "...)
+	dst = jsonrpc.AppendResult(dst, id, result)
+	return append(dst, "\n\n"...)
+}
+
 // final writes the response message: as the last SSE event when streaming,
-// else as an application/json body with the given status.
+// else as an application/json body with the given status. Nothing may be
+// written after it.
 func (r *responder) final(status int, msg []byte) {
 	r.mu.Lock()
 	sse, written := r.sse, r.written
 	r.mu.Unlock()
 	if sse {
-		_ = r.event(msg)
+		r.lastEvent(func(dst []byte) []byte { return appendEvent(dst, msg) })
 		return
 	}
 	if written {
@@ -134,8 +187,11 @@ func (r *responder) finalResult(id jsonrpc.ID, result json.RawMessage) {
 	r.mu.Lock()
 	sse, written := r.sse, r.written
 	r.mu.Unlock()
-	if sse || written {
-		r.final(http.StatusOK, jsonrpc.AppendResult(nil, id, result))
+	if sse {
+		r.lastEvent(func(dst []byte) []byte { return appendResultEvent(dst, id, result) })
+		return
+	}
+	if written {
 		return
 	}
 	r.mu.Lock()
