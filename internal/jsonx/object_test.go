@@ -154,3 +154,16 @@ func BenchmarkValid(b *testing.B) {
 		}
 	})
 }
+
+// FuzzAppendString holds AppendString to json.Marshal, byte for byte.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "tools__echo", "file:///a b?c=d", "a\"b", `a\b`, "<&>", "\x00\x1f\x7f", "é", "\u2028", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := AppendString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Fatalf("AppendString(%q) = %q, want %q", s, got[1:], want)
+		}
+	})
+}
