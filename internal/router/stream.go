@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
@@ -29,7 +30,18 @@ type responder struct {
 	sse     bool
 	written bool // headers sent
 	buf     []byte
+
+	// With lazyHeaders (see deferHeaders), a stream's headers wait for its
+	// first event, or for headerTimer.
+	lazyHeaders bool
+	unflushed   bool // headers written, not flushed
+	headerTimer *time.Timer
+	finished    bool // the handler is done with w: nothing may touch it
 }
+
+// sseHeaderDelay bounds how long the headers of a relayed stream wait for
+// its first event before they are flushed alone.
+const sseHeaderDelay = 50 * time.Millisecond
 
 func newResponder(w http.ResponseWriter) *responder {
 	return &responder{w: w, rc: http.NewResponseController(w)}
@@ -39,6 +51,43 @@ func newResponder(w http.ResponseWriter) *responder {
 // notifications, and its caller takes the final message from dispatch.
 // Batched requests are served with one.
 func newCollector() *responder { return &responder{discard: true} }
+
+// deferHeaders lets the headers of a stream this responder starts wait for
+// its first event, for at most sseHeaderDelay, so that they reach the
+// client in the same write. An upstream's answer mostly follows its
+// headers at once, and flushing them alone cost a write to the connection
+// and a wakeup of the client per call. The caller must call finish before
+// the handler returns.
+func (r *responder) deferHeaders() { r.lazyHeaders = true }
+
+// finish marks the responder done with its ResponseWriter: a header flush
+// still pending (see deferHeaders) is dropped, the handler's return sends
+// the headers.
+func (r *responder) finish() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.finished = true
+	r.flushedLocked()
+}
+
+// flushedLocked notes that the headers are out (or need not be flushed).
+func (r *responder) flushedLocked() {
+	r.unflushed = false
+	if r.headerTimer != nil {
+		r.headerTimer.Stop()
+		r.headerTimer = nil
+	}
+}
+
+// flushHeaders flushes the headers of a stream no event has followed yet.
+func (r *responder) flushHeaders() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unflushed && !r.finished {
+		r.unflushed = false
+		_ = r.rc.Flush()
+	}
+}
 
 // startSSE sends the headers of an SSE response. It is a no-op if the
 // response has started already.
@@ -56,6 +105,11 @@ func (r *responder) startSSE() {
 	r.sse, r.written = true, true
 	if r.onSSE != nil {
 		r.onSSE()
+	}
+	if r.lazyHeaders {
+		r.unflushed = true
+		r.headerTimer = time.AfterFunc(sseHeaderDelay, r.flushHeaders)
+		return
 	}
 	_ = r.rc.Flush() // flushing is best-effort
 }
@@ -77,6 +131,7 @@ func (r *responder) event(msg []byte) error {
 	if _, err := r.w.Write(r.buf); err != nil {
 		return err
 	}
+	r.flushedLocked()
 	return r.rc.Flush()
 }
 
@@ -92,6 +147,7 @@ func (r *responder) lastEvent(build func(dst []byte) []byte) {
 	}
 	r.buf = build(r.buf[:0])
 	_, _ = r.w.Write(r.buf)
+	r.flushedLocked() // the handler's return flushes
 	putEventBuf(r.buf)
 	r.buf = nil
 }
