@@ -167,3 +167,26 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+// TestCommonNames checks that the names parsed without allocating are the
+// names, however they are spelled, and that duplicates are still found.
+func TestCommonNames(t *testing.T) {
+	o, err := ParseObject([]byte(`{"name":"a","na\u006de2":1,"arguments":{},"x-name":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range o.Members {
+		names = append(names, m.Name)
+	}
+	if got, want := strings.Join(names, ","), "name,name2,arguments,x-name"; got != want {
+		t.Errorf("names %s, want %s", got, want)
+	}
+	if _, err := ParseObject([]byte(`{"name":1,"na\u006de":2}`)); err == nil {
+		t.Error("a duplicate spelled with an escape was accepted")
+	}
+	data := []byte(`{"name":"a","arguments":{}}`)
+	if n := testing.AllocsPerRun(100, func() { _, _ = ParseValidObject(data) }); n > 2 {
+		t.Errorf("%v allocations to parse an object of common names, want at most 2 (the object, its members)", n)
+	}
+}
