@@ -43,7 +43,7 @@ type sseReader struct {
 	max     int // bound on one event's data; > 0
 	lineMax int // bound on one line: max plus room for a field name
 
-	buf    []byte // buffered input is buf[r:w]
+	buf    []byte  // buffered input is buf[r:w]
 	pooled *[]byte // buf's entry in sseBufPool, until release
 	r, w   int
 	rerr   error // sticky error from rd, reported once the buffer is empty
