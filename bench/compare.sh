@@ -32,7 +32,11 @@
 #   SCENARIOS   space-separated name:clients:mode:payload, as above
 #   REDIS_ADDR [127.0.0.1:6379]
 #   UPSTREAM_JSON=1   upstreams answer application/json instead of SSE
-#   POLICY [1]        give the (anonymous) default tenant a few policy rules
+#   POLICY [1]        give the callers' tenant, default, a few policy rules
+#   AUTH [bearer]     bearer: the gateways trust bench/issuer (a development
+#                     issuer on loopback) and mcpload sends its token, which
+#                     the gateways verify once and then take from their
+#                     cache; anonymous: auth.anonymous, no token
 #   GW_LOG_LEVEL [info]
 #   LARGE_CONFIG=1    add the gw-large target (configuration size)
 #   KEEP=1            keep the work directory (configs, logs, runs.jsonl)
@@ -67,6 +71,11 @@ REDIS_ADDR=${REDIS_ADDR:-127.0.0.1:6379}
 POLICY=${POLICY:-1}
 LARGE_CONFIG=${LARGE_CONFIG:-0}
 GW_LOG_LEVEL=${GW_LOG_LEVEL:-info}
+AUTH=${AUTH:-bearer}
+if [[ $AUTH != bearer && $AUTH != anonymous ]]; then
+	echo "compare.sh: AUTH must be bearer or anonymous, got $AUTH" >&2
+	exit 2
+fi
 # The list scenario: the gateways aggregate LIST_UPSTREAMS upstreams of
 # LIST_TOOLS tools each; direct and proxy serve as many from one upstream.
 LIST_UPSTREAMS=20
@@ -109,6 +118,7 @@ go build -o bin/mcpload ./cmd/mcpload
 go build -o bin/bench-upstream ./bench/upstream
 go build -o bin/bench-proxy ./bench/proxy
 go build -o bin/bench-summarize ./bench/summarize
+go build -o bin/bench-issuer ./bench/issuer
 
 # --- processes -------------------------------------------------------------
 
@@ -162,6 +172,44 @@ proxy() {
 	eval "${name}_url=$addr"
 }
 
+# issuer: starts bench/issuer, sets issuer_url to its origin and
+# bench_token to its token, which mcpload gets in MCPLOAD_TOKEN (out of
+# ps) for the gateway targets only.
+issuer() {
+	local addr
+	start issuer bin/bench-issuer -addr 127.0.0.1:0 -token-file "$work/token" -audience mcpbench
+	# It prints this line once the token file is written.
+	addr=$(await issuer 'listening on http://127\.0\.0\.1:[0-9]+')
+	issuer_url=${addr#listening on }
+	bench_token=$(<"$work/token")
+}
+
+# gwpublic: the server.public_url line of a gateway config, which trusting
+# an issuer requires (blank with AUTH=anonymous). The URL is nominal: the
+# port is picked at start, and nothing the benchmark does depends on it
+# (the tokens' audience is set explicitly).
+gwpublic() {
+	if [[ $AUTH == bearer ]]; then echo '  public_url: "http://127.0.0.1/mcp"'; fi
+}
+
+# gwauth: the auth section of a gateway config, for AUTH.
+gwauth() {
+	if [[ $AUTH == anonymous ]]; then
+		printf 'auth:\n  anonymous: true\n'
+		return
+	fi
+	cat <<-EOF
+		auth:
+		  issuers:
+		    - name: bench
+		      issuer_url: "$issuer_url"
+		      jwks_url: "$issuer_url/jwks"
+		      tenant_claim: tenant
+		      audiences: ["mcpbench"]
+		      algorithms: ["ES256"]
+	EOF
+}
+
 # gateway NAME CONFIG: validates CONFIG, starts bin/gateway with it and
 # sets NAME_url to its origin.
 gateway() {
@@ -197,6 +245,7 @@ gwconfig() {
 			server:
 			  listen: "127.0.0.1:0"
 			  admin_listen: "127.0.0.1:0"
+			$(gwpublic)
 			  # Long enough that the list scenario is served from the cache
 			  # from its first request to its last.
 			  list_cache_ttl: 10m
@@ -215,12 +264,11 @@ gwconfig() {
 		for u in "$@"; do
 			printf '  - name: %s\n    url: "%s/mcp"\n' "${u%%=*}" "${u#*=}"
 		done
-		# TODO(issue 7): authenticate with a cached bearer token, as the
-		# issue's targets assume: a dev issuer (internal/auth.DevIssuer,
-		# today only inside `gateway demo`) or the testkit's OpenID
-		# provider, then `mcpload -token` (or MCPLOAD_TOKEN). Until then
-		# every caller is the anonymous tenant "default".
-		printf 'auth:\n  anonymous: true\n'
+		# With AUTH=bearer (the default), every request carries the
+		# token of bench/issuer, tenant "default", as the issue's targets
+		# assume; with AUTH=anonymous every caller is the anonymous
+		# principal of tenant "default".
+		gwauth
 		if [[ $POLICY == 1 ]]; then
 			# A few rules per upstream, the shape of a real tenant's: the
 			# policy decision is on the path of every list and call.
@@ -238,7 +286,7 @@ gwconfig() {
 
 # gwconfig_large FILE URL: writes the config of gw-large: the memory
 # store, 50 upstreams all at URL ("up", the one called, and u01..u49), and
-# 1,000 tenants: "default" (the anonymous caller) sees up, u17 and u33,
+# 1,000 tenants: "default" (the caller's) sees up, u17 and u33,
 # each of tenant-0001..tenant-0999 sees five upstreams; with POLICY=1 every
 # tenant has gwconfig's rules on every upstream it sees.
 gwconfig_large() {
@@ -257,14 +305,14 @@ gwconfig_large() {
 			server:
 			  listen: "127.0.0.1:0"
 			  admin_listen: "127.0.0.1:0"
+			$(gwpublic)
 			  list_cache_ttl: 10m
 			sessions:
 			  store: memory
 			  idle_ttl: 10m
-			auth:
-			  anonymous: true
-			upstreams:
 		EOF
+		gwauth
+		echo "upstreams:"
 		for u in "${names[@]}"; do
 			printf '  - name: %s\n    url: "%s/mcp"\n' "$u" "$url"
 		done
@@ -321,6 +369,8 @@ if redis_ping; then
 else
 	log "WARNING: no Redis answers PING at $REDIS_ADDR: gw-redis is left out"
 fi
+
+if [[ $AUTH == bearer ]]; then issuer; fi
 
 # The call scenarios: one upstream, its proxy and two gateways.
 upstream up
@@ -407,8 +457,10 @@ for scen in $SCENARIOS; do
 				counting=1
 				before=$(upstream_lists)
 			fi
+			token=
+			if [[ $target == gw-* ]]; then token=${bench_token:-}; fi
 			rc=0
-			line=$(bin/mcpload "${args[@]}" 2>>"$work/mcpload.log") || rc=$?
+			line=$(MCPLOAD_TOKEN=$token bin/mcpload "${args[@]}" 2>>"$work/mcpload.log") || rc=$?
 			if [[ -z $line ]]; then
 				log "[$n/$total] $name $target round $round: mcpload failed (exit $rc):"
 				tail -n 3 "$work/mcpload.log" >&2
@@ -439,7 +491,7 @@ meta=(-meta "rounds=$ROUNDS" -meta "duration=$DURATION" -meta "warmup=$WARMUP"
 	-meta "cpus=$(nproc 2>/dev/null || echo '?')" -meta "go=$(go env GOVERSION)"
 	-meta "commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+dirty')"
 	-meta "upstream=$([[ "${UPSTREAM_JSON:-}" == 1 ]] && echo json || echo sse)"
-	-meta "policy=$POLICY" -meta "auth=anonymous" -meta "redis=$have_redis" -meta "large_config=$LARGE_CONFIG")
+	-meta "policy=$POLICY" -meta "auth=$AUTH" -meta "redis=$have_redis" -meta "large_config=$LARGE_CONFIG")
 sumargs=("${meta[@]}")
 if [[ -n $out ]]; then sumargs+=(-o "$out"); fi
 echo

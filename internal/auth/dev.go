@@ -25,10 +25,11 @@ import (
 	"github.com/mcpgw/gateway/internal/config"
 )
 
-// DevIssuer is a throwaway token issuer FOR `gateway demo` ONLY. It must
-// never be trusted by a gateway that serves anyone but the person running
-// the demo: whoever can reach [DevIssuer.Token]'s caller can mint any
-// token for any tenant.
+// DevIssuer is a throwaway token issuer FOR `gateway demo` ONLY (and the
+// benchmarks' bench/issuer, which runs it on loopback for gateways of its
+// own). It must never be trusted by a gateway that serves anyone but the
+// person running the demo: whoever can reach [DevIssuer.Token]'s caller
+// can mint any token for any tenant.
 //
 // It holds an ES256 key made by [NewDevIssuer], lives only in memory, and
 // serves just enough of an OpenID provider for a [Verifier] to trust it:

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
@@ -19,27 +22,84 @@ func BenchmarkToolsCall(b *testing.B) {
 	for _, size := range []int{100, 10000} {
 		b.Run(strconv.Itoa(size)+"B", func(b *testing.B) {
 			url := startGateway(b, []upstreamSpec{{name: "raw", url: raw.URL}})
-			sid := initialize(b, url)
-			body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"raw__raw","arguments":{"q":"` + strings.Repeat("x", size) + `"}}}`)
-			client := &http.Client{}
-			b.ReportAllocs()
-			b.SetBytes(int64(len(body)))
-			for b.Loop() {
-				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Accept", "application/json, text/event-stream")
-				req.Header.Set("Mcp-Session-Id", sid)
-				req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				out, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 || !bytes.Contains(out, []byte(`"id":7`)) {
-					b.Fatalf("%d %s", resp.StatusCode, out)
-				}
-			}
+			benchCalls(b, url, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"raw__raw","arguments":{"q":"`+strings.Repeat("x", size)+`"}}}`)
 		})
 	}
+}
+
+// BenchmarkToolsCallSSE is BenchmarkToolsCall with an upstream that answers
+// tools/call with an event stream, as the go-sdk servers of
+// bench/compare.sh do: the gateway then relays an SSE answer.
+func BenchmarkToolsCallSSE(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(sseEchoUpstream))
+	b.Cleanup(up.Close)
+	for _, size := range []int{100, 10000} {
+		b.Run(strconv.Itoa(size)+"B", func(b *testing.B) {
+			url := startGateway(b, []upstreamSpec{{name: "up", url: up.URL + "/mcp"}})
+			benchCalls(b, url, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"up__echo","arguments":{"text":"`+strings.Repeat("x", size)+`"}}}`)
+		})
+	}
+}
+
+func benchCalls(b *testing.B, url, body string) {
+	sid := initialize(b, url)
+	client := &http.Client{}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !bytes.Contains(out, []byte(`"id":7`)) {
+			b.Fatalf("%d %s", resp.StatusCode, out)
+		}
+	}
+}
+
+// sseEchoUpstream is a minimal MCP server with one tool, echo, whose
+// result is its text argument; it answers tools/call with an event stream
+// of that one response and everything else with JSON.
+func sseEchoUpstream(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	msg, err := jsonrpc.Decode(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if msg.Kind != jsonrpc.KindRequest {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	var result string
+	switch msg.Method {
+	case "initialize":
+		w.Header().Set("Mcp-Session-Id", "sse-session")
+		result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"sse","version":"1"}}`
+	case "tools/list":
+		result = `{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}`
+	case "tools/call":
+		p, _ := jsonx.ParseObject(msg.Params)
+		a, _ := jsonx.ParseObject(p.Get("arguments"))
+		result = `{"content":[{"type":"text","text":` + string(a.Get("text")) + `}]}`
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "event: message\ndata: "+string(jsonrpc.AppendResult(nil, msg.ID, []byte(result)))+"\n\n")
+		return
+	default:
+		result = `{}`
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(jsonrpc.AppendResult(nil, msg.ID, []byte(result)))
 }

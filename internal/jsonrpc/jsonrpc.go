@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/mcpgw/gateway/internal/jsonx"
@@ -333,6 +334,9 @@ func equalFoldASCII(a, b string) bool {
 // AppendRequest appends the encoding of a request (or, with a zero id, a
 // notification) to dst. params must be valid JSON or nil.
 func AppendRequest(dst []byte, id ID, method string, params json.RawMessage) []byte {
+	// One allocation at most, of the final size (a method with escapes
+	// aside), however large params are.
+	dst = slices.Grow(dst, len(params)+len(id.raw)+len(method)+48)
 	dst = append(dst, `{"jsonrpc":"2.0"`...)
 	if id.IsValid() {
 		dst = append(dst, `,"id":`...)
@@ -350,6 +354,7 @@ func AppendRequest(dst []byte, id ID, method string, params json.RawMessage) []b
 // AppendResult appends the encoding of a success response. result must be
 // valid JSON; nil encodes as {}.
 func AppendResult(dst []byte, id ID, result json.RawMessage) []byte {
+	dst = slices.Grow(dst, len(result)+len(id.raw)+40)
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 	dst = appendID(dst, id)
 	dst = append(dst, `,"result":`...)
@@ -396,7 +401,4 @@ func appendID(dst []byte, id ID) []byte {
 	return append(dst, id.raw...)
 }
 
-func appendString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
-}
+func appendString(dst []byte, s string) []byte { return jsonx.AppendString(dst, s) }

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // A Member is one name/value pair of an Object.
@@ -94,8 +95,25 @@ func (o *Object) Set(name string, value json.RawMessage) {
 
 // SetString sets member name to the JSON string s.
 func (o *Object) SetString(name, s string) {
-	b, _ := json.Marshal(s)
-	o.Set(name, b)
+	o.Set(name, AppendString(nil, s))
+}
+
+// AppendString appends s as a JSON string to dst, byte for byte what
+// json.Marshal(s) gives. Strings of plain printable ASCII (names, URIs) are
+// copied as they are; any other goes through json.Marshal.
+func AppendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		// json.Marshal escapes control characters, quote and backslash,
+		// and, for HTML safety, <, > and &; it also rewrites bytes of
+		// invalid UTF-8 and U+2028/U+2029, which are not ASCII.
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // Delete removes member name, if present.
@@ -111,15 +129,22 @@ func (o *Object) Delete(name string) {
 // Bytes encodes the object: members in order, values as they are.
 func (o *Object) Bytes() []byte { return o.AppendTo(nil) }
 
-// AppendTo appends the object's encoding to dst.
+// AppendTo appends the object's encoding to dst. It grows dst once, to the
+// size the encoding will have (names with escapes aside): a 10 KB tool
+// call's params used to be copied into a new buffer and then once more
+// into a larger one for the closing brace.
 func (o *Object) AppendTo(dst []byte) []byte {
+	n := 2
+	for _, m := range o.Members {
+		n += len(m.Name) + len(m.Value) + 4 // quotes, colon, comma
+	}
+	dst = slices.Grow(dst, n)
 	dst = append(dst, '{')
 	for i, m := range o.Members {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		k, _ := json.Marshal(m.Name)
-		dst = append(dst, k...)
+		dst = AppendString(dst, m.Name)
 		dst = append(dst, ':')
 		dst = append(dst, m.Value...)
 	}

@@ -154,3 +154,39 @@ func BenchmarkValid(b *testing.B) {
 		}
 	})
 }
+
+// FuzzAppendString holds AppendString to json.Marshal, byte for byte.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "tools__echo", "file:///a b?c=d", "a\"b", `a\b`, "<&>", "\x00\x1f\x7f", "é", "\u2028", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := AppendString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Fatalf("AppendString(%q) = %q, want %q", s, got[1:], want)
+		}
+	})
+}
+
+// TestCommonNames checks that the names parsed without allocating are the
+// names, however they are spelled, and that duplicates are still found.
+func TestCommonNames(t *testing.T) {
+	o, err := ParseObject([]byte(`{"name":"a","na\u006de2":1,"arguments":{},"x-name":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range o.Members {
+		names = append(names, m.Name)
+	}
+	if got, want := strings.Join(names, ","), "name,name2,arguments,x-name"; got != want {
+		t.Errorf("names %s, want %s", got, want)
+	}
+	if _, err := ParseObject([]byte(`{"name":1,"na\u006de":2}`)); err == nil {
+		t.Error("a duplicate spelled with an escape was accepted")
+	}
+	data := []byte(`{"name":"a","arguments":{}}`)
+	if n := testing.AllocsPerRun(100, func() { _, _ = ParseValidObject(data) }); n > 2 {
+		t.Errorf("%v allocations to parse an object of common names, want at most 2 (the object, its members)", n)
+	}
+}

@@ -140,9 +140,11 @@ func parseObjectValid(data []byte) (*Object, error) {
 		if err != nil {
 			return nil, err
 		}
-		name, err := Unquote(data[i:end])
-		if err != nil {
-			return nil, err
+		name, ok := commonName(data[i+1 : end-1])
+		if !ok {
+			if name, err = Unquote(data[i:end]); err != nil {
+				return nil, err
+			}
 		}
 		for _, m := range o.Members {
 			if m.Name == name {
@@ -173,6 +175,51 @@ func parseObjectValid(data []byte) (*Object, error) {
 			return nil, errSyntax
 		}
 	}
+}
+
+// commonName returns the member name whose JSON string has the contents
+// b, without allocating, if it is one of the names the gateway meets in
+// every message (JSON-RPC envelopes, tool calls and results); a call's
+// messages are parsed several times, and converting each name to a new
+// string was a good share of their allocations.
+func commonName(b []byte) (string, bool) {
+	// A match has no escapes, so the name is b itself. The switch on
+	// string(b) does not allocate.
+	switch string(b) {
+	case "jsonrpc":
+		return "jsonrpc", true
+	case "id":
+		return "id", true
+	case "method":
+		return "method", true
+	case "params":
+		return "params", true
+	case "result":
+		return "result", true
+	case "error":
+		return "error", true
+	case "name":
+		return "name", true
+	case "arguments":
+		return "arguments", true
+	case "_meta":
+		return "_meta", true
+	case "content":
+		return "content", true
+	case "structuredContent":
+		return "structuredContent", true
+	case "isError":
+		return "isError", true
+	case "uri":
+		return "uri", true
+	case "type":
+		return "type", true
+	case "text":
+		return "text", true
+	case "progressToken":
+		return "progressToken", true
+	}
+	return "", false
 }
 
 // parseArrayValid is ParseArray for validated input.

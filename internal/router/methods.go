@@ -160,6 +160,8 @@ func (rq *request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 func (h *Handler) serveRequest(w http.ResponseWriter, r *http.Request, rq *request, msg *jsonrpc.Message) {
 	out := newResponder(w)
 	out.onSSE = h.metrics.SSEStreamOpened
+	out.deferHeaders()
+	defer out.finish()
 	defer func() {
 		if out.sse {
 			h.metrics.SSEStreamClosed()

@@ -222,6 +222,8 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 	}
 	out := newResponder(w)
 	out.onSSE = h.metrics.SSEStreamOpened
+	out.deferHeaders()
+	defer out.finish()
 	defer func() {
 		if out.sse {
 			h.metrics.SSEStreamClosed()

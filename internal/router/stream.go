@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
@@ -28,7 +30,18 @@ type responder struct {
 	sse     bool
 	written bool // headers sent
 	buf     []byte
+
+	// With lazyHeaders (see deferHeaders), a stream's headers wait for its
+	// first event, or for headerTimer.
+	lazyHeaders bool
+	unflushed   bool // headers written, not flushed
+	headerTimer *time.Timer
+	finished    bool // the handler is done with w: nothing may touch it
 }
+
+// sseHeaderDelay bounds how long the headers of a relayed stream wait for
+// its first event before they are flushed alone.
+const sseHeaderDelay = 50 * time.Millisecond
 
 func newResponder(w http.ResponseWriter) *responder {
 	return &responder{w: w, rc: http.NewResponseController(w)}
@@ -38,6 +51,43 @@ func newResponder(w http.ResponseWriter) *responder {
 // notifications, and its caller takes the final message from dispatch.
 // Batched requests are served with one.
 func newCollector() *responder { return &responder{discard: true} }
+
+// deferHeaders lets the headers of a stream this responder starts wait for
+// its first event, for at most sseHeaderDelay, so that they reach the
+// client in the same write. An upstream's answer mostly follows its
+// headers at once, and flushing them alone cost a write to the connection
+// and a wakeup of the client per call. The caller must call finish before
+// the handler returns.
+func (r *responder) deferHeaders() { r.lazyHeaders = true }
+
+// finish marks the responder done with its ResponseWriter: a header flush
+// still pending (see deferHeaders) is dropped, the handler's return sends
+// the headers.
+func (r *responder) finish() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.finished = true
+	r.flushedLocked()
+}
+
+// flushedLocked notes that the headers are out (or need not be flushed).
+func (r *responder) flushedLocked() {
+	r.unflushed = false
+	if r.headerTimer != nil {
+		r.headerTimer.Stop()
+		r.headerTimer = nil
+	}
+}
+
+// flushHeaders flushes the headers of a stream no event has followed yet.
+func (r *responder) flushHeaders() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unflushed && !r.finished {
+		r.unflushed = false
+		_ = r.rc.Flush()
+	}
+}
 
 // startSSE sends the headers of an SSE response. It is a no-op if the
 // response has started already.
@@ -55,6 +105,11 @@ func (r *responder) startSSE() {
 	r.sse, r.written = true, true
 	if r.onSSE != nil {
 		r.onSSE()
+	}
+	if r.lazyHeaders {
+		r.unflushed = true
+		r.headerTimer = time.AfterFunc(sseHeaderDelay, r.flushHeaders)
+		return
 	}
 	_ = r.rc.Flush() // flushing is best-effort
 }
@@ -76,7 +131,47 @@ func (r *responder) event(msg []byte) error {
 	if _, err := r.w.Write(r.buf); err != nil {
 		return err
 	}
+	r.flushedLocked()
 	return r.rc.Flush()
+}
+
+// lastEvent writes the response message as the stream's last event. It is
+// not flushed: the handler returns right after it, and net/http then
+// flushes it together with the end of the chunked body, one write to the
+// connection instead of two. The event buffer goes back to its pool.
+func (r *responder) lastEvent(build func(dst []byte) []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.buf == nil {
+		r.buf = getEventBuf()
+	}
+	r.buf = build(r.buf[:0])
+	_, _ = r.w.Write(r.buf)
+	r.flushedLocked() // the handler's return flushes
+	putEventBuf(r.buf)
+	r.buf = nil
+}
+
+// eventBufPool holds buffers for the last event of a streamed response: a
+// 10 KB tool result would otherwise need a new buffer of that size (and
+// before it, one for the JSON-RPC response) for every call.
+var eventBufPool sync.Pool
+
+// maxPooledEventBuf bounds the buffers kept in eventBufPool, so that one
+// large answer (a long list) does not stay allocated in the pool.
+const maxPooledEventBuf = 64 << 10
+
+func getEventBuf() []byte {
+	if p, ok := eventBufPool.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, 4<<10)
+}
+
+func putEventBuf(b []byte) {
+	if cap(b) <= maxPooledEventBuf {
+		eventBufPool.Put(&b)
+	}
 }
 
 // appendEvent appends msg as an SSE "message" event. A payload with line
@@ -108,14 +203,28 @@ func appendEvent(dst, msg []byte) []byte {
 	return append(dst, "\n\n"...)
 }
 
+// appendResultEvent appends the success response to request id as an SSE
+// "message" event: appendEvent(dst, jsonrpc.AppendResult(nil, id, result)),
+// without the response's own buffer when result has no line breaks.
+func appendResultEvent(dst []byte, id jsonrpc.ID, result json.RawMessage) []byte {
+	if bytes.IndexByte(result, '\n') >= 0 || bytes.IndexByte(result, '\r') >= 0 {
+		return appendEvent(dst, jsonrpc.AppendResult(nil, id, result))
+	}
+	dst = slices.Grow(dst, len(result)+len(id.Raw())+64)
+	dst = append(dst, "event: message\ndata: "...)
+	dst = jsonrpc.AppendResult(dst, id, result)
+	return append(dst, "\n\n"...)
+}
+
 // final writes the response message: as the last SSE event when streaming,
-// else as an application/json body with the given status.
+// else as an application/json body with the given status. Nothing may be
+// written after it.
 func (r *responder) final(status int, msg []byte) {
 	r.mu.Lock()
 	sse, written := r.sse, r.written
 	r.mu.Unlock()
 	if sse {
-		_ = r.event(msg)
+		r.lastEvent(func(dst []byte) []byte { return appendEvent(dst, msg) })
 		return
 	}
 	if written {
@@ -134,8 +243,11 @@ func (r *responder) finalResult(id jsonrpc.ID, result json.RawMessage) {
 	r.mu.Lock()
 	sse, written := r.sse, r.written
 	r.mu.Unlock()
-	if sse || written {
-		r.final(http.StatusOK, jsonrpc.AppendResult(nil, id, result))
+	if sse {
+		r.lastEvent(func(dst []byte) []byte { return appendResultEvent(dst, id, result) })
+		return
+	}
+	if written {
 		return
 	}
 	r.mu.Lock()

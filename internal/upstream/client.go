@@ -204,6 +204,10 @@ func New(cfg config.Upstream, opts Options) *Client {
 		// neither the config nor the protocol asked for, and compressing
 		// proxies are known to buffer event streams.
 		t.DisableCompression = true
+		// net/http's 4 KiB buffers split a 10 KB request into two writes
+		// (and allocate a 32 KiB copy buffer for the second), and its
+		// answer into several reads.
+		t.WriteBufferSize, t.ReadBufferSize = 32<<10, 32<<10
 		c.own = t
 		c.hc = &http.Client{
 			Transport: t,

@@ -100,6 +100,11 @@ func (r *Response) Next() (msg *jsonrpc.Message, raw []byte, err error) {
 			r.cancelUpstream()
 		}
 	}
+	if r.sse != nil && (err != nil || r.done.Load()) {
+		// Nothing more is read from the stream (Close drains the body
+		// without it): its buffer can serve another request.
+		r.sse.release()
+	}
 	return msg, raw, err
 }
 
@@ -245,6 +250,7 @@ func (r *Response) resume(cause error) error {
 			body.Close()
 		}
 		retry, hasRetry := r.sse.Retry()
+		r.sse.release()
 		r.sse = newSSEReader(body, lastID, r.c.maxMsg)
 		r.sse.retry, r.sse.hasRetry = retry, hasRetry
 		return nil

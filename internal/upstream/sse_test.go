@@ -175,3 +175,34 @@ func FuzzSSE(f *testing.F) {
 		}
 	})
 }
+
+func TestLineEnd(t *testing.T) {
+	for _, s := range []string{"", "abc", "a\nb", "a\rb", "a\r\nb", "a\n\rb", "\r", "\n", "ab\ncd\r", "ab\rcd\n"} {
+		if got, want := lineEnd([]byte(s)), bytes.IndexAny([]byte(s), "\r\n"); got != want {
+			t.Errorf("lineEnd(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+// TestReleasedReader checks that a reader whose buffer went back to the
+// pool reads nothing more, and that the events it returned stay intact.
+func TestReleasedReader(t *testing.T) {
+	s := newSSEReader(strings.NewReader("data: one\n\ndata: two\n\n"), "", 1<<10)
+	ev, err := s.Next()
+	if err != nil || string(ev.Data) != "one" {
+		t.Fatalf("Next = %q, %v", ev.Data, err)
+	}
+	s.release()
+	s.release() // twice is harmless
+	// Whoever gets the buffer next writes over it.
+	other := newSSEReader(strings.NewReader("data: xxxxxxxxxxxxxxxx\n\n"), "", 1<<10)
+	if _, err := other.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if string(ev.Data) != "one" {
+		t.Fatalf("event data changed to %q after release", ev.Data)
+	}
+	if _, err := s.Next(); !errors.Is(err, errReleased) {
+		t.Fatalf("Next after release: %v, want errReleased", err)
+	}
+}
