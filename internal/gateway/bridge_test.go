@@ -464,3 +464,26 @@ func watching(u *testkit.Upstream) bool {
 	}
 	return false
 }
+
+// TestSetLevelSkipsModernUpstreams: logging/setLevel, which 2026-07-28
+// removed, reaches the legacy upstream and not the modern one.
+func TestSetLevelSkipsModernUpstreams(t *testing.T) {
+	l := testkit.NewUpstream(t, "legacy")
+	m := testkit.NewUpstreamWith(t, "modern", testkit.UpstreamOptions{Stateless: true})
+	url := startGateway(t, []upstreamSpec{spec(l), spec(m)})
+	cs := testkit.Connect(t, url, nil)
+	if err := cs.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	count := func(u *testkit.Upstream) (n int) {
+		for _, r := range u.Requests() {
+			if r.RPCMethod == "logging/setLevel" {
+				n++
+			}
+		}
+		return n
+	}
+	if count(l) != 1 || count(m) != 0 {
+		t.Errorf("logging/setLevel: legacy got %d, modern %d; want 1 and 0", count(l), count(m))
+	}
+}

@@ -844,7 +844,9 @@ func complete(ctx context.Context, rq *request, c *call) (json.RawMessage, error
 func setLevel(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
 	var ups []*upstreamRef
 	for _, up := range rq.upstreams() {
-		if rq.hasCap(up, "logging") {
+		// 2026-07-28 removed logging/setLevel (changelog, major change 5):
+		// such an upstream is not sent it.
+		if rq.hasCap(up, "logging") && !rq.modern(up) {
 			ups = append(ups, up)
 		}
 	}

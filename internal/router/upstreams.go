@@ -117,6 +117,14 @@ func (h *Handler) capSet(caps json.RawMessage) map[string]bool {
 	return set
 }
 
+// modern reports whether the session's upstream session with up is of the
+// 2026-07-28 revision.
+func (rq *request) modern(up *upstreamRef) bool {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	return rq.sess.Upstreams[up.cfg.Name].ProtocolVersion == upstream.ModernVersion
+}
+
 // upstreamSession returns the session's upstream session with up, opening
 // one if there is none yet.
 func (rq *request) upstreamSession(ctx context.Context, up *upstreamRef) (session.Upstream, error) {
