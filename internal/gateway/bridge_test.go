@@ -321,14 +321,8 @@ func TestInputRequiredAcrossReplicas(t *testing.T) {
 		}
 	}
 	// One upstream session for the principal, shared by both replicas.
-	inits := 0
-	for _, r := range a.Requests() {
-		if r.RPCMethod == "initialize" {
-			inits++
-		}
-	}
-	if inits != 1 {
-		t.Errorf("upstream saw %d initialize requests, want 1", inits)
+	if n := a.Count("initialize"); n != 1 {
+		t.Errorf("upstream saw %d initialize requests, want 1", n)
 	}
 }
 
@@ -475,15 +469,7 @@ func TestSetLevelSkipsModernUpstreams(t *testing.T) {
 	if err := cs.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Fatal(err)
 	}
-	count := func(u *testkit.Upstream) (n int) {
-		for _, r := range u.Requests() {
-			if r.RPCMethod == "logging/setLevel" {
-				n++
-			}
-		}
-		return n
-	}
-	if count(l) != 1 || count(m) != 0 {
-		t.Errorf("logging/setLevel: legacy got %d, modern %d; want 1 and 0", count(l), count(m))
+	if nl, nm := l.Count("logging/setLevel"), m.Count("logging/setLevel"); nl != 1 || nm != 0 {
+		t.Errorf("logging/setLevel: legacy got %d, modern %d; want 1 and 0", nl, nm)
 	}
 }

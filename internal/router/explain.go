@@ -105,18 +105,7 @@ func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k kin
 			return nil, err
 		}
 		defer resp.Close()
-		for {
-			msg, _, err := resp.Next()
-			if err != nil {
-				return nil, err
-			}
-			switch msg.Kind {
-			case jsonrpc.KindResponse:
-				return msg.Result, nil
-			case jsonrpc.KindErrorResponse:
-				return nil, msg.Error
-			}
-		}
+		return resultOf(resp.Next, nil)
 	})
 	if err != nil {
 		return nil, err

@@ -365,8 +365,15 @@ func (rq *request) roundTrip(ctx context.Context, up *upstreamRef, method string
 		return nil, err
 	}
 	defer resp.Close()
+	return resultOf(resp.Next, func(msg *jsonrpc.Message) { rq.h.observe(up, msg) })
+}
+
+// resultOf reads an upstream's answer up to its result, which it returns
+// (or the error response, as the error). Notifications on the way go to
+// note, if set; requests are ignored.
+func resultOf(next func() (*jsonrpc.Message, []byte, error), note func(*jsonrpc.Message)) (json.RawMessage, error) {
 	for {
-		msg, _, err := resp.Next()
+		msg, _, err := next()
 		if err != nil {
 			return nil, err
 		}
@@ -376,7 +383,9 @@ func (rq *request) roundTrip(ctx context.Context, up *upstreamRef, method string
 		case jsonrpc.KindErrorResponse:
 			return nil, msg.Error
 		case jsonrpc.KindNotification:
-			rq.h.observe(up, msg)
+			if note != nil {
+				note(msg)
+			}
 		}
 	}
 }

@@ -219,16 +219,5 @@ func watchRoundTrip(ctx context.Context, up *upstreamRef, us session.Upstream, i
 		return nil, err
 	}
 	defer resp.Close()
-	for {
-		msg, _, err := resp.Next()
-		if err != nil {
-			return nil, err
-		}
-		switch msg.Kind {
-		case jsonrpc.KindResponse:
-			return msg.Result, nil
-		case jsonrpc.KindErrorResponse:
-			return nil, msg.Error
-		}
-	}
+	return resultOf(resp.Next, nil)
 }

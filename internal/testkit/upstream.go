@@ -200,6 +200,18 @@ func (u *Upstream) Requests() []RecordedRequest {
 // the rest.
 func (u *Upstream) Cancelled() <-chan string { return u.cancelled }
 
+// Count returns how many of the requests the upstream received so far had
+// the JSON-RPC method rpcMethod.
+func (u *Upstream) Count(rpcMethod string) int {
+	n := 0
+	for _, r := range u.Requests() {
+		if r.RPCMethod == rpcMethod {
+			n++
+		}
+	}
+	return n
+}
+
 // AddTool registers one more trivial tool, returning its own name as text,
 // on the running server, which tells its sessions' streams (and listen
 // subscriptions) that the tool list changed.
