@@ -78,6 +78,8 @@ type item struct {
 	exposed  string
 	original string
 	raw      json.RawMessage // the upstream's object with the exposed key
+	// headers are a tool's x-mcp-header annotations, parsed once here.
+	headers []paramHeader
 }
 
 // listing is one upstream's list of one kind.
@@ -241,11 +243,12 @@ func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing
 			c.log.Warn("upstream listed an item without "+info.key, "upstream", up.cfg.Name, "kind", info.noun)
 			continue
 		}
+		var headers []paramHeader
 		if k == kindTools {
 			// A tool whose x-mcp-header annotations break the rules is
 			// left out, as a conforming client must (2026-07-28
 			// basic/transports/streamable-http, "Schema Extension").
-			if _, err := paramHeaders(r); err != nil {
+			if headers, err = paramHeaders(r); err != nil {
 				c.log.Warn("upstream tool left out: invalid x-mcp-header", "upstream", up.cfg.Name, "tool", orig, "error", err)
 				continue
 			}
@@ -262,7 +265,7 @@ func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing
 			continue
 		}
 		l.index[exp] = len(l.items)
-		l.items = append(l.items, item{upstream: up.cfg.Name, exposed: exp, original: orig, raw: o.Bytes()})
+		l.items = append(l.items, item{upstream: up.cfg.Name, exposed: exp, original: orig, raw: o.Bytes(), headers: headers})
 	}
 	return l
 }

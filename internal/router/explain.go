@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/mcpgw/gateway/internal/config"
-	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/tenant"
@@ -97,16 +96,7 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 // listAll returns the original keys (names or URIs) of every item of kind
 // k an upstream lists, following pagination.
 func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k kind) ([]string, error) {
-	n := 0
-	raw, err := paginate(c.Name(), k, func(params json.RawMessage) (json.RawMessage, error) {
-		n++
-		resp, err := c.Call(ctx, us, jsonrpc.StringID(fmt.Sprintf("explain.%d", n)), kinds[k].listMethod, params)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Close()
-		return resultOf(resp.Next, nil)
-	})
+	raw, err := listOn(ctx, c, us, k, "explain")
 	if err != nil {
 		return nil, err
 	}

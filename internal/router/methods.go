@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -653,23 +654,20 @@ func namedCall(k kind) methodFunc {
 		if err := rq.deniedEarly(k, name); err != nil {
 			return nil, err
 		}
-		up, orig, err := rq.resolve(ctx, k, name)
+		up, it, err := rq.resolveItem(ctx, k, name)
 		if err != nil {
 			return nil, err
 		}
+		orig := it.original
 		c.upstream, c.original = up.cfg.Name, orig
 		if k == kindTools {
 			c.arguments = p.Get("arguments")
-			hs, err := rq.toolParamHeaders(ctx, up, name)
-			if err != nil {
-				return nil, err
-			}
 			if rq.stateless {
-				if msg := checkParamHeaders(hs, c.arguments, rq.header); msg != "" {
+				if msg := checkParamHeaders(it.headers, c.arguments, rq.header); msg != "" {
 					return nil, &headerMismatchError{msg: msg}
 				}
 			}
-			c.upHeader = paramHeaderValues(hs, c.arguments)
+			c.upHeader = paramHeaderValues(it.headers, c.arguments)
 		}
 		if k == kindTools {
 			if need := rq.view.RequiredScopes(up.cfg.Name, orig); !rq.principal.HasScopes(need...) {
@@ -887,13 +885,16 @@ func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 			return nil, err
 		}
 		if us.ProtocolVersion != upstream.ModernVersion {
-			if p, err := jsonx.ParseValidObject(params); err == nil {
-				if state, ok := p.GetString("requestState"); ok {
-					return rq.resumeInput(ctx, c, up, p, state, rewrite)
-				}
-				if p.Get("inputResponses") != nil {
-					p.Delete("inputResponses")
-					params = p.Bytes()
+			// Only a retry carries these: most calls skip the parse.
+			if bytes.Contains(params, []byte(`"requestState"`)) || bytes.Contains(params, []byte(`"inputResponses"`)) {
+				if p, err := jsonx.ParseValidObject(params); err == nil {
+					if state, ok := p.GetString("requestState"); ok {
+						return rq.resumeInput(ctx, c, up, p, state, rewrite)
+					}
+					if p.Get("inputResponses") != nil {
+						p.Delete("inputResponses")
+						params = p.Bytes()
+					}
 				}
 			}
 			detached, cancel := context.WithCancelCause(context.WithoutCancel(ctx))

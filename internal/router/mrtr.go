@@ -203,19 +203,6 @@ type pendingInput struct {
 	Params json.RawMessage `json:"params,omitempty"`
 }
 
-func principalKey(rq *request) string {
-	p := rq.principal
-	return p.Issuer + "\x00" + p.Subject + "\x00" + p.Tenant
-}
-
-// upstreamTimeout is the upstream's timeout, which bounds a parked call.
-func upstreamTimeout(up *upstreamRef) time.Duration {
-	if d := up.cfg.Timeout.D(); d > 0 {
-		return d
-	}
-	return 30 * time.Second
-}
-
 // park answers a call whose upstream asked for input with input_required,
 // and leaves the upstream's stream to a pump. cancel ends the upstream call.
 func (rq *request) park(ctx context.Context, c *call, up *upstreamRef, resp *tracedResponse, first *jsonrpc.Message, cancel context.CancelCauseFunc) (json.RawMessage, error) {
@@ -239,7 +226,7 @@ func (rq *request) inputRequired(ctx context.Context, c *call, up *upstreamRef, 
 		return nil, err
 	}
 	id := session.NewID()
-	if err := rq.h.mailbox.Post(ctx, stateKeyPrefix+id, b, upstreamTimeout(up)); err != nil {
+	if err := rq.h.mailbox.Post(ctx, stateKeyPrefix+id, b, up.client.Timeout()); err != nil {
 		return nil, err
 	}
 	asks := make(map[string]any, len(reqs))
@@ -263,7 +250,7 @@ func (h *Handler) pumpInput(up *upstreamRef, resp *tracedResponse, pump string, 
 	defer cancel(nil)
 	defer resp.Close()
 	ctx := context.Background()
-	key, ttl := pumpKeyPrefix+pump, upstreamTimeout(up)
+	key, ttl := pumpKeyPrefix+pump, up.client.Timeout()
 	post := func(b []byte) {
 		if err := h.mailbox.Post(ctx, key, b, ttl); err != nil {
 			h.log.Warn("posting an upstream's message for a retry", "upstream", up.cfg.Name, "error", err)
@@ -368,7 +355,7 @@ func (rq *request) resumeInput(ctx context.Context, c *call, up *upstreamRef, p 
 // awaitInput takes the pump's next message: another request for input, or
 // the call's response.
 func (rq *request) awaitInput(ctx context.Context, c *call, up *upstreamRef, us session.Upstream, pump string, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
-	raw, err := rq.h.mailbox.Take(ctx, pumpKeyPrefix+pump, upstreamTimeout(up))
+	raw, err := rq.h.mailbox.Take(ctx, pumpKeyPrefix+pump, up.client.Timeout())
 	if errors.Is(err, session.ErrNotFound) {
 		return nil, fmt.Errorf("upstream %s: %s: %w", up.cfg.Name, c.method, context.DeadlineExceeded)
 	} else if err != nil {
@@ -452,7 +439,7 @@ func (rq *request) askClient(ctx context.Context, c *call, up *upstreamRef, para
 			}
 			pending[m.Name] = true
 		}
-		deadline := time.Now().Add(upstreamTimeout(up))
+		deadline := time.Now().Add(up.client.Timeout())
 		for len(pending) > 0 {
 			raw, err := rq.h.mailbox.Take(ctx, answerKeyPrefix+box, time.Until(deadline))
 			if errors.Is(err, session.ErrNotFound) {

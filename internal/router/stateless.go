@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -37,7 +36,7 @@ import (
 const (
 	statelessVersion = "2026-07-28"
 
-	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+	metaProtocolVersion = upstream.MetaProtocolVersion
 	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
 	metaLogLevel        = "io.modelcontextprotocol/logLevel"
 	metaSubscriptionID  = "io.modelcontextprotocol/subscriptionId"
@@ -175,7 +174,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 		writeRPCError(w, http.StatusNotFound, msg.ID, jsonrpc.CodeMethodNotFound, "Method not found: "+msg.Method, nil)
 		return
 	}
-	if key := nameKey(msg.Method); key != "" {
+	if key := upstream.NameKey(msg.Method); key != "" {
 		var bodyName string
 		if p, err := jsonx.ParseValidObject(msg.Params); err == nil {
 			bodyName, _ = p.GetString(key)
@@ -185,7 +184,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 			mismatch("required header Mcp-Name is missing")
 			return
 		}
-		name, err := decodeHeaderValue(hv[0])
+		name, err := upstream.DecodeHeaderValue(hv[0])
 		if err != nil {
 			mismatch("Mcp-Name header value is not valid: %v", err)
 			return
@@ -235,38 +234,10 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 	}
 }
 
-// nameKey is the params member Mcp-Name mirrors for a method, or "".
-func nameKey(method string) string {
-	switch method {
-	case "tools/call", "prompts/get":
-		return "name"
-	case "resources/read":
-		return "uri"
-	}
-	return ""
-}
-
-// decodeHeaderValue undoes the Base64 sentinel encoding of a mirrored header
-// value (2026-07-28 basic/transports/streamable-http, "Value Encoding").
-func decodeHeaderValue(v string) (string, error) {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < 0x20 && c != '\t') || c > 0x7e {
-			return "", errors.New("invalid characters")
-		}
-	}
-	inner, ok := strings.CutPrefix(v, "=?base64?")
-	if !ok {
-		return v, nil
-	}
-	inner, ok = strings.CutSuffix(inner, "?=")
-	if !ok {
-		return v, nil
-	}
-	b, err := base64.StdEncoding.DecodeString(inner)
-	if err != nil {
-		return "", errors.New("bad Base64")
-	}
-	return string(b), nil
+// principalKey names the request's principal: issuer, subject and tenant.
+func principalKey(rq *request) string {
+	p := rq.principal
+	return p.Issuer + "\x00" + p.Subject + "\x00" + p.Tenant
 }
 
 // principalRecord returns the record the gateway keeps for a stateless
@@ -274,7 +245,7 @@ func decodeHeaderValue(v string) (string, error) {
 // every replica finds the same one.
 func (h *Handler) principalRecord(ctx context.Context, rq *request) (*session.Record, error) {
 	p := rq.principal
-	sum := sha256.Sum256([]byte(p.Issuer + "\x00" + p.Subject + "\x00" + p.Tenant))
+	sum := sha256.Sum256([]byte(principalKey(rq)))
 	id := statelessPrefix + hex.EncodeToString(sum[:16])
 	rec, err := h.store.Get(ctx, id)
 	if err == nil {
@@ -440,22 +411,4 @@ func stripProtocolMeta(params json.RawMessage) json.RawMessage {
 		p.Set("_meta", meta.Bytes())
 	}
 	return p.Bytes()
-}
-
-// toolParamHeaders returns the x-mcp-header annotations of the tool a
-// call names.
-func (rq *request) toolParamHeaders(ctx context.Context, up *upstreamRef, exposed string) ([]paramHeader, error) {
-	l, err := rq.listing(ctx, up, kindTools, false)
-	if err != nil {
-		return nil, err
-	}
-	pos, ok := l.index[exposed]
-	if !ok || pos < 0 {
-		return nil, nil
-	}
-	hs, err := paramHeaders(l.items[pos].raw)
-	if err != nil {
-		return nil, nil
-	}
-	return hs, nil
 }

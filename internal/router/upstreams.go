@@ -438,6 +438,22 @@ func paginate(upstream string, k kind, page func(params json.RawMessage) (json.R
 	return nil, fmt.Errorf("upstream %s: %s: more than %d pages", upstream, info.listMethod, maxPages)
 }
 
+// listOn lists every item of kind k of an upstream on session us, outside
+// any client's request (gateway explain, the watch): request ids are
+// idPrefix.1, idPrefix.2, … one per page.
+func listOn(ctx context.Context, c *upstream.Client, us session.Upstream, k kind, idPrefix string) ([]json.RawMessage, error) {
+	n := 0
+	return paginate(c.Name(), k, func(params json.RawMessage) (json.RawMessage, error) {
+		n++
+		resp, err := c.Call(ctx, us, jsonrpc.StringID(idPrefix+"."+strconv.Itoa(n)), kinds[k].listMethod, params)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Close()
+		return resultOf(resp.Next, nil)
+	})
+}
+
 // listing returns up's listing of kind k through the catalog.
 func (rq *request) listing(ctx context.Context, up *upstreamRef, k kind, force bool) (*listing, error) {
 	return rq.h.catalog.get(ctx, up, k, force, func(ctx context.Context) ([]json.RawMessage, error) {
@@ -489,6 +505,15 @@ func policyKind(k kind) tenant.Kind {
 // resolve finds the upstream exposing name (a tool or prompt name, or a
 // resource URI in the listing of kind k) and the name it has there.
 func (rq *request) resolve(ctx context.Context, k kind, name string) (*upstreamRef, string, error) {
+	up, it, err := rq.resolveItem(ctx, k, name)
+	if err != nil {
+		return nil, "", err
+	}
+	return up, it.original, nil
+}
+
+// resolveItem is resolve returning the listed item itself.
+func (rq *request) resolveItem(ctx context.Context, k kind, name string) (*upstreamRef, *item, error) {
 	var cands []*upstreamRef
 	for _, up := range rq.upstreams() {
 		if k.owns(up.prefix, name) {
@@ -499,7 +524,7 @@ func (rq *request) resolve(ctx context.Context, k kind, name string) (*upstreamR
 	var deniedName string
 	for _, force := range []bool{false, true} {
 		var owners []*upstreamRef
-		var orig string
+		var found *item
 		var lastErr error
 		for _, up := range cands {
 			l, err := rq.listing(ctx, up, k, force)
@@ -514,31 +539,31 @@ func (rq *request) resolve(ctx context.Context, k kind, name string) (*upstreamR
 				owners = append(owners, up, up) // listed twice by one upstream
 			case rq.visible(k, up, l.items[pos].original):
 				owners = append(owners, up)
-				orig = l.items[pos].original
+				found = &l.items[pos]
 			default:
 				denied, deniedName = up, l.items[pos].original
 			}
 		}
 		switch {
 		case len(owners) == 1:
-			return owners[0], orig, nil
+			return owners[0], found, nil
 		case len(owners) > 1:
 			var names []string
 			for _, o := range owners {
 				names = append(names, o.cfg.Name)
 			}
 			rq.h.catalog.reportConflict(k, name, names...)
-			return nil, "", &resolveError{kind: k, name: name, conflict: names}
+			return nil, nil, &resolveError{kind: k, name: name, conflict: names}
 		case lastErr != nil && len(cands) == 1:
 			// The only upstream that could own the name is failing: say
 			// so rather than "unknown".
-			return nil, "", lastErr
+			return nil, nil, lastErr
 		case denied != nil:
 			// Hidden by policy: to the client, the same as unknown.
-			return nil, "", &resolveError{kind: k, name: name, deniedBy: denied.cfg.Name, deniedName: deniedName}
+			return nil, nil, &resolveError{kind: k, name: name, deniedBy: denied.cfg.Name, deniedName: deniedName}
 		}
 	}
-	return nil, "", &resolveError{kind: k, name: name}
+	return nil, nil, &resolveError{kind: k, name: name}
 }
 
 // deniedEarly decides what policy can decide from a tool or prompt name

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
@@ -199,25 +198,10 @@ func announcesListChanges(caps json.RawMessage) bool {
 func (h *Handler) refresh(ctx context.Context, up *upstreamRef, us session.Upstream, ks []kind) {
 	for _, k := range ks {
 		_, err := h.catalog.get(ctx, up, k, false, func(ctx context.Context) ([]json.RawMessage, error) {
-			n := 0
-			return paginate(up.cfg.Name, k, func(params json.RawMessage) (json.RawMessage, error) {
-				n++
-				return watchRoundTrip(ctx, up, us, jsonrpc.StringID("watch."+strconv.Itoa(n)), kinds[k].listMethod, params)
-			})
+			return listOn(ctx, up.client, us, k, "watch")
 		})
 		if err != nil {
 			h.log.Debug("refreshing a changed list", "upstream", up.cfg.Name, "list", kinds[k].listMethod, "error", err)
 		}
 	}
-}
-
-// watchRoundTrip sends one request of the watch's own and returns its
-// result.
-func watchRoundTrip(ctx context.Context, up *upstreamRef, us session.Upstream, id jsonrpc.ID, method string, params json.RawMessage) (json.RawMessage, error) {
-	resp, err := up.client.Call(ctx, us, id, method, params)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Close()
-	return resultOf(resp.Next, nil)
 }

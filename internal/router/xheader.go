@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,7 +33,7 @@ type paramHeader struct {
 // paramHeaders returns the x-mcp-header annotations of a tool definition, or
 // an error if any breaks the rules (then the tool must not be offered).
 func paramHeaders(tool json.RawMessage) ([]paramHeader, error) {
-	if !strings.Contains(string(tool), "x-mcp-header") {
+	if !bytes.Contains(tool, []byte("x-mcp-header")) {
 		return nil, nil // the common case, without parsing
 	}
 	o, err := jsonx.ParseValidObject(tool)
@@ -148,7 +149,7 @@ func checkParamHeaders(hs []paramHeader, args json.RawMessage, header http.Heade
 		if !present || len(hv) != 1 {
 			return fmt.Sprintf("required header Mcp-Param-%s is missing", h.name)
 		}
-		got, err := decodeHeaderValue(hv[0])
+		got, err := upstream.DecodeHeaderValue(hv[0])
 		if err != nil {
 			return fmt.Sprintf("Mcp-Param-%s header value is not valid: %v", h.name, err)
 		}

@@ -258,6 +258,9 @@ func New(cfg config.Upstream, opts Options) *Client {
 // Name returns the upstream's configured name.
 func (c *Client) Name() string { return c.name }
 
+// Timeout returns the bound on each request to the upstream.
+func (c *Client) Timeout() time.Duration { return c.timeout }
+
 // Close waits for the notifications the client sends in the background (each
 // bounded by a few seconds) and closes the idle connections of the client's
 // own transport. The client remains usable.

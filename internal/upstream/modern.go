@@ -210,14 +210,7 @@ func WithModernMeta(params, info, caps json.RawMessage) json.RawMessage {
 // Mcp-Param-* headers of extra.
 func setModernHeaders(h http.Header, method string, params json.RawMessage, extra http.Header) {
 	h.Set("Mcp-Method", method)
-	key := ""
-	switch method {
-	case "tools/call", "prompts/get":
-		key = "name"
-	case "resources/read":
-		key = "uri"
-	}
-	if key != "" {
+	if key := NameKey(method); key != "" {
 		if o, err := jsonx.ParseValidObject(params); err == nil {
 			if v, ok := o.GetString(key); ok {
 				h.Set("Mcp-Name", EncodeHeaderValue(v))
@@ -249,6 +242,40 @@ func EncodeHeaderValue(v string) string {
 		return v
 	}
 	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+}
+
+// NameKey is the params member Mcp-Name mirrors for a method, or "".
+func NameKey(method string) string {
+	switch method {
+	case "tools/call", "prompts/get":
+		return "name"
+	case "resources/read":
+		return "uri"
+	}
+	return ""
+}
+
+// DecodeHeaderValue undoes the Base64 sentinel encoding of a mirrored header
+// value (2026-07-28 basic/transports/streamable-http, "Value Encoding").
+func DecodeHeaderValue(v string) (string, error) {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c > 0x7e {
+			return "", errors.New("invalid characters")
+		}
+	}
+	inner, ok := strings.CutPrefix(v, "=?base64?")
+	if !ok {
+		return v, nil
+	}
+	inner, ok = strings.CutSuffix(inner, "?=")
+	if !ok {
+		return v, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(inner)
+	if err != nil {
+		return "", errors.New("bad Base64")
+	}
+	return string(b), nil
 }
 
 // Reply sends the gateway's answer to a request the upstream sent on
