@@ -32,6 +32,8 @@ const (
 	EventResourceRead = "resources/read"
 	EventAuthFailure  = "auth_failure"
 	EventPolicyDenial = "policy_denial"
+	// EventLimit is a request refused at a limit; Reason names the limit.
+	EventLimit = "limit_exceeded"
 )
 
 // Decisions: the values of Record.Decision.

@@ -75,13 +75,15 @@ func TestLoadExample(t *testing.T) {
 			MaxBodyBytes:      4 << 20,
 			RequestTimeout:    Duration(5 * time.Minute),
 			ReadHeaderTimeout: Duration(10 * time.Second),
+			ReadBodyTimeout:   Duration(30 * time.Second),
 			ListCacheTTL:      Duration(time.Minute),
 		},
 		Sessions: Sessions{
-			Store:       "memory",
-			IdleTTL:     Duration(30 * time.Minute),
-			MaxSessions: 100000,
-			Redis:       defaultRedis,
+			Store:           "memory",
+			IdleTTL:         Duration(30 * time.Minute),
+			MaxSessions:     100000,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20,
+			Redis: defaultRedis,
 		},
 		Upstreams: []Upstream{{
 			Name:           "github",
@@ -89,12 +91,12 @@ func TestLoadExample(t *testing.T) {
 			Prefix:         ptr("github"),
 			Timeout:        Duration(30 * time.Second),
 			Headers:        map[string]string{"Authorization": "Bearer tok-123"},
-			AuditArguments: "none",
+			AuditArguments: "none", Lists: "shared",
 		}, {
 			Name:           "search",
 			URL:            "http://127.0.0.1:9002/mcp",
 			Timeout:        Duration(30 * time.Second),
-			AuditArguments: "none",
+			AuditArguments: "none", Lists: "shared",
 		}},
 		Auth: Auth{
 			Issuers: []Issuer{{
@@ -123,6 +125,7 @@ func TestLoadExample(t *testing.T) {
 			ID:        "globex",
 			Upstreams: []TenantUpstream{{Name: "search"}},
 		}},
+		Limits:    defaultLimits,
 		Telemetry: defaultTelemetry,
 		Path:      examplePath,
 	}
@@ -164,6 +167,12 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
+var defaultLimits = Limits{
+	StreamsPerPrincipal: 32, StreamsPerTenant: 10000, BatchMessages: 50,
+	ClientInfoBytes: 8 << 10, ClientCapabilitiesBytes: 64 << 10,
+	ListPages: 100, ListBytes: 16 << 20,
+}
+
 func TestParseDefaults(t *testing.T) {
 	defaults := Config{
 		Server: Server{
@@ -171,20 +180,23 @@ func TestParseDefaults(t *testing.T) {
 			MaxBodyBytes:      4 << 20,
 			RequestTimeout:    Duration(5 * time.Minute),
 			ReadHeaderTimeout: Duration(10 * time.Second),
+			ReadBodyTimeout:   Duration(30 * time.Second),
 			ListCacheTTL:      Duration(time.Minute),
 		},
 		Sessions: Sessions{
-			Store:       "memory",
-			IdleTTL:     Duration(30 * time.Minute),
-			MaxSessions: 100000,
-			Redis:       defaultRedis,
+			Store:           "memory",
+			IdleTTL:         Duration(30 * time.Minute),
+			MaxSessions:     100000,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20,
+			Redis: defaultRedis,
 		},
 		Auth:      defaultAuth,
+		Limits:    defaultLimits,
 		Telemetry: defaultTelemetry,
 		Path:      "test.yaml",
 	}
 	withUpstream := defaults
-	withUpstream.Upstreams = []Upstream{{Name: "a", URL: "http://a/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "none"}}
+	withUpstream.Upstreams = []Upstream{{Name: "a", URL: "http://a/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "none", Lists: "shared"}}
 
 	tests := []struct {
 		name string
@@ -223,10 +235,23 @@ server:
   max_body_bytes: 0x100000
   request_timeout: 1m30s
   read_header_timeout: 5s
+  read_body_timeout: 7s
   list_cache_ttl: 10s
 sessions:
   idle_ttl: 1h
   max_sessions: 10
+  max_per_principal: 3
+  max_per_tenant: 4
+  mailbox_messages: 5
+  mailbox_bytes: 6000
+limits:
+  streams_per_principal: 1
+  streams_per_tenant: 2
+  batch_messages: 3
+  client_info_bytes: 4
+  client_capabilities_bytes: 5
+  list_pages: 6
+  list_bytes: 7
 ` + anon
 	got, err := Parse("test.yaml", []byte(yaml), env(nil))
 	if err != nil {
@@ -238,14 +263,21 @@ sessions:
 		MaxBodyBytes:      1 << 20,
 		RequestTimeout:    Duration(90 * time.Second),
 		ReadHeaderTimeout: Duration(5 * time.Second),
+		ReadBodyTimeout:   Duration(7 * time.Second),
 		ListCacheTTL:      Duration(10 * time.Second),
 	}
 	if diff := cmp.Diff(want, got.Server); diff != "" {
 		t.Errorf("Server mismatch (-want +got):\n%s", diff)
 	}
-	wantSessions := Sessions{Store: "memory", IdleTTL: Duration(time.Hour), MaxSessions: 10, Redis: defaultRedis}
+	wantSessions := Sessions{Store: "memory", IdleTTL: Duration(time.Hour), MaxSessions: 10,
+		MaxPerPrincipal: 3, MaxPerTenant: 4, MailboxMessages: 5, MailboxBytes: 6000, Redis: defaultRedis}
 	if diff := cmp.Diff(wantSessions, got.Sessions); diff != "" {
 		t.Errorf("Sessions mismatch (-want +got):\n%s", diff)
+	}
+	wantLimits := Limits{StreamsPerPrincipal: 1, StreamsPerTenant: 2, BatchMessages: 3, ClientInfoBytes: 4,
+		ClientCapabilitiesBytes: 5, ListPages: 6, ListBytes: 7}
+	if diff := cmp.Diff(wantLimits, got.Limits); diff != "" {
+		t.Errorf("Limits mismatch (-want +got):\n%s", diff)
 	}
 }
 
@@ -355,17 +387,17 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level key",
 			yaml: "server: {}\nupstream: []\n",
-			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, limits, server, sessions, telemetry, tenants, upstreams)"},
 		},
 		{
 			name: "unknown nested key",
 			yaml: "server:\n  lisen: :8080\n",
-			want: []string{"test.yaml:2: server.lisen: unknown key (want one of admin_listen, allowed_origins, list_cache_ttl, listen, max_body_bytes, public_url, read_header_timeout, request_timeout)"},
+			want: []string{"test.yaml:2: server.lisen: unknown key (want one of admin_listen, allowed_origins, list_cache_ttl, listen, max_body_bytes, public_url, read_body_timeout, read_header_timeout, request_timeout)"},
 		},
 		{
 			name: "unknown upstream key",
 			yaml: up + "    token: x\n",
-			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, headers, name, prefix, timeout, url, watch)"},
+			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, headers, lists, name, prefix, timeout, url, watch)"},
 		},
 		{
 			name: "duplicate key",
@@ -380,7 +412,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "merge key",
 			yaml: "base: &b {listen: \":1\"}\n",
-			want: []string{"test.yaml:1: base: unknown key (want one of auth, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:1: base: unknown key (want one of auth, limits, server, sessions, telemetry, tenants, upstreams)"},
 		},
 		{
 			name: "merge key in section",
@@ -701,7 +733,7 @@ tenants:
 		`cfg.yaml:2: server.listen: invalid address "nope": want host:port, such as ":8080" or "127.0.0.1:9090"`,
 		"cfg.yaml:3: server.public_url: must be an absolute http or https URL",
 		`cfg.yaml:4: server.max_body_bytes: must be an integer, got "lots"`,
-		"cfg.yaml:5: server.colour: unknown key (want one of admin_listen, allowed_origins, list_cache_ttl, listen, max_body_bytes, public_url, read_header_timeout, request_timeout)",
+		"cfg.yaml:5: server.colour: unknown key (want one of admin_listen, allowed_origins, list_cache_ttl, listen, max_body_bytes, public_url, read_body_timeout, read_header_timeout, request_timeout)",
 		`cfg.yaml:8: sessions.idle_ttl: must be a duration such as "30s" or "1m30s", got "forever"`,
 		`cfg.yaml:10: upstreams[0].name: "Bad_Name" must contain only a-z, 0-9 and -`,
 		"cfg.yaml:11: upstreams[0].url: must be an absolute http or https URL",
@@ -1098,12 +1130,14 @@ func TestParseFull(t *testing.T) {
 			MaxBodyBytes:      4 << 20,
 			RequestTimeout:    Duration(5 * time.Minute),
 			ReadHeaderTimeout: Duration(10 * time.Second),
+			ReadBodyTimeout:   Duration(30 * time.Second),
 			ListCacheTTL:      Duration(time.Minute),
 		},
 		Sessions: Sessions{
-			Store:       "redis",
-			IdleTTL:     Duration(30 * time.Minute),
-			MaxSessions: 100000,
+			Store:           "redis",
+			IdleTTL:         Duration(30 * time.Minute),
+			MaxSessions:     100000,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20,
 			Redis: Redis{
 				Addrs:      []string{"redis-0.redis:26379", "[::1]:26379"},
 				MasterName: "mymaster",
@@ -1116,8 +1150,8 @@ func TestParseFull(t *testing.T) {
 			},
 		},
 		Upstreams: []Upstream{
-			{Name: "github", URL: "https://gh.example.com/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "hash"},
-			{Name: "search", URL: "http://127.0.0.1:9002/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "none"},
+			{Name: "github", URL: "https://gh.example.com/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "hash", Lists: "shared"},
+			{Name: "search", URL: "http://127.0.0.1:9002/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "none", Lists: "shared"},
 		},
 		Auth: Auth{
 			Issuers: []Issuer{{
@@ -1166,6 +1200,7 @@ func TestParseFull(t *testing.T) {
 		}, {
 			ID: "Initech_2",
 		}},
+		Limits: defaultLimits,
 		Telemetry: Telemetry{
 			Tracing: Tracing{Enabled: true, Endpoint: "http://otel-collector:4318", SampleRatio: ptr(0.25)},
 			Audit:   Audit{Output: "/var/log/mcpgw/audit.log"},
@@ -1347,7 +1382,7 @@ func TestParseAuthProblems(t *testing.T) {
 			yaml: "auth:\n  issuers:\n    - name: a\n      issuer_url: https://a\n      tenant: acme\n      audiences: x\n      tenant_id: t\n    - ~\n    - [a]\n" + tenant,
 			want: []string{
 				"test.yaml:6: auth.issuers[0].audiences: must be a list",
-				"test.yaml:7: auth.issuers[0].tenant_id: unknown key (want one of algorithms, audiences, issuer_url, jwks_url, name, tenant, tenant_claim)",
+				"test.yaml:7: auth.issuers[0].tenant_id: unknown key (want one of algorithms, audiences, issuer_url, jwks_url, name, require_at_jwt, tenant, tenant_claim)",
 				"test.yaml:8: auth.issuers[1]: must be a mapping",
 				"test.yaml:9: auth.issuers[2]: must be a mapping",
 			},
@@ -1491,7 +1526,7 @@ func TestParseTenantProblems(t *testing.T) {
 		{
 			name: "tenants not a list",
 			yaml: "    upstreams: []\ntenants2: {}\n",
-			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, limits, server, sessions, telemetry, tenants, upstreams)"},
 		},
 	}
 	for _, tt := range tests {

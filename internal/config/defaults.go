@@ -9,10 +9,23 @@ const (
 	DefaultMaxBodyBytes      = 4 << 20 // 4 MiB
 	DefaultRequestTimeout    = 5 * time.Minute
 	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadBodyTimeout   = 30 * time.Second
 	DefaultListCacheTTL      = time.Minute
 	DefaultSessionStore      = StoreMemory
 	DefaultIdleTTL           = 30 * time.Minute
 	DefaultMaxSessions       = 100_000
+	DefaultMaxPerPrincipal   = 100
+	DefaultMaxPerTenant      = 10_000
+	DefaultMailboxMessages   = 64
+	DefaultMailboxBytes      = 8 << 20 // 8 MiB
+	DefaultStreamsPerPrinc   = 32
+	DefaultStreamsPerTenant  = 10_000
+	DefaultBatchMessages     = 50
+	DefaultClientInfoBytes   = 8 << 10  // 8 KiB
+	DefaultClientCapsBytes   = 64 << 10 // 64 KiB
+	DefaultListPages         = 100
+	DefaultListBytes         = 16 << 20 // 16 MiB
+	DefaultLists             = ListsShared
 	DefaultUpstreamTimeout   = 30 * time.Second
 	DefaultLeeway            = 30 * time.Second
 	DefaultTokenCacheSize    = 10_000
@@ -36,6 +49,12 @@ const (
 	AuditArgumentsNone     = "none"
 	AuditArgumentsHash     = "hash"
 	AuditArgumentsRedacted = "redacted"
+)
+
+// Values of upstreams[].lists.
+const (
+	ListsShared     = "shared"
+	ListsPerSession = "per_session"
 )
 
 // Signature algorithms accepted in auth.issuers[].algorithms: asymmetric
@@ -79,12 +98,17 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.MaxBodyBytes, DefaultMaxBodyBytes)
 	setDefault(&s.RequestTimeout, Duration(DefaultRequestTimeout))
 	setDefault(&s.ReadHeaderTimeout, Duration(DefaultReadHeaderTimeout))
+	setDefault(&s.ReadBodyTimeout, Duration(DefaultReadBodyTimeout))
 	setDefault(&s.ListCacheTTL, Duration(DefaultListCacheTTL))
 
 	ss := &c.Sessions
 	setDefault(&ss.Store, DefaultSessionStore)
 	setDefault(&ss.IdleTTL, Duration(DefaultIdleTTL))
 	setDefault(&ss.MaxSessions, DefaultMaxSessions)
+	setDefault(&ss.MaxPerPrincipal, DefaultMaxPerPrincipal)
+	setDefault(&ss.MaxPerTenant, DefaultMaxPerTenant)
+	setDefault(&ss.MailboxMessages, DefaultMailboxMessages)
+	setDefault(&ss.MailboxBytes, DefaultMailboxBytes)
 
 	r := &ss.Redis
 	if len(r.Addrs) == 0 {
@@ -109,7 +133,17 @@ func (c *Config) ApplyDefaults() {
 	for i := range c.Upstreams {
 		setDefault(&c.Upstreams[i].Timeout, Duration(DefaultUpstreamTimeout))
 		setDefault(&c.Upstreams[i].AuditArguments, DefaultAuditArguments)
+		setDefault(&c.Upstreams[i].Lists, DefaultLists)
 	}
+
+	l := &c.Limits
+	setDefault(&l.StreamsPerPrincipal, DefaultStreamsPerPrinc)
+	setDefault(&l.StreamsPerTenant, DefaultStreamsPerTenant)
+	setDefault(&l.BatchMessages, DefaultBatchMessages)
+	setDefault(&l.ClientInfoBytes, DefaultClientInfoBytes)
+	setDefault(&l.ClientCapabilitiesBytes, DefaultClientCapsBytes)
+	setDefault(&l.ListPages, DefaultListPages)
+	setDefault(&l.ListBytes, DefaultListBytes)
 
 	t := &c.Telemetry
 	if t.Tracing.SampleRatio == nil {

@@ -464,7 +464,20 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		"upstreams": func(v *yaml.Node, p string) { mappings(d, v, p, &c.Upstreams, d.upstream) },
 		"auth":      func(v *yaml.Node, p string) { d.auth(v, p, &c.Auth) },
 		"tenants":   func(v *yaml.Node, p string) { mappings(d, v, p, &c.Tenants, d.tenant) },
+		"limits":    func(v *yaml.Node, p string) { d.limits(v, p, &c.Limits) },
 		"telemetry": func(v *yaml.Node, p string) { d.telemetry(v, p, &c.Telemetry) },
+	})
+}
+
+func (d *decoder) limits(n *yaml.Node, path string, l *Limits) {
+	d.fields(n, path, map[string]field{
+		"streams_per_principal":     positive(d, &l.StreamsPerPrincipal),
+		"streams_per_tenant":        positive(d, &l.StreamsPerTenant),
+		"batch_messages":            positive(d, &l.BatchMessages),
+		"client_info_bytes":         positive(d, &l.ClientInfoBytes),
+		"client_capabilities_bytes": positive(d, &l.ClientCapabilitiesBytes),
+		"list_pages":                positive(d, &l.ListPages),
+		"list_bytes":                positive(d, &l.ListBytes),
 	})
 }
 
@@ -477,16 +490,21 @@ func (d *decoder) server(n *yaml.Node, path string, s *Server) {
 		"max_body_bytes":      positive(d, &s.MaxBodyBytes),
 		"request_timeout":     d.duration(&s.RequestTimeout),
 		"read_header_timeout": d.duration(&s.ReadHeaderTimeout),
+		"read_body_timeout":   d.duration(&s.ReadBodyTimeout),
 		"list_cache_ttl":      d.duration(&s.ListCacheTTL),
 	})
 }
 
 func (d *decoder) sessions(n *yaml.Node, path string, s *Sessions) {
 	d.fields(n, path, map[string]field{
-		"store":        d.str(&s.Store),
-		"idle_ttl":     d.duration(&s.IdleTTL),
-		"max_sessions": positive(d, &s.MaxSessions),
-		"redis":        func(v *yaml.Node, p string) { d.redis(v, p, &s.Redis) },
+		"store":             d.str(&s.Store),
+		"idle_ttl":          d.duration(&s.IdleTTL),
+		"max_sessions":      positive(d, &s.MaxSessions),
+		"max_per_principal": positive(d, &s.MaxPerPrincipal),
+		"max_per_tenant":    positive(d, &s.MaxPerTenant),
+		"mailbox_messages":  positive(d, &s.MailboxMessages),
+		"mailbox_bytes":     positive(d, &s.MailboxBytes),
+		"redis":             func(v *yaml.Node, p string) { d.redis(v, p, &s.Redis) },
 	})
 }
 
@@ -515,13 +533,14 @@ func (d *decoder) auth(n *yaml.Node, path string, a *Auth) {
 
 func (d *decoder) issuer(n *yaml.Node, path string, is *Issuer) {
 	d.fields(n, path, map[string]field{
-		"name":         d.str(&is.Name),
-		"issuer_url":   d.str(&is.IssuerURL),
-		"audiences":    d.stringList(&is.Audiences),
-		"tenant_claim": d.str(&is.TenantClaim),
-		"tenant":       d.str(&is.Tenant),
-		"jwks_url":     d.str(&is.JWKSURL),
-		"algorithms":   d.stringList(&is.Algorithms),
+		"name":           d.str(&is.Name),
+		"issuer_url":     d.str(&is.IssuerURL),
+		"audiences":      d.stringList(&is.Audiences),
+		"tenant_claim":   d.str(&is.TenantClaim),
+		"tenant":         d.str(&is.Tenant),
+		"jwks_url":       d.str(&is.JWKSURL),
+		"algorithms":     d.stringList(&is.Algorithms),
+		"require_at_jwt": d.boolean(&is.RequireATJWT),
 	})
 }
 
@@ -600,6 +619,7 @@ func (d *decoder) upstream(n *yaml.Node, path string, u *Upstream) {
 		"headers":         func(v *yaml.Node, p string) { d.headers(v, p, &u.Headers) },
 		"audit_arguments": d.str(&u.AuditArguments),
 		"watch":           d.boolPtr(&u.Watch),
+		"lists":           d.str(&u.Lists),
 	})
 }
 

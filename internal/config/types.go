@@ -19,6 +19,7 @@ type Config struct {
 	Upstreams []Upstream `yaml:"upstreams"`
 	Auth      Auth       `yaml:"auth"`
 	Tenants   []Tenant   `yaml:"tenants"`
+	Limits    Limits     `yaml:"limits"`
 	Telemetry Telemetry  `yaml:"telemetry"`
 
 	// Path is the file the config was loaded from ("" when built in code).
@@ -61,6 +62,9 @@ type Server struct {
 	RequestTimeout Duration `yaml:"request_timeout"`
 	// ReadHeaderTimeout bounds reading request headers. Default 10s.
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	// ReadBodyTimeout bounds reading one request body, from the end of its
+	// headers. Default 30s.
+	ReadBodyTimeout Duration `yaml:"read_body_timeout"`
 	// ListCacheTTL is how long an upstream's tool, prompt and resource lists
 	// are served from the gateway's cache. Default 1m.
 	ListCacheTTL Duration `yaml:"list_cache_ttl"`
@@ -74,6 +78,16 @@ type Sessions struct {
 	IdleTTL Duration `yaml:"idle_ttl"`
 	// MaxSessions bounds the memory store. Default 100000.
 	MaxSessions int `yaml:"max_sessions"`
+	// MaxPerPrincipal bounds the live sessions of one principal (issuer,
+	// subject, tenant), in either store. Default 100.
+	MaxPerPrincipal int `yaml:"max_per_principal"`
+	// MaxPerTenant bounds the live sessions of one tenant, in either store.
+	// Default 10000.
+	MaxPerTenant int `yaml:"max_per_tenant"`
+	// MailboxMessages bounds the messages one mailbox holds. Default 64.
+	MailboxMessages int `yaml:"mailbox_messages"`
+	// MailboxBytes bounds the bytes one mailbox holds. Default 8 MiB.
+	MailboxBytes int64 `yaml:"mailbox_bytes"`
 	// Redis configures the Redis store (store: redis).
 	Redis Redis `yaml:"redis"`
 }
@@ -140,6 +154,10 @@ type Issuer struct {
 	// Algorithms are the accepted signature algorithms, a subset of RS256,
 	// PS256, ES256 and EdDSA. Default: all four.
 	Algorithms []string `yaml:"algorithms"`
+	// RequireATJWT accepts only tokens whose JOSE header typ is "at+jwt"
+	// (RFC 9068 §4), for issuers that issue RFC 9068 access tokens.
+	// Default false: IdPs that send "JWT" keep working.
+	RequireATJWT bool `yaml:"require_at_jwt"`
 }
 
 // Tenant is one tenant: who may use which upstreams, and how.
@@ -207,6 +225,39 @@ type Upstream struct {
 	// list_changed notifications, so that a change reaches clients at once
 	// rather than when the list cache expires. nil means true.
 	Watch *bool `yaml:"watch"`
+	// Lists says whether the upstream's lists are the same for every
+	// session ("shared", the default: cached once per replica) or may
+	// differ per upstream session ("per_session": fetched under each
+	// client's own upstream session and never served to another).
+	Lists string `yaml:"lists"`
+}
+
+// SharedLists reports whether the upstream's lists may be shared between
+// sessions (see Upstream.Lists).
+func (u *Upstream) SharedLists() bool { return u.Lists != ListsPerSession }
+
+// Limits bound what one client or one upstream can make the gateway hold.
+// Every one is live on reload.
+type Limits struct {
+	// StreamsPerPrincipal bounds the server-to-client streams (GET streams
+	// and subscriptions/listen) one principal holds open on one replica.
+	// Default 32.
+	StreamsPerPrincipal int `yaml:"streams_per_principal"`
+	// StreamsPerTenant bounds those of one tenant on one replica. Default
+	// 10000.
+	StreamsPerTenant int `yaml:"streams_per_tenant"`
+	// BatchMessages bounds the messages in one JSON-RPC batch. Default 50.
+	BatchMessages int `yaml:"batch_messages"`
+	// ClientInfoBytes bounds an initialize's clientInfo. Default 8 KiB.
+	ClientInfoBytes int `yaml:"client_info_bytes"`
+	// ClientCapabilitiesBytes bounds a client's capabilities (initialize,
+	// or a 2026-07-28 request's _meta). Default 64 KiB.
+	ClientCapabilitiesBytes int `yaml:"client_capabilities_bytes"`
+	// ListPages bounds the pages of one upstream list. Default 100.
+	ListPages int `yaml:"list_pages"`
+	// ListBytes bounds the bytes of one upstream list, all pages together.
+	// Default 16 MiB.
+	ListBytes int64 `yaml:"list_bytes"`
 }
 
 // Watches reports whether the upstream is watched (see Upstream.Watch).

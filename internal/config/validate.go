@@ -139,7 +139,18 @@ func (v *validator) config(c *Config) {
 	v.upstreams(c.Upstreams)
 	v.auth(c)
 	v.tenants(c)
+	v.limits(&c.Limits)
 	v.telemetry(c)
+}
+
+func (v *validator) limits(l *Limits) {
+	nonNegative(v, "limits.streams_per_principal", l.StreamsPerPrincipal)
+	nonNegative(v, "limits.streams_per_tenant", l.StreamsPerTenant)
+	nonNegative(v, "limits.batch_messages", l.BatchMessages)
+	nonNegative(v, "limits.client_info_bytes", l.ClientInfoBytes)
+	nonNegative(v, "limits.client_capabilities_bytes", l.ClientCapabilitiesBytes)
+	nonNegative(v, "limits.list_pages", l.ListPages)
+	nonNegative(v, "limits.list_bytes", l.ListBytes)
 }
 
 func (v *validator) server(s *Server) {
@@ -164,6 +175,7 @@ func (v *validator) server(s *Server) {
 	nonNegative(v, "server.max_body_bytes", s.MaxBodyBytes)
 	nonNegative(v, "server.request_timeout", s.RequestTimeout)
 	nonNegative(v, "server.read_header_timeout", s.ReadHeaderTimeout)
+	nonNegative(v, "server.read_body_timeout", s.ReadBodyTimeout)
 	nonNegative(v, "server.list_cache_ttl", s.ListCacheTTL)
 }
 
@@ -182,6 +194,10 @@ func (v *validator) sessions(s *Sessions) {
 	}
 	nonNegative(v, "sessions.idle_ttl", s.IdleTTL)
 	nonNegative(v, "sessions.max_sessions", s.MaxSessions)
+	nonNegative(v, "sessions.max_per_principal", s.MaxPerPrincipal)
+	nonNegative(v, "sessions.max_per_tenant", s.MaxPerTenant)
+	nonNegative(v, "sessions.mailbox_messages", s.MailboxMessages)
+	nonNegative(v, "sessions.mailbox_bytes", s.MailboxBytes)
 	v.redis("sessions.redis", &s.Redis)
 }
 
@@ -287,6 +303,11 @@ func (v *validator) upstream(path string, u *Upstream) {
 	default:
 		v.addf(path+".audit_arguments", "unknown mode %q: must be %q, %q or %q",
 			u.AuditArguments, AuditArgumentsNone, AuditArgumentsHash, AuditArgumentsRedacted)
+	}
+	switch u.Lists {
+	case "", ListsShared, ListsPerSession:
+	default:
+		v.addf(path+".lists", "unknown mode %q: must be %q or %q", u.Lists, ListsShared, ListsPerSession)
 	}
 }
 

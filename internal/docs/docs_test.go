@@ -523,10 +523,12 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.ConfigLoaded()
 	m.ConfigReload(telemetry.ReloadOK)
 	m.ConfigReload(telemetry.ReloadError)
+	m.LimitRejection(telemetry.LimitSessionsPrincipal, "acme")
+	m.NameFlagged("github", telemetry.NameControlCharacter)
 	return []string{
 		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial",
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed",
-		"ConfigLoaded", "ConfigReload",
+		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged",
 		"Handler", // serves, records nothing
 	}
 }

@@ -55,6 +55,28 @@ var ErrExists = errors.New("session already exists")
 // the mailbox as many messages, as it may.
 var ErrFull = errors.New("session store is full")
 
+// ErrLimit is returned by [Store.Create] when the record's principal or
+// tenant holds as many sessions as it may, and by [Mailbox.Post] when the
+// mailbox holds as many messages or bytes as it may. The error is a
+// *[LimitError] naming the limit; errors.Is(err, ErrLimit) holds.
+var ErrLimit = errors.New("session limit reached")
+
+// LimitError says which limit refused a Create or a Post.
+type LimitError struct {
+	// Limit is the config key's last element: "max_per_principal",
+	// "max_per_tenant", "mailbox_messages" or "mailbox_bytes".
+	Limit string
+	// Max is the limit's value.
+	Max int64
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("session limit reached: %s (%d)", e.Limit, e.Max)
+}
+
+// Is makes errors.Is(err, ErrLimit) hold for a *LimitError.
+func (e *LimitError) Is(target error) bool { return target == ErrLimit }
+
 // ErrUnavailable is returned when the store cannot be reached or fails to
 // answer in time (Redis down, timed out, refusing commands). The request may
 // succeed later; the HTTP layer answers 503.

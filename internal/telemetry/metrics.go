@@ -106,6 +106,8 @@ type Metrics struct {
 	reloads  *prometheus.CounterVec
 	gen      prometheus.Gauge
 	lastOK   prometheus.Gauge
+	limits   *prometheus.CounterVec
+	names    *prometheus.CounterVec
 
 	sessions   atomic.Int64
 	sessionsFn atomic.Pointer[func() int]
@@ -174,6 +176,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcpgw_config_last_reload_success_timestamp_seconds",
 			Help: "Unix time of the last successful config load or reload.",
 		}),
+		limits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_limit_rejections_total",
+			Help: "Requests and upstream answers refused because they reached a limit, by limit and tenant.",
+		}, []string{"limit", "tenant"}),
+		names: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_upstream_names_flagged_total",
+			Help: "Names upstreams listed that break the naming rules, by upstream and reason (dropped, or kept and counted).",
+		}, []string{"upstream", "reason"}),
 
 		tenants:   newCapped(MaxTenantLabels),
 		upstreams: newCapped(MaxUpstreamLabels),
@@ -190,7 +200,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.reqDur, m.upReqs, m.upDur, m.tools, m.authFail, m.denials,
-		sessions, m.streams, m.reloads, m.gen, m.lastOK,
+		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names,
 	)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
@@ -356,6 +366,68 @@ func (m *Metrics) ConfigReload(result string) {
 	m.reloads.WithLabelValues(ReloadOK).Inc()
 	m.gen.Set(float64(m.generation.Add(1)))
 	m.lastOK.Set(float64(m.now().UnixNano()) / 1e9)
+}
+
+// Limits: the values of the limit label of mcpgw_limit_rejections_total.
+// Any other value is recorded as "other".
+const (
+	LimitBodyBytes          = "body_bytes"
+	LimitReadBodyTimeout    = "read_body_timeout"
+	LimitSessions           = "max_sessions"
+	LimitSessionsPrincipal  = "sessions_per_principal"
+	LimitSessionsTenant     = "sessions_per_tenant"
+	LimitStreamsPrincipal   = "streams_per_principal"
+	LimitStreamsTenant      = "streams_per_tenant"
+	LimitBatchMessages      = "batch_messages"
+	LimitClientInfo         = "client_info_bytes"
+	LimitClientCapabilities = "client_capabilities_bytes"
+	LimitMailboxMessages    = "mailbox_messages"
+	LimitMailboxBytes       = "mailbox_bytes"
+	LimitUnsolicitedAnswer  = "unsolicited_answer"
+	LimitListPages          = "list_pages"
+	LimitListBytes          = "list_bytes"
+	LimitListTime           = "list_time"
+)
+
+var limitNames = set(LimitBodyBytes, LimitReadBodyTimeout, LimitSessions, LimitSessionsPrincipal,
+	LimitSessionsTenant, LimitStreamsPrincipal, LimitStreamsTenant, LimitBatchMessages, LimitClientInfo,
+	LimitClientCapabilities, LimitMailboxMessages, LimitMailboxBytes, LimitUnsolicitedAnswer,
+	LimitListPages, LimitListBytes, LimitListTime)
+
+// LimitRejection records a request or an upstream answer refused at a
+// limit: mcpgw_limit_rejections_total{limit,tenant}. limit is one of the
+// Limit constants; tenant is "" for an upstream's answer that no one
+// tenant caused.
+func (m *Metrics) LimitRejection(limit, tenant string) {
+	if m == nil {
+		return
+	}
+	if !limitNames[limit] {
+		limit = otherLabel
+	}
+	m.limits.WithLabelValues(limit, m.tenant(tenant)).Inc()
+}
+
+// Reasons a listed name is flagged: the values of the reason label of
+// mcpgw_upstream_names_flagged_total.
+const (
+	NameControlCharacter = "control_character" // dropped: a control, format or bidi character
+	NameForeignNamespace = "foreign_namespace" // dropped: in another upstream's namespace
+	NameNonstandard      = "nonstandard"       // kept: outside the recommended characters
+)
+
+var nameReasons = set(NameControlCharacter, NameForeignNamespace, NameNonstandard)
+
+// NameFlagged records a name an upstream listed that breaks a naming rule:
+// mcpgw_upstream_names_flagged_total{upstream,reason}.
+func (m *Metrics) NameFlagged(upstream, reason string) {
+	if m == nil {
+		return
+	}
+	if !nameReasons[reason] {
+		reason = otherLabel
+	}
+	m.names.WithLabelValues(m.upstream(upstream), reason).Inc()
 }
 
 func (m *Metrics) tenant(t string) string {
