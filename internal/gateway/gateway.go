@@ -72,6 +72,7 @@ type Gateway struct {
 
 	live   atomic.Pointer[live] // swapped whole on reload
 	reload reloadState
+	watch  watchState // the config file's watch, started by Run
 }
 
 // live is what a reload replaces: the config and what is built from it
@@ -109,14 +110,14 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		store = rs
 	default:
 		// Sessions that expire in the store end their upstream sessions
-		// too. The hook runs in the store's sweeper, so the work goes
-		// elsewhere.
+		// too. The hook runs in the store's sweeper: Expire only queues
+		// the work for the router's bounded pool of workers.
 		store = session.NewMemory(session.MemoryOptions{
 			IdleTTL:     cfg.Sessions.IdleTTL.D(),
 			MaxSessions: cfg.Sessions.MaxSessions,
 			OnExpire: func(rec *session.Record) {
 				if h := expire.Load(); h != nil {
-					go h.Expire(rec)
+					h.Expire(rec)
 				}
 			},
 		})
@@ -188,8 +189,12 @@ func (g *Gateway) Config() *config.Config { return g.live.Load().cfg }
 // Handler returns the handler of the MCP listener.
 func (g *Gateway) Handler() http.Handler { return g.mux }
 
-// Close releases the gateway's resources.
-func (g *Gateway) Close() error { return errors.Join(g.router.Close(), g.store.Close()) }
+// Close releases the gateway's resources: it stops the config watch, then
+// the router (and every goroutine it owns), then the session store.
+func (g *Gateway) Close() error {
+	g.stopWatch()
+	return errors.Join(g.router.Close(), g.store.Close())
+}
 
 // newMux wires the MCP endpoint: recover, request id, auth, then the router;
 // and, with issuers, the protected resource metadata (RFC 9728) at both the
@@ -348,12 +353,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr 
 	if err != nil {
 		return err
 	}
-	defer g.Close()
+	defer g.Close() // stops and waits for the config watch too
 	log := g.log
 	if cfg.Path != "" {
-		wctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go g.watch(wctx, cfg.Path, getenv, reloadInterval)
+		g.startWatch(cfg.Path, getenv, reloadInterval)
 	}
 
 	ln := opts.Listener

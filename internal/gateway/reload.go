@@ -116,8 +116,48 @@ func (g *Gateway) Generation() int {
 	return g.reload.generation
 }
 
-// watch reloads path when its content changes or on SIGHUP, until ctx ends.
-func (g *Gateway) watch(ctx context.Context, path string, getenv func(string) string, every time.Duration) {
+// watchState is the config watch's goroutine, which Close stops and
+// waits for.
+type watchState struct {
+	mu     sync.Mutex
+	stop   context.CancelFunc
+	done   chan struct{}
+	closed bool
+}
+
+// startWatch starts the config watch (see watch) unless one runs or the
+// gateway is closed.
+func (g *Gateway) startWatch(path string, getenv func(string) string, every time.Duration) {
+	g.watch.mu.Lock()
+	defer g.watch.mu.Unlock()
+	if g.watch.closed || g.watch.stop != nil {
+		return
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	g.watch.stop, g.watch.done = stop, done
+	go func() {
+		defer close(done)
+		g.watchConfig(ctx, path, getenv, every)
+	}()
+}
+
+// stopWatch stops the config watch, waiting for a reload in progress to
+// finish, and keeps any from starting again.
+func (g *Gateway) stopWatch() {
+	g.watch.mu.Lock()
+	stop, done := g.watch.stop, g.watch.done
+	g.watch.closed = true
+	g.watch.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+// watchConfig reloads path when its content changes or on SIGHUP, until
+// ctx ends.
+func (g *Gateway) watchConfig(ctx context.Context, path string, getenv func(string) string, every time.Duration) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -50,6 +52,19 @@ import (
 // any replica, are posted there; once all are in, the gateway retries the
 // upstream call with them as inputResponses and the upstream's
 // requestState.
+//
+// Only answers the gateway asked for reach a mailbox. Before a request
+// goes to the client, a marker is posted under a key naming the request
+// and the client's session, holding the principal and the deadline, for
+// the time the call has left. An answer takes its marker (once, without
+// waiting) and is posted only if there was one, for the same principal;
+// anything else (an id the gateway never sent, an answer from another
+// session or principal, a second answer to the same request, one after
+// the call gave up) is dropped and counted as unsolicited_answer. The
+// client still gets 202: the answer is a well-formed JSON-RPC response,
+// and what the gateway makes of it is not the client's to learn
+// (2025-11-25 basic/transports, "Sending Messages to the Server" 4), so a
+// foreign or stale request looks the same as one that never was.
 
 const (
 	// requestStatePrefix starts every requestState the gateway issues.
@@ -63,13 +78,18 @@ const (
 	forwardedPrefix = "mcpgw.up."
 	askedPrefix     = "mcpgw.in."
 	answerKeyPrefix = "mrtr-answer:"
+	askedKeyPrefix  = "mrtr-asked:"
 	// maxInputRounds bounds the input_required results one session
 	// client's call goes through.
 	maxInputRounds = 10
 	// answerTTL bounds how long a session client's answer waits in the
-	// mailbox for the call that asked.
+	// mailbox for the call that asked, whatever the marker says.
 	answerTTL = 5 * time.Minute
 )
+
+// errUnsolicited is a client's answer to no request the gateway asked of
+// it that is still pending.
+var errUnsolicited = errors.New("unsolicited answer")
 
 // inputCapability is the client capability an upstream's request for
 // input needs, "" for a method that is none.
@@ -152,14 +172,18 @@ func forwardedID(upstream string, id jsonrpc.ID) string {
 func (h *Handler) clientResponse(ctx context.Context, rq *request, msg *jsonrpc.Message) {
 	var s string
 	if json.Unmarshal(msg.ID.Raw(), &s) != nil {
+		h.unsolicited(rq, errUnsolicited)
 		return
 	}
 	if rest, ok := strings.CutPrefix(s, askedPrefix); ok {
-		h.postAnswer(ctx, rq, rest, msg)
+		if err := h.postAnswer(ctx, rq, rest, msg); err != nil {
+			h.unsolicited(rq, err)
+		}
 		return
 	}
 	rest, ok := strings.CutPrefix(s, forwardedPrefix)
 	if !ok {
+		h.unsolicited(rq, errUnsolicited)
 		return
 	}
 	i := strings.LastIndexByte(rest, '.')
@@ -213,7 +237,10 @@ func (rq *request) park(ctx context.Context, c *call, up *upstreamRef, resp *tra
 	if err != nil {
 		return nil, err
 	}
-	go rq.h.pumpInput(up, resp, pump, rq.clientCaps(), cancel)
+	caps := rq.clientCaps()
+	if !rq.h.own.goOwned(func(life context.Context) { rq.h.pumpInput(life, up, resp, pump, caps, cancel) }) {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the gateway is shutting down")
+	}
 	return res, nil
 }
 
@@ -244,21 +271,35 @@ func (rq *request) inputRequired(ctx context.Context, c *call, up *upstreamRef, 
 	})
 }
 
+// errClosing ends a parked call when the Handler closes.
+var errClosing = errors.New("the gateway is shutting down")
+
 // pumpInput reads the rest of a parked call's upstream stream and posts to
-// the mailbox each further request for input and, last, the response.
-func (h *Handler) pumpInput(up *upstreamRef, resp *tracedResponse, pump string, caps json.RawMessage, cancel context.CancelCauseFunc) {
+// the mailbox each further request for input and, last, the response. It
+// is owned by h.own: the upstream call's timeout bounds it, and life's end
+// (Close) cancels the call.
+func (h *Handler) pumpInput(life context.Context, up *upstreamRef, resp *tracedResponse, pump string, caps json.RawMessage, cancel context.CancelCauseFunc) {
 	defer cancel(nil)
 	defer resp.Close()
+	stop := context.AfterFunc(life, func() { cancel(errClosing) })
+	defer stop()
+	// Posts outlive life, so that a retry on another replica learns the
+	// call ended; replies to the upstream do not.
 	ctx := context.Background()
 	key, ttl := pumpKeyPrefix+pump, up.client.Timeout()
-	post := func(b []byte) {
-		if err := h.mailbox.Post(ctx, key, b, ttl); err != nil {
+	post := func(b []byte) error {
+		err := h.mailbox.Post(ctx, key, b, ttl)
+		if err != nil {
 			h.log.Warn("posting an upstream's message for a retry", "upstream", up.cfg.Name, "error", err)
 		}
+		return err
 	}
 	for {
 		msg, raw, err := resp.Next()
 		if err != nil {
+			if life.Err() != nil {
+				err = errClosing
+			}
 			post(jsonrpc.AppendError(nil, jsonrpc.NullID, jsonrpc.AsError(err)))
 			return
 		}
@@ -269,15 +310,26 @@ func (h *Handler) pumpInput(up *upstreamRef, resp *tracedResponse, pump string, 
 			c := inputCapability(msg.Method)
 			switch {
 			case msg.Method == "ping":
-				_ = up.client.Reply(ctx, resp.us, msg.ID, json.RawMessage(`{}`), nil)
+				_ = up.client.Reply(life, resp.us, msg.ID, json.RawMessage(`{}`), nil)
 			case c == "" || len(caps) == 0 || !h.capSet(caps)[c]:
-				_ = up.client.Reply(ctx, resp.us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound,
+				_ = up.client.Reply(life, resp.us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound,
 					"Method not found: the client did not declare the capability for %s", msg.Method))
 			default:
-				post(raw)
+				if post(raw) != nil {
+					// The mailbox is full (or gone): the upstream hears at
+					// once that its request cannot reach the client, and
+					// the call goes on to its answer.
+					_ = up.client.Reply(life, resp.us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError,
+						"the request for input could not be relayed to the client"))
+				}
 			}
 		default:
-			post(raw)
+			if post(raw) != nil {
+				// Too big for the mailbox, say: the retry gets an error
+				// rather than waiting out the timeout.
+				post(jsonrpc.AppendError(nil, jsonrpc.NullID, jsonrpc.Errorf(jsonrpc.CodeInternalError,
+					"upstream %s: the answer could not be handed to the retry", up.cfg.Name)))
+			}
 			return
 		}
 	}
@@ -420,7 +472,13 @@ func (rq *request) askClient(ctx context.Context, c *call, up *upstreamRef, para
 		if rq.h.mailbox == nil || c.out.discard {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input, which cannot reach this client", up.cfg.Name)
 		}
+		// The answers wait in one mailbox, which holds at most
+		// sessions.mailbox_messages: an upstream asks for no more at once.
+		if limit := rq.st.cfg.Sessions.MailboxMessages; limit > 0 && len(asks.Members) > limit {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for %d inputs at once, more than the gateway relays (%d)", up.cfg.Name, len(asks.Members), limit)
+		}
 		box := session.NewID()
+		deadline := time.Now().Add(up.client.Timeout())
 		pending := make(map[string]bool, len(asks.Members))
 		for _, m := range asks.Members {
 			ask, err := jsonx.ParseValidObject(m.Value)
@@ -433,13 +491,16 @@ func (rq *request) askClient(ctx context.Context, c *call, up *upstreamRef, para
 				// (mrtr, "Server Requirements" 7).
 				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for %q, which the client did not declare", up.cfg.Name, method)
 			}
-			id := askedPrefix + box + "." + base64.RawURLEncoding.EncodeToString([]byte(m.Name))
-			if err := c.out.event(jsonrpc.AppendRequest(nil, jsonrpc.StringID(id), method, ask.Get("params"))); err != nil {
+			k := base64.RawURLEncoding.EncodeToString([]byte(m.Name))
+			// The marker first: the answer may come before event returns.
+			if err := rq.h.markAsked(ctx, rq, box, k, deadline); err != nil {
+				return nil, err
+			}
+			if err := c.out.event(jsonrpc.AppendRequest(nil, jsonrpc.StringID(askedPrefix+box+"."+k), method, ask.Get("params"))); err != nil {
 				return nil, err
 			}
 			pending[m.Name] = true
 		}
-		deadline := time.Now().Add(up.client.Timeout())
 		for len(pending) > 0 {
 			raw, err := rq.h.mailbox.Take(ctx, answerKeyPrefix+box, time.Until(deadline))
 			if errors.Is(err, session.ErrNotFound) {
@@ -475,25 +536,93 @@ func (rq *request) askClient(ctx context.Context, c *call, up *upstreamRef, para
 	return p.Bytes(), nil
 }
 
-// postAnswer posts a session client's answer to an input request (its id
-// without askedPrefix is rest) to the mailbox of the call that asked.
-func (h *Handler) postAnswer(ctx context.Context, rq *request, rest string, msg *jsonrpc.Message) {
-	box, k, ok := strings.Cut(rest, ".")
-	key, err := base64.RawURLEncoding.DecodeString(k)
-	if !ok || err != nil || h.mailbox == nil {
-		return
-	}
-	if _, err := hex.DecodeString(box); err != nil || len(box) != 32 {
-		return
-	}
-	if msg.Kind == jsonrpc.KindResponse && (len(msg.Result) == 0 || msg.Result[0] != '{') {
-		return
-	}
-	b, err := json.Marshal(answer{Session: rq.sess.ID, Key: string(key), Result: msg.Result, Error: msg.Error})
+// askedMarker is what a marker holds: who was asked, and until when the
+// call waits for the answer.
+type askedMarker struct {
+	Principal string `json:"p"` // principalKey
+	Deadline  int64  `json:"d"` // Unix milliseconds
+}
+
+// askedKey is the mailbox key of the marker of the input request k of
+// mailbox box, asked of session sid: the session (bound to one principal)
+// is part of the key, so another session's answer finds no marker and
+// leaves the real one in place. It is hashed, to keep session ids out of
+// the store's keys.
+func askedKey(box, k, sid string) string {
+	sum := sha256.Sum256([]byte(sid))
+	return askedKeyPrefix + box + "." + k + "." + hex.EncodeToString(sum[:16])
+}
+
+// markAsked records that the input request k of mailbox box is asked of
+// rq's client, until deadline.
+func (h *Handler) markAsked(ctx context.Context, rq *request, box, k string, deadline time.Time) error {
+	b, err := json.Marshal(askedMarker{Principal: principalKey(rq), Deadline: deadline.UnixMilli()})
 	if err != nil {
-		return
+		return err
 	}
-	if err := h.mailbox.Post(ctx, answerKeyPrefix+box, b, answerTTL); err != nil {
+	return h.mailbox.Post(ctx, askedKey(box, k, rq.sess.ID), b, time.Until(deadline))
+}
+
+// postAnswer posts a session client's answer to an input request (its id
+// without askedPrefix is rest) to the mailbox of the call that asked, if
+// the gateway asked it of this session and the call still waits; it
+// returns errUnsolicited otherwise.
+func (h *Handler) postAnswer(ctx context.Context, rq *request, rest string, msg *jsonrpc.Message) error {
+	box, k, ok := strings.Cut(rest, ".")
+	if !ok || h.mailbox == nil || len(box) != 32 || strings.Contains(k, ".") {
+		return errUnsolicited
+	}
+	if _, err := hex.DecodeString(box); err != nil {
+		return errUnsolicited
+	}
+	key, err := base64.RawURLEncoding.DecodeString(k)
+	if err != nil {
+		return errUnsolicited
+	}
+	raw, err := h.mailbox.Take(ctx, askedKey(box, k, rq.sess.ID), 0)
+	if errors.Is(err, session.ErrNotFound) {
+		return errUnsolicited
+	} else if err != nil {
+		h.log.Warn("taking the marker of an input request", "error", err)
+		return nil
+	}
+	var m askedMarker
+	if json.Unmarshal(raw, &m) != nil || m.Principal != principalKey(rq) {
+		return errUnsolicited
+	}
+	ttl := min(time.Until(time.UnixMilli(m.Deadline)), answerTTL)
+	if ttl <= 0 {
+		return errUnsolicited // the call gave up
+	}
+	a := answer{Session: rq.sess.ID, Key: string(key), Result: msg.Result, Error: msg.Error}
+	if msg.Kind == jsonrpc.KindResponse && (len(msg.Result) == 0 || msg.Result[0] != '{') {
+		// Not a result the upstream could take: the call fails now
+		// rather than at its timeout.
+		a.Result, a.Error = nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "the client's answer is not an object")
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		return nil
+	}
+	err = h.mailbox.Post(ctx, answerKeyPrefix+box, b, ttl)
+	if err != nil && (errors.Is(err, session.ErrLimit) || errors.Is(err, session.ErrFull)) {
+		// Too big for the mailbox: a short error in its place, so the
+		// call fails now rather than at its timeout.
+		h.log.Debug("a client's answer to an input request exceeds the mailbox", "tenant", rq.principal.Tenant, "error", err)
+		a.Result, a.Error = nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the answer exceeds the gateway's mailbox limit")
+		if b, err = json.Marshal(a); err == nil {
+			err = h.mailbox.Post(ctx, answerKeyPrefix+box, b, ttl)
+		}
+	}
+	if err != nil {
 		h.log.Warn("posting a client's answer to an input request", "error", err)
 	}
+	return nil
+}
+
+// unsolicited drops a client's answer that no pending request of the
+// gateway's awaits, counting it.
+func (h *Handler) unsolicited(rq *request, reason error) {
+	h.metrics.LimitRejection(telemetry.LimitUnsolicitedAnswer, rq.principal.Tenant)
+	h.log.Debug("dropped a client's answer to no pending request", "tenant", rq.principal.Tenant, "reason", reason)
 }

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"reflect"
 	"slices"
 
@@ -30,12 +31,17 @@ func (h *Handler) SetConfig(cfg *config.Config) {
 	for name, old := range prev.byName {
 		if next.byName[name] != old {
 			// In-flight requests still hold the old client; Close only
-			// waits for its background work and drops idle connections.
-			go func() {
+			// waits for its background work (bounded by the upstream's
+			// timeout) and drops idle connections. The Handler's Close
+			// waits for it; once that has begun, it is done here.
+			closeOld := func(context.Context) {
 				if err := old.client.Close(); err != nil {
 					h.log.Warn("closing the client of a replaced upstream", "upstream", name, "error", err)
 				}
-			}()
+			}
+			if !h.own.goOwned(closeOld) {
+				closeOld(context.Background())
+			}
 		}
 	}
 	h.streams.each(func(s *stream) {

@@ -130,6 +130,8 @@ type Handler struct {
 	lastCaps    map[string]json.RawMessage // upstream → capabilities last seen
 	capSets     sync.Map                   // capabilities JSON → names, see capSet
 	capSetCount atomic.Int64
+
+	own owner // goroutines that outlive a request: see owner.go
 }
 
 // state is one configuration snapshot and what was built from it. A request
@@ -217,10 +219,14 @@ func (h *Handler) build(cfg *config.Config, prev *state) *state {
 	return st
 }
 
-// Close waits for the upstream clients' background work (cancellations,
-// session terminations) and releases their connections.
+// Close ends and waits for every goroutine the Handler started beyond a
+// request (parked calls' pumps, watches, expiries, replaced clients'
+// Close), then waits for the upstream clients' background work
+// (cancellations, session terminations) and releases their connections.
+// Requests still being served are the HTTP server's to drain first.
 func (h *Handler) Close() error {
 	h.stopWatches()
+	h.own.close()
 	var errs []error
 	for _, up := range h.state.Load().upstreams {
 		errs = append(errs, up.client.Close())
@@ -492,10 +498,15 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, rq *reques
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// terminateTimeout bounds the termination of one session's upstream
+// sessions.
+const terminateTimeout = 5 * time.Second
+
 // terminateUpstreams ends a gateway session's upstream sessions, all at once
-// and bounded in time, whatever happens to ctx.
+// (one goroutine per upstream, waited for) and bounded in time, whatever
+// happens to ctx.
 func (h *Handler) terminateUpstreams(ctx context.Context, st *state, rec *session.Record) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for name, us := range rec.Upstreams {
@@ -510,10 +521,4 @@ func (h *Handler) terminateUpstreams(ctx context.Context, st *state, rec *sessio
 		})
 	}
 	wg.Wait()
-}
-
-// Expire is the session store's expiry hook: it ends the upstream sessions
-// of a gateway session that expired.
-func (h *Handler) Expire(rec *session.Record) {
-	h.terminateUpstreams(context.Background(), h.state.Load(), rec)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,10 +39,13 @@ type watcher struct {
 	done chan struct{}
 }
 
-// watchers tracks the running watches, by upstreamRef.
+// watchers tracks the running watches, by upstreamRef, and those stopped
+// but maybe not yet returned, so that Close can wait for every one.
 type watchers struct {
-	mu sync.Mutex
-	m  map[*upstreamRef]*watcher
+	mu      sync.Mutex
+	m       map[*upstreamRef]*watcher
+	stopped []*watcher
+	closed  bool // by stopWatches: no watch starts again
 }
 
 // syncWatches starts a watch for each upstream of st that wants one and
@@ -49,6 +53,9 @@ type watchers struct {
 func (h *Handler) syncWatches(st *state) {
 	h.watch.mu.Lock()
 	defer h.watch.mu.Unlock()
+	if h.watch.closed {
+		return
+	}
 	if h.watch.m == nil {
 		h.watch.m = make(map[*upstreamRef]*watcher)
 	}
@@ -69,19 +76,34 @@ func (h *Handler) syncWatches(st *state) {
 			h.watchUpstream(ctx, up)
 		}()
 	}
+	// Forget the stopped watches that have returned, so the list stays
+	// as short as the watches a reload just stopped.
+	h.watch.stopped = slices.DeleteFunc(h.watch.stopped, func(w *watcher) bool {
+		select {
+		case <-w.done:
+			return true
+		default:
+			return false
+		}
+	})
 	for up, w := range h.watch.m {
 		if !keep[up] {
 			w.stop()
 			delete(h.watch.m, up)
+			h.watch.stopped = append(h.watch.stopped, w)
 		}
 	}
 }
 
-// stopWatches stops every watch and waits for them to end.
+// stopWatches stops every watch, including those a reload stopped, and
+// waits for them to end. No watch starts after it.
 func (h *Handler) stopWatches() {
 	h.watch.mu.Lock()
-	ws := h.watch.m
-	h.watch.m = nil
+	ws := h.watch.stopped
+	for _, w := range h.watch.m {
+		ws = append(ws, w)
+	}
+	h.watch.m, h.watch.stopped, h.watch.closed = nil, nil, true
 	h.watch.mu.Unlock()
 	for _, w := range ws {
 		w.stop()
