@@ -1,0 +1,6 @@
+package gateway
+
+import "github.com/mcpgw/gateway/internal/session"
+
+// StoreOf returns g's session store, for tests that look inside it.
+func StoreOf(g *Gateway) session.Store { return g.store }
