@@ -172,40 +172,47 @@ func forwardedID(upstream string, id jsonrpc.ID) string {
 func (h *Handler) clientResponse(ctx context.Context, rq *request, msg *jsonrpc.Message) {
 	var s string
 	if json.Unmarshal(msg.ID.Raw(), &s) != nil {
-		h.unsolicited(rq, errUnsolicited)
+		h.unsolicited(rq)
 		return
 	}
 	if rest, ok := strings.CutPrefix(s, askedPrefix); ok {
 		if err := h.postAnswer(ctx, rq, rest, msg); err != nil {
-			h.unsolicited(rq, err)
+			h.unsolicited(rq)
 		}
 		return
 	}
 	rest, ok := strings.CutPrefix(s, forwardedPrefix)
 	if !ok {
-		h.unsolicited(rq, errUnsolicited)
+		h.unsolicited(rq)
 		return
 	}
 	i := strings.LastIndexByte(rest, '.')
 	if i < 0 {
+		h.unsolicited(rq)
 		return
 	}
 	name := rest[:i]
 	raw, err := base64.RawURLEncoding.DecodeString(rest[i+1:])
 	if err != nil {
+		h.unsolicited(rq)
 		return
 	}
 	id, err := jsonrpc.RawID(raw)
 	up := rq.st.byName[name]
 	if err != nil || up == nil || !slices.Contains(rq.view.Upstreams, name) {
+		h.unsolicited(rq)
 		return
 	}
 	rq.mu.Lock()
 	us, ok := rq.sess.Upstreams[name]
 	rq.mu.Unlock()
 	if !ok {
+		h.unsolicited(rq)
 		return
 	}
+	// An answer for the client's own upstream session goes there: the
+	// upstream, which holds the pending request, is the one to judge it,
+	// and nothing is kept on the way.
 	rq.reply(ctx, up.client, us, id, msg.Result, msg.Error)
 }
 
@@ -622,7 +629,7 @@ func (h *Handler) postAnswer(ctx context.Context, rq *request, rest string, msg 
 
 // unsolicited drops a client's answer that no pending request of the
 // gateway's awaits, counting it.
-func (h *Handler) unsolicited(rq *request, reason error) {
+func (h *Handler) unsolicited(rq *request) {
 	h.metrics.LimitRejection(telemetry.LimitUnsolicitedAnswer, rq.principal.Tenant)
-	h.log.Debug("dropped a client's answer to no pending request", "tenant", rq.principal.Tenant, "reason", reason)
+	h.log.Debug("dropped a client's answer to no pending request", "tenant", rq.principal.Tenant)
 }
