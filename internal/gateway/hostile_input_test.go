@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcpgw/gateway/internal/config"
@@ -263,6 +265,33 @@ func TestAnswerOnlyFromTheAskedSession(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTooManyInputRequestsRefused: a 2026-07-28 upstream that asks a
+// session client for more inputs at once than one mailbox holds
+// (sessions.mailbox_messages) gets the call failed at once, before
+// anything is asked of the client or kept in the store.
+func TestTooManyInputRequestsRefused(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "greedy", Version: "0"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "many"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		asks := mcp.InputRequestMap{}
+		for i := range 100 {
+			asks[fmt.Sprint("k", i)] = &mcp.ElicitParams{Message: "?", RequestedSchema: &jsonschema.Schema{Type: "object"}}
+		}
+		return &mcp.CallToolResult{InputRequests: asks, RequestState: "s"}, nil, nil
+	})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(up.Close)
+	url := startGateway(t, []upstreamSpec{{name: "greedy", url: up.URL}})
+	sid := initElicit(t, url, "")
+	start := time.Now()
+	resp, body := do(t, post(t, url, sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greedy__many"}}`))
+	if resp.StatusCode != 200 || !strings.Contains(body, "asked for 100 inputs at once, more than the gateway relays (64)") || strings.Contains(body, "elicitation/create") {
+		t.Errorf("call: %d %s", resp.StatusCode, body)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("refused after %v", d)
 	}
 }
 
