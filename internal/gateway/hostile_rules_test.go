@@ -1,0 +1,157 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	sdkjsonrpc "github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/testkit"
+)
+
+// normalizingUpstream is a hand-written MCP server (JSON answers only) that
+// reads resource URIs the lenient way real file servers do: scheme and host
+// in any case, "localhost" for no host, "file:/p" for "file:///p", and runs
+// of slashes as one. It serves file:///secret/key and file:///public/key,
+// and counts the reads that reached the secret.
+type normalizingUpstream struct {
+	url         string
+	secretReads atomic.Int32
+}
+
+const upstreamSecret = "TOP-SECRET-CONTENTS"
+
+func newNormalizingUpstream(t *testing.T) *normalizingUpstream {
+	u := &normalizingUpstream{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				URI string `json:"uri"`
+			} `json:"params"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(body, &msg) != nil || len(msg.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		answer := func(result any) {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": result})
+		}
+		switch msg.Method {
+		case "initialize":
+			answer(map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"resources": map[string]any{}},
+				"serverInfo": map[string]any{"name": "lenient", "version": "1"}})
+		case "resources/list":
+			answer(map[string]any{"resources": []any{}})
+		case "resources/templates/list":
+			answer(map[string]any{"resourceTemplates": []any{}})
+		case "resources/read":
+			p := lenientPath(msg.Params.URI)
+			if p != "/secret/key" && p != "/public/key" {
+				w.Header().Set("Content-Type", "application/json")
+				json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": msg.ID,
+					"error": map[string]any{"code": -32002, "message": "Resource not found"}})
+				return
+			}
+			text := "public"
+			if p == "/secret/key" {
+				u.secretReads.Add(1)
+				text = upstreamSecret
+			}
+			answer(map[string]any{"contents": []any{map[string]any{"uri": msg.Params.URI, "text": text}}})
+		default:
+			answer(map[string]any{})
+		}
+	}))
+	t.Cleanup(srv.Close)
+	u.url = srv.URL + "/mcp"
+	return u
+}
+
+// lenientPath returns the path a lenient server reads in a file URI, or "".
+func lenientPath(uri string) string {
+	scheme, rest, ok := strings.Cut(uri, ":")
+	if !ok || !strings.EqualFold(scheme, "file") {
+		return ""
+	}
+	if h, ok := strings.CutPrefix(rest, "//"); ok {
+		host, path, _ := strings.Cut(h, "/")
+		if host != "" && !strings.EqualFold(host, "localhost") {
+			return ""
+		}
+		rest = "/" + path
+	}
+	for strings.Contains(rest, "//") {
+		rest = strings.ReplaceAll(rest, "//", "/")
+	}
+	return rest
+}
+
+// TestDenyRuleEverySpelling: `deny: ["file:///secret/*"]` holds against
+// every spelling of the URI that a lenient upstream reads as the secret;
+// each read is answered as a URI that does not exist, and none reaches the
+// upstream.
+func TestDenyRuleEverySpelling(t *testing.T) {
+	up := newNormalizingUpstream(t)
+	url := startGateway(t, []upstreamSpec{{name: "fs", url: up.url}}, func(c *config.Config) {
+		c.Tenants = []config.Tenant{{ID: "default", Upstreams: []config.TenantUpstream{
+			{Name: "fs", Resources: config.Rules{Deny: []string{"file:///secret/*"}}},
+		}}}
+	})
+	cs := testkit.Connect(t, url, nil)
+	ctx := context.Background()
+
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fs+file:///public/key"})
+	if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != "public" {
+		t.Fatalf("public resource: %+v, %v", res, err)
+	}
+	// What an unknown URI gets: the gateway's own answer.
+	_, unknownErr := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "nope+file:///secret/key"})
+	var unknown *sdkjsonrpc.Error
+	if !errors.As(unknownErr, &unknown) {
+		t.Fatalf("unknown URI: %v", unknownErr)
+	}
+	for _, spelling := range []string{
+		"file:///secret/key",
+		"FILE:///secret/key",
+		"File:///secret/key",
+		"file:////secret/key",
+		"file://///secret/key",
+		"file:/secret/key",
+		"file://localhost/secret/key",
+		"FILE://LOCALHOST/secret/key",
+		"file:///secret//key",
+		"file:///%2Fsecret/key",
+	} {
+		uri := "fs+" + spelling
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		var got *sdkjsonrpc.Error
+		if !errors.As(err, &got) {
+			t.Errorf("%s: %+v, %v: read", spelling, res, err)
+			continue
+		}
+		if got.Code != unknown.Code || got.Message != "Resource not found: "+uri ||
+			unknown.Message != "Resource not found: nope+file:///secret/key" {
+			t.Errorf("%s: error %d %q; an unknown URI gets %d %q", spelling, got.Code, got.Message, unknown.Code, unknown.Message)
+		}
+	}
+	if n := up.secretReads.Load(); n != 0 {
+		t.Errorf("the upstream served the secret %d times", n)
+	}
+}
