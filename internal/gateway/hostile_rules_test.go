@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/gateway"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
@@ -153,5 +155,108 @@ func TestDenyRuleEverySpelling(t *testing.T) {
 	}
 	if n := up.secretReads.Load(); n != 0 {
 		t.Errorf("the upstream served the secret %d times", n)
+	}
+}
+
+// echoingUpstream is a hand-written MCP server with one tool, "leak", whose
+// calls fail with an HTTP 500 whose body echoes the request's headers, as a
+// debugging error page does; resources/read fails with a JSON-RPC error
+// that echoes them too.
+func echoingUpstream(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		if r.Method != http.MethodPost || json.Unmarshal(body, &msg) != nil || len(msg.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		var headers strings.Builder
+		r.Header.Write(&headers)
+		w.Header().Set("Content-Type", "application/json")
+		var result any
+		switch msg.Method {
+		case "initialize":
+			result = map[string]any{"protocolVersion": "2025-11-25", "serverInfo": map[string]any{"name": "echo", "version": "1"},
+				"capabilities": map[string]any{"tools": map[string]any{}, "resources": map[string]any{}}}
+		case "tools/list":
+			result = map[string]any{"tools": []any{map[string]any{"name": "leak", "inputSchema": map[string]any{"type": "object"}}}}
+		case "tools/call":
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, "panic serving request; headers:\n"+headers.String())
+			return
+		case "resources/read":
+			json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": msg.ID,
+				"error": map[string]any{"code": -32603, "message": "failed with headers " + headers.String(), "data": headers.String()}})
+			return
+		default:
+			result = map[string]any{}
+		}
+		json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": result})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// TestUpstreamErrorsHoldNoSecret: the configured upstream header values
+// never reach a client or the log through an upstream's error that echoes
+// the request headers.
+func TestUpstreamErrorsHoldNoSecret(t *testing.T) {
+	const bearer, apiKey = "gw-to-upstream-bearer-7f3a9c", "upstream-api-key-51d0e2"
+	cfg := &config.Config{Auth: config.Auth{Anonymous: true}}
+	cfg.Upstreams = []config.Upstream{{Name: "echo", URL: echoingUpstream(t), Watch: ptr(false),
+		Headers: map[string]string{"Authorization": "Bearer " + bearer, "X-Api-Key": apiKey}}}
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	g, err := gateway.New(cfg, gateway.Options{Version: "test",
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(func() { srv.Close(); g.Close() })
+
+	cs := testkit.Connect(t, srv.URL+"/mcp", nil)
+	ctx := context.Background()
+	var seen []string
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__leak"})
+	if err == nil {
+		b, _ := json.Marshal(res)
+		seen = append(seen, string(b))
+		if !res.IsError {
+			t.Errorf("tools/call of a failing upstream: %s", b)
+		}
+	} else {
+		seen = append(seen, err.Error())
+	}
+	_, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "echo+file:///x"})
+	if err == nil {
+		t.Error("resources/read of a failing upstream succeeded")
+	} else {
+		seen = append(seen, err.Error())
+		var rpcErr *sdkjsonrpc.Error
+		if errors.As(err, &rpcErr) {
+			seen = append(seen, string(rpcErr.Data))
+		}
+	}
+	all := strings.Join(seen, "\n")
+	if !strings.Contains(all, "[redacted]") {
+		t.Errorf("the upstream's errors did not reach the client redacted: %s", all)
+	}
+	for where, text := range map[string]string{"client": all, "log": logs.String()} {
+		for _, secret := range []string{bearer, apiKey} {
+			if strings.Contains(text, secret) {
+				t.Errorf("the %s saw secret %q: %s", where, secret, text)
+			}
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("client saw: %s", all)
 	}
 }
