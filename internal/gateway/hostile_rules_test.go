@@ -11,7 +11,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	sdkjsonrpc "github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -258,5 +260,59 @@ func TestUpstreamErrorsHoldNoSecret(t *testing.T) {
 	}
 	if testing.Verbose() {
 		t.Logf("client saw: %s", all)
+	}
+}
+
+// TestRequireATJWT: with require_at_jwt, a real provider's RFC 9068 access
+// token (oidc-provider signs JWT access tokens with typ at+jwt) is
+// accepted, and a token of the same issuer with another typ gets the 401
+// invalid_token of any token failure, with the reason "wrong token type".
+// An issuer without the option keeps accepting typ JWT.
+func TestRequireATJWT(t *testing.T) {
+	e := startAuthGateway(t, func(c *config.Config) {
+		c.Auth.Issuers[0].RequireATJWT = true // the real provider
+	})
+	good := e.idp.Token(t, "acme-app", e.url, "mcp")
+	if hdr, _, _ := segments(t, good); hdr["typ"] != "at+jwt" {
+		t.Fatalf("the provider's token has typ %v", hdr["typ"])
+	}
+	// The same token with typ JWT: the signature no longer matches, but
+	// the type is refused before any key is looked up.
+	hdr, payload, sig := segments(t, good)
+	hdr["typ"] = "JWT"
+	jwtTyped := encodeSeg(hdr) + "." + encodeSeg(payload) + "." + sig
+	delete(hdr, "typ")
+	untyped := encodeSeg(hdr) + "." + encodeSeg(payload) + "." + sig
+	now := time.Now()
+	lab := e.lab.sign(t, jwt.MapClaims{"iss": e.lab.url, "sub": "lab-user", "aud": e.url, "scope": "mcp",
+		"org": map[string]any{"tenant": "acme"}, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+	if hdr, _, _ := segments(t, lab); hdr["typ"] != "JWT" {
+		t.Fatalf("the lab token has typ %v", hdr["typ"])
+	}
+
+	for _, tc := range []struct {
+		name, token string
+		status      int
+	}{
+		{"provider at+jwt", good, 200},
+		{"provider token as typ JWT", jwtTyped, 401},
+		{"provider token without typ", untyped, 401},
+		{"issuer without require_at_jwt, typ JWT", lab, 200},
+	} {
+		resp, err := http.DefaultClient.Do(authedPost(t, e.url, tc.token, "", initBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: status %d, want %d", tc.name, resp.StatusCode, tc.status)
+		}
+		if tc.status == 401 {
+			want := `Bearer resource_metadata="` + e.metadata + `", scope="mcp", error="invalid_token", error_description="wrong token type"`
+			if got := resp.Header.Get("WWW-Authenticate"); got != want {
+				t.Errorf("%s: WWW-Authenticate %q, want %q", tc.name, got, want)
+			}
+		}
 	}
 }
