@@ -119,3 +119,18 @@ func FuzzDuplicates(f *testing.F) {
 		}
 	})
 }
+
+// TestParseValidEmptyValues: a member or an element without a value is an
+// error even on the fast path, which otherwise trusts its input.
+func TestParseValidEmptyValues(t *testing.T) {
+	for _, in := range []string{`{"":}`, `{"a":,"b":1}`, `{"a": }`} {
+		if o, err := ParseValidObject([]byte(in)); err == nil {
+			t.Errorf("ParseValidObject(%s) = %+v", in, o.Members)
+		}
+	}
+	for _, in := range []string{`[,]`, `[1,,2]`, `[ ]x`} {
+		if a, err := ParseValidArray([]byte(in)); err == nil {
+			t.Errorf("ParseValidArray(%s) = %q", in, a)
+		}
+	}
+}

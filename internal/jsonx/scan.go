@@ -179,6 +179,9 @@ func parseObjectValid(data []byte) (*Object, error) {
 		if err != nil {
 			return nil, err
 		}
+		if vend == i {
+			return nil, errSyntax // no value: {"a":}
+		}
 		o.Members = append(o.Members, Member{Name: name, Value: data[i:vend:vend]})
 		i = skipSpace(data, vend)
 		if i >= len(data) {
@@ -265,6 +268,9 @@ func parseArrayValid(data []byte) ([]json.RawMessage, error) {
 		end, err := skipValue(data, i)
 		if err != nil {
 			return nil, err
+		}
+		if end == i {
+			return nil, errSyntax // no element: [,]
 		}
 		out = append(out, data[i:end:end])
 		i = skipSpace(data, end)
