@@ -30,6 +30,7 @@ const (
 	ReasonMissingClaim         = "missing claim"         // no sub or no exp
 	ReasonMissingTenant        = "missing tenant"        // tenant claim absent, empty or not a string
 	ReasonIssuerUnavailable    = "issuer unavailable"    // [ErrIssuerUnavailable]
+	ReasonWrongTokenType       = "wrong token type"      // typ is not at+jwt where the issuer says require_at_jwt
 
 	// Reasons of the middleware, for [MiddlewareOptions.OnFailure].
 	ReasonMissingToken      = "missing token"       // no Authorization header, or not Bearer

@@ -27,7 +27,9 @@ type issuer struct {
 	tenant     string   // fixed tenant, or ""
 	tenantPath []string // tenant_claim split at dots, or nil
 	tenantKey  string   // tenant_claim as written
-	validator  *jwt.Validator
+	// requireATJWT accepts only typ at+jwt (require_at_jwt, RFC 9068 §4).
+	requireATJWT bool
+	validator    *jwt.Validator
 
 	client *http.Client // for discovery and key fetches; has a timeout
 	now    func() time.Time
@@ -59,16 +61,17 @@ func newIssuer(ic *config.Issuer, publicURL string, leeway time.Duration, client
 		algs = defaultAlgorithms
 	}
 	is := &issuer{
-		name:    ic.Name,
-		url:     ic.IssuerURL,
-		jwksURL: ic.JWKSURL,
-		algs:    algs,
-		algSet:  make(map[string]bool, len(algs)),
-		tenant:  ic.Tenant,
-		client:  client,
-		now:     now,
-		log:     log.With(slog.String("issuer", ic.Name)),
-		tune:    tune,
+		name:         ic.Name,
+		url:          ic.IssuerURL,
+		jwksURL:      ic.JWKSURL,
+		algs:         algs,
+		algSet:       make(map[string]bool, len(algs)),
+		tenant:       ic.Tenant,
+		client:       client,
+		requireATJWT: ic.RequireATJWT,
+		now:          now,
+		log:          log.With(slog.String("issuer", ic.Name)),
+		tune:         tune,
 	}
 	for _, a := range algs {
 		if !asymmetricAlgorithms[a] {

@@ -198,6 +198,11 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Principal, time.T
 	if !is.algSet[hdr.Alg] {
 		return nil, time.Time{}, invalid(ReasonUnsupportedAlgorithm, nil)
 	}
+	if is.requireATJWT && !isATJWT(hdr.Typ) {
+		// Before any key is looked up, like the algorithm: an ID token
+		// or another JWT of the issuer is refused for its type alone.
+		return nil, time.Time{}, invalid(ReasonWrongTokenType, nil)
+	}
 	idv, _, err := is.idVerifier(ctx)
 	if err != nil {
 		return nil, time.Time{}, unavailable(fmt.Errorf("issuer %s: %w", is.name, err))
@@ -222,6 +227,20 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Principal, time.T
 type jwsHeader struct {
 	Alg string `json:"alg"`
 	Kid string `json:"kid"`
+	Typ string `json:"typ"`
+}
+
+// isATJWT reports whether typ names an RFC 9068 access token. RFC 9068 §4:
+// resource servers MUST check that typ is "at+jwt" or "application/at+jwt"
+// and reject any other value; typ is a media type (RFC 7515 §4.1.9), so
+// it compares case-insensitively, and the "application/" prefix may be
+// omitted.
+func isATJWT(typ string) bool {
+	typ = strings.TrimSpace(typ)
+	if len(typ) > len("application/") && strings.EqualFold(typ[:len("application/")], "application/") {
+		typ = typ[len("application/"):]
+	}
+	return strings.EqualFold(typ, "at+jwt")
 }
 
 // peek decodes a compact JWS's header and its payload's iss, without

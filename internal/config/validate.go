@@ -268,6 +268,19 @@ func (v *validator) upstreams(us []Upstream) {
 			}
 		}
 	}
+	if len(us) < 2 {
+		return
+	}
+	for i := range us {
+		if u := &us[i]; u.Prefix != nil && *u.Prefix == "" {
+			// Not an error: one unprefixed upstream among prefixed ones is
+			// a supported setup, but its names share the clients' namespace
+			// with every other upstream's.
+			v.warnf(fmt.Sprintf("upstreams[%d].prefix", i),
+				`is "" beside other upstreams: its names may collide with theirs (a name two upstreams list is hidden), `+
+					`and the names it lists in another upstream's namespace ("<prefix>__...", "<prefix>+...") are dropped from it`)
+		}
+	}
 }
 
 func (v *validator) upstream(path string, u *Upstream) {

@@ -81,15 +81,22 @@ func (v *View) Decide(k Kind, upstream, name string) Decision {
 	set := r.sets[k]
 	candidates := []string{name}
 	if k == Resource {
-		// A URI is matched as written and as decoded: an allowed prefix
-		// followed by %2e%2e%2f must not reach what it decodes to. A URI
-		// with a dot segment is refused outright.
+		// A URI is decided the way an upstream might read it: as written,
+		// percent-decoded once (an allowed prefix followed by %2e%2e%2f
+		// must not reach what it decodes to), and in canonical form
+		// (canonicalURI: FILE:, file:////, file:/ and file://localhost/
+		// all name file:///). Deny rules match any form; an allow rule
+		// must match every form. A URI with a dot segment is refused
+		// outright.
 		dec, err := url.PathUnescape(name)
 		if err != nil || hasDotSegment(dec) {
 			return Decision{false, "resource URI with dot segments or bad escapes"}
 		}
 		if dec != name {
 			candidates = append(candidates, dec)
+		}
+		if c := canonicalURI(dec); c != dec && c != name {
+			candidates = append(candidates, c)
 		}
 	}
 	for i, p := range set.Deny {
@@ -112,6 +119,74 @@ func (v *View) Decide(k Kind, upstream, name string) Decision {
 		}
 	}
 	return Decision{false, fmt.Sprintf("matches no %s.allow pattern", k)}
+}
+
+// canonicalURI returns u normalized as RFC 3986 §6.2.2 does, and as
+// an upstream that normalizes URIs before it serves them might: the scheme
+// and the authority lower-cased (§6.2.2.1), runs of '/' in the path
+// collapsed to one, and for file URIs the forms RFC 8089 §2 and Appendix
+// E.2 make equal to an empty authority ("file:/p", "file://localhost/p")
+// written as "file:///p". Dot segments are not removed here: Decide refuses
+// them. It returns u itself when u is canonical already.
+func canonicalURI(u string) string {
+	colon := strings.IndexByte(u, ':')
+	if colon <= 0 || !isScheme(u[:colon]) {
+		return u
+	}
+	// strings.ToLower returns its argument when it has no upper case: a
+	// canonical URI (the usual case) costs no allocation.
+	scheme, rest := strings.ToLower(u[:colon]), u[colon+1:]
+	changed := scheme != u[:colon]
+	auth, hasAuth := "", false
+	if strings.HasPrefix(rest, "//") {
+		end := strings.IndexAny(rest[2:], "/?#")
+		if end < 0 {
+			end = len(rest) - 2
+		}
+		auth, rest, hasAuth = strings.ToLower(rest[2:2+end]), rest[2+end:], true
+		changed = changed || auth != u[colon+3:colon+3+end]
+	}
+	if scheme == "file" {
+		if auth == "localhost" {
+			auth, changed = "", true
+		}
+		if !hasAuth && strings.HasPrefix(rest, "/") {
+			hasAuth, changed = true, true
+		}
+	}
+	path, tail := rest, ""
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		path, tail = rest[:i], rest[i:]
+	}
+	if strings.Contains(path, "//") {
+		changed = true
+		for strings.Contains(path, "//") {
+			path = strings.ReplaceAll(path, "//", "/")
+		}
+	}
+	if !changed {
+		return u
+	}
+	out := scheme + ":"
+	if hasAuth {
+		out += "//" + auth
+	}
+	return out + path + tail
+}
+
+// isScheme reports whether s is an RFC 3986 §3.1 scheme:
+// ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ).
+func isScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20 // ASCII lower case, for letters
+		switch {
+		case c >= 'a' && c <= 'z':
+		case i > 0 && (s[i] >= '0' && s[i] <= '9' || s[i] == '+' || s[i] == '-' || s[i] == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 func hasDotSegment(s string) bool {

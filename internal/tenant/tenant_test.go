@@ -90,3 +90,83 @@ func TestAnonymousDefaultTenant(t *testing.T) {
 		t.Errorf("other tenant: %v", err)
 	}
 }
+
+// TestDecideURISpellings: a deny rule holds for every spelling of a URI
+// that an upstream which normalizes URIs reads as the denied one, and an
+// allow rule does not reach further through normalization.
+func TestDecideURISpellings(t *testing.T) {
+	cfg := &config.Config{
+		Upstreams: []config.Upstream{{Name: "fs"}, {Name: "pub"}},
+		Tenants: []config.Tenant{{ID: "t", Upstreams: []config.TenantUpstream{
+			{Name: "fs", Resources: config.Rules{Deny: []string{"file:///secret/*"}}},
+			{Name: "pub", Resources: config.Rules{Allow: []string{"file:///pub/*"}}},
+		}}},
+	}
+	v, err := NewSet(cfg).Get("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{
+		"file:///secret/key",
+		"FILE:///secret/key",
+		"File:///secret/key",
+		"fIlE:///secret/key",
+		"file:////secret/key",
+		"file://///secret/key",
+		"file:/secret/key",
+		"FILE:/secret/key",
+		"file://localhost/secret/key",
+		"file://LocalHost/secret/key",
+		"FILE://LOCALHOST//secret/key",
+		"file:///secret//key",
+		"file:///%2Fsecret/key",
+		"file:%2F%2F%2Fsecret/key",
+		"file:///secret/key?x=1",
+	} {
+		if d := v.Decide(Resource, "fs", u); d.Allowed {
+			t.Errorf("fs: %q allowed (%s)", u, d.Rule)
+		}
+	}
+	for _, u := range []string{"file:///public/key", "file:///secretary", "file://host/secret/key", "repo://x/secret/key"} {
+		if d := v.Decide(Resource, "fs", u); !d.Allowed {
+			t.Errorf("fs: %q denied (%s)", u, d.Rule)
+		}
+	}
+	for u, want := range map[string]bool{
+		"file:///pub/a":             true,
+		"file:///pub//a":            true, // canonical file:///pub/a: both forms allowed
+		"file:///pub/a?x":           true,
+		"FILE:///pub/a":             false, // the written form matches no allow rule
+		"file:////pub/a":            false,
+		"file:/pub/a":               false,
+		"file:///pub/%2e%2e/secret": false,
+		"file:///pubx/a":            false,
+	} {
+		if d := v.Decide(Resource, "pub", u); d.Allowed != want {
+			t.Errorf("pub: %q: %+v, want allowed=%v", u, d, want)
+		}
+	}
+}
+
+func TestCanonicalURI(t *testing.T) {
+	for in, want := range map[string]string{
+		"file:///a/b":                "file:///a/b",
+		"FILE:/a":                    "file:///a",
+		"file://LOCALHOST/a":         "file:///a",
+		"file://Host//a":             "file://host/a",
+		"HTTPS://Example.COM//a?b//": "https://example.com/a?b//",
+		"repo:/a//b":                 "repo:/a/b",
+		"urn:x:Y":                    "urn:x:Y",
+		"no scheme//x":               "no scheme//x",
+		"1x://a":                     "1x://a",
+		"file://":                    "file://",
+	} {
+		if got := canonicalURI(in); got != want {
+			t.Errorf("canonicalURI(%q) = %q, want %q", in, got, want)
+		}
+	}
+	u := "file:///a/b"
+	if n := testing.AllocsPerRun(100, func() { _ = canonicalURI(u) }); n > 1 {
+		t.Errorf("%v allocations for a canonical URI", n)
+	}
+}

@@ -86,6 +86,11 @@ type Options struct {
 	// every request (trace context: traceparent, tracestate, baggage). It
 	// runs after the config's headers and before the protocol's.
 	Inject func(ctx context.Context, h http.Header)
+	// Secrets are credentials for the upstream beyond the values of
+	// upstreams[].headers (which are secrets already): they are scrubbed
+	// from every error and log line derived from the upstream's answers.
+	// See [Scrubber].
+	Secrets []string
 }
 
 // InitResult is what an upstream answered to initialize.
@@ -162,6 +167,8 @@ type Client struct {
 	initParams json.RawMessage
 	// redact lists strings (URL, host) removed from error messages.
 	redact *strings.Replacer
+	// secrets removes the header values and Options.Secrets from them.
+	secrets *Scrubber
 
 	bg background // notifications/cancelled and DELETEs in flight
 
@@ -190,7 +197,9 @@ func New(cfg config.Upstream, opts Options) *Client {
 	if c.timeout <= 0 {
 		c.timeout = defaultTimeout
 	}
+	secrets := slices.Clone(opts.Secrets)
 	for k, v := range cfg.Headers {
+		secrets = append(secrets, v)
 		k = http.CanonicalHeaderKey(k)
 		if !slices.Contains(protocolHeaders, k) {
 			c.header[k] = []string{v}
@@ -237,6 +246,7 @@ func New(cfg config.Upstream, opts Options) *Client {
 		}
 	}
 	c.redact = strings.NewReplacer(redact...)
+	c.secrets = NewScrubber(secrets...)
 
 	info := opts.ClientInfo
 	if len(info) == 0 {
@@ -602,8 +612,22 @@ func isTimeout(ctx context.Context) bool {
 	return errors.As(context.Cause(ctx), &te)
 }
 
+// error builds the *Error of a failed op. Whatever err says (most of it
+// derived from the upstream's answer) is scrubbed of the upstream's
+// secrets; errors.Is and errors.As still see err.
 func (c *Client) error(op string, status int, err error) *Error {
+	if err != nil {
+		if msg := err.Error(); c.secrets.Replace(msg) != msg {
+			err = &scrubbedError{msg: c.secrets.Replace(msg), err: err}
+		}
+	}
 	return &Error{Upstream: c.name, Op: op, Status: status, Err: err}
+}
+
+// Scrub returns text, derived from the upstream's answers, without the
+// upstream's URL, host and secrets, for a message or a log line.
+func (c *Client) Scrub(text string) string {
+	return c.secrets.Replace(c.redact.Replace(text))
 }
 
 // transportError turns an error from the HTTP client into an *Error. If ctx
@@ -623,7 +647,7 @@ func (c *Client) scrub(err error) error {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return &scrubbedError{msg: c.redact.Replace(err.Error()), err: err}
+	return &scrubbedError{msg: c.Scrub(err.Error()), err: err}
 }
 
 type scrubbedError struct {
@@ -652,14 +676,16 @@ func (c *Client) statusError(op string, resp *http.Response, sentSession bool) *
 		return c.error(op, code, ErrSessionExpired)
 	}
 	msg := fmt.Sprintf("HTTP %d", code)
-	if e := excerpt([]byte(c.redact.Replace(string(body))), maxExcerpt); e != "" {
+	// Scrubbed whole, before the excerpt could cut a secret in two.
+	if e := excerpt([]byte(c.Scrub(string(body))), maxExcerpt); e != "" {
 		msg += ": " + e
 	}
 	e := c.error(op, code, errors.New(msg))
 	if m, err := jsonrpc.Decode(body); err == nil && m.Kind == jsonrpc.KindErrorResponse {
-		e.RPC = shortened(m.Error)
-		if m.Error.Code == codeUnsupportedProtocolVersion && len(m.Error.Data) <= maxErrorBody {
-			e.RPC.Data = m.Error.Data // the supported versions (see discover)
+		rpc := c.secrets.rpcError(m.Error)
+		e.RPC = shortened(rpc)
+		if rpc.Code == codeUnsupportedProtocolVersion && len(rpc.Data) <= maxErrorBody {
+			e.RPC.Data = rpc.Data // the supported versions (see discover)
 		}
 	}
 	return e

@@ -94,6 +94,17 @@ func (r *Response) Next() (msg *jsonrpc.Message, raw []byte, err error) {
 		// Close ran while the message was being read.
 		msg, raw, err = nil, nil, r.c.error(r.method, 0, errClosed)
 	}
+	if err == nil && msg.Kind == jsonrpc.KindErrorResponse {
+		// An upstream's error (a debugging page turned JSON-RPC error)
+		// may echo the request's headers: it goes to the client without
+		// the upstream's secrets. Results are the upstream's content and
+		// are not scanned (a per-call cost on every result).
+		if e := r.c.secrets.rpcError(msg.Error); e != msg.Error {
+			m := *msg
+			m.Error = e
+			msg, raw = &m, []byte(r.c.secrets.Replace(string(raw)))
+		}
+	}
 	if err != nil {
 		r.err = err
 		if r.tctx.Err() != nil && !r.closed.Load() {
@@ -145,7 +156,7 @@ func (r *Response) nextEvent() (*jsonrpc.Message, []byte, error) {
 		}
 		if ev.Type != "message" {
 			// An EventSource would not hand these to onmessage either.
-			r.c.log.Debug("ignoring upstream event", "event", excerpt([]byte(ev.Type), 40), "rpc_method", r.method)
+			r.c.log.Debug("ignoring upstream event", "event", excerpt([]byte(r.c.Scrub(ev.Type)), 40), "rpc_method", r.method)
 			continue
 		}
 		msg, err := jsonrpc.Decode(ev.Data)
