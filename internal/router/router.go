@@ -475,9 +475,12 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 
 // setReadDeadline sets the read deadline of the request's connection (the
 // stream's, in HTTP/2), reporting whether it could. The zero time clears
-// it, which every response that outlives its body needs: net/http's
-// background read of an HTTP/1 connection would otherwise fail at the
-// deadline and cancel the request's context.
+// it. A response that outlives its body must not keep it: net/http's
+// HTTP/1 server watches an idle connection with a background read, whose
+// failure cancels the request's context. That server clears the deadline
+// itself when the body reaches EOF (as readBody's always does), so
+// servePOST's clearing is not what saves a stream today; it keeps the
+// stream safe from how a server implementation happens to behave.
 func setReadDeadline(w http.ResponseWriter, t time.Time) bool {
 	return http.NewResponseController(w).SetReadDeadline(t) == nil
 }
