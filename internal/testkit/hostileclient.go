@@ -29,8 +29,8 @@ import (
 // bearer token if one is set, and Header. Everything it starts is stopped,
 // and waited for, by the test's Cleanup.
 type HostileClient struct {
-	URL   string      // the MCP endpoint
-	Token string      // sent as a bearer token when not ""
+	URL   string // the MCP endpoint
+	Token string // sent as a bearer token when not ""
 	// Header is added to every request (say, Mcp-Protocol-Version).
 	Header http.Header
 
