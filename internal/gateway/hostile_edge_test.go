@@ -198,36 +198,43 @@ func TestRefusedInitializeOpensNoUpstreamSession(t *testing.T) {
 // TestSessionCapsPerPrincipal: one principal's initializes beyond
 // sessions.max_per_principal get 429 with Retry-After, naming the limit,
 // and contact no upstream; another principal of the tenant still gets in.
-// It needs the stores' per-principal cap (internal/session), and says so
-// by skipping where they do not enforce it yet.
+// In both stores. It needs the stores' per-principal cap
+// (internal/session), and says so by skipping where a store does not
+// enforce it yet.
 func TestSessionCapsPerPrincipal(t *testing.T) {
-	a := testkit.NewUpstream(t, "alpha")
-	lab := newLabIssuer(t)
-	g, url := startGatewayG(t, []upstreamSpec{spec(a)}, labAuth(lab), func(c *config.Config) {
-		c.Sessions.MaxPerPrincipal = 2
-	})
-	hc := testkit.NewHostileClient(t, url)
-	hc.Token = labToken(t, lab, url, "mallory", "acme")
-	rs := hc.Initializes(t.Context(), 4, 1)
-	if rs[2].Status == http.StatusOK {
-		t.Skip("the session store does not enforce sessions.max_per_principal yet")
-	}
-	for _, r := range rs[2:] {
-		wantRPCError(t, "initialize over the cap", r, http.StatusTooManyRequests, -32600, "sessions_per_principal (2)")
-		if ra, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 {
-			t.Errorf("Retry-After %q", r.Header.Get("Retry-After"))
-		}
-	}
-	if n := a.Count("initialize"); n != 2 {
-		t.Errorf("the upstream got %d initializes for 2 sessions", n)
-	}
-	other := testkit.NewHostileClient(t, url)
-	other.Token = labToken(t, lab, url, "alice", "acme")
-	if r, err := other.Post(t.Context(), "", testkit.InitializeBody("2025-11-25", nil, nil)); err != nil || r.Status != http.StatusOK {
-		t.Fatalf("another principal: %v %v", err, r)
-	}
-	if n := limitCount(t, g, "sessions_per_principal"); n != 2 {
-		t.Errorf("sessions_per_principal rejections = %d, want 2", n)
+	for _, store := range []string{config.StoreMemory, config.StoreRedis} {
+		t.Run(store, func(t *testing.T) {
+			a := testkit.NewUpstream(t, "alpha")
+			lab := newLabIssuer(t)
+			edits := []func(*config.Config){labAuth(lab), func(c *config.Config) { c.Sessions.MaxPerPrincipal = 2 }}
+			if store == config.StoreRedis {
+				edits = append(edits, redisStore(t))
+			}
+			g, url := startGatewayG(t, []upstreamSpec{spec(a)}, edits...)
+			hc := testkit.NewHostileClient(t, url)
+			hc.Token = labToken(t, lab, url, "mallory", "acme")
+			rs := hc.Initializes(t.Context(), 4, 1)
+			if rs[2].Status == http.StatusOK {
+				t.Skip("the session store does not enforce sessions.max_per_principal yet")
+			}
+			for _, r := range rs[2:] {
+				wantRPCError(t, "initialize over the cap", r, http.StatusTooManyRequests, -32600, "sessions_per_principal (2)")
+				if ra, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 {
+					t.Errorf("Retry-After %q", r.Header.Get("Retry-After"))
+				}
+			}
+			if n := a.Count("initialize"); n != 2 {
+				t.Errorf("the upstream got %d initializes for 2 sessions", n)
+			}
+			other := testkit.NewHostileClient(t, url)
+			other.Token = labToken(t, lab, url, "alice", "acme")
+			if r, err := other.Post(t.Context(), "", testkit.InitializeBody("2025-11-25", nil, nil)); err != nil || r.Status != http.StatusOK {
+				t.Fatalf("another principal: %v %v", err, r)
+			}
+			if n := limitCount(t, g, "sessions_per_principal"); n != 2 {
+				t.Errorf("sessions_per_principal rejections = %d, want 2", n)
+			}
+		})
 	}
 }
 
