@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -126,5 +127,40 @@ func TestCapSetIsBounded(t *testing.T) {
 	first := h.capSet(small)
 	if second := h.capSet(small); fmt.Sprintf("%p", first) != fmt.Sprintf("%p", second) {
 		t.Error("a small value was not cached")
+	}
+}
+
+// TestReadBody reads bodies of every size around readBody's growth steps,
+// with and without a Content-Length, and refuses those over the limit.
+func TestReadBody(t *testing.T) {
+	const limit = 1 << 20
+	for _, size := range []int{0, 1, 511, 512, 513, 10_000, bodyChunk - 1, bodyChunk, bodyChunk + 1, 200_000, limit} {
+		body := make([]byte, size)
+		for i := range body {
+			body[i] = byte('a' + i%26)
+		}
+		for _, known := range []bool{true, false} {
+			req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(string(body)))
+			if !known {
+				req.ContentLength = -1
+			}
+			got, err := readBody(httptest.NewRecorder(), req, limit)
+			if err != nil || string(got) != string(body) {
+				t.Errorf("size %d, length known %v: %d bytes, %v", size, known, len(got), err)
+			}
+			if known && cap(got) != size {
+				t.Errorf("size %d: a buffer of %d", size, cap(got))
+			}
+		}
+	}
+	for _, known := range []bool{true, false} {
+		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(strings.Repeat("x", limit+1)))
+		if !known {
+			req.ContentLength = -1
+		}
+		var tooBig *http.MaxBytesError
+		if _, err := readBody(httptest.NewRecorder(), req, limit); !errors.As(err, &tooBig) {
+			t.Errorf("over the limit, length known %v: %v", known, err)
+		}
 	}
 }

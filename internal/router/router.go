@@ -460,7 +460,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 			if n >= 0 {
 				next = min(next, n)
 			}
-			buf = slices.Grow(buf, int(min(next, limit+1))-len(buf))
+			// Exactly that much: append's growth could pass the length.
+			grown := make([]byte, len(buf), min(next, limit+1))
+			copy(grown, buf)
+			buf = grown
 		}
 		m, err := rd.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+m]
