@@ -134,19 +134,33 @@ func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request, rq *re
 	ups := rq.upstreams()
 	opened := h.initUpstreams(ctx, ups)
 	rec.Upstreams = make(map[string]session.Upstream, len(opened))
+	var mu sync.Mutex
+	var failed error
+	var wg sync.WaitGroup
 	for name, us := range opened {
-		// Compare-and-swap from nothing: only this request knows the id.
-		cur, err := h.store.SetUpstream(ctx, rec.ID, name, "", us)
-		if err != nil {
-			// Never hand out an id whose record could not be completed.
-			h.log.Error("storing upstream session", "upstream", name, "error", err)
-			_ = h.store.Delete(context.WithoutCancel(ctx), rec.ID)
-			rec.Upstreams = opened
-			h.terminateUpstreams(ctx, rq.st, rec)
-			writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
-			return
-		}
-		rec.Upstreams[name] = cur
+		// Concurrently, as they were opened: the latency of one store
+		// round trip, not of one per upstream. Compare-and-swap from
+		// nothing: only this request knows the id.
+		wg.Go(func() {
+			cur, err := h.store.SetUpstream(ctx, rec.ID, name, "", us)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = fmt.Errorf("storing upstream session %s: %w", name, err)
+				return
+			}
+			rec.Upstreams[name] = cur
+		})
+	}
+	wg.Wait()
+	if failed != nil {
+		// Never hand out an id whose record could not be completed.
+		h.log.Error("creating session", "error", failed)
+		_ = h.store.Delete(context.WithoutCancel(ctx), rec.ID)
+		rec.Upstreams = opened
+		h.terminateUpstreams(ctx, rq.st, rec)
+		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
+		return
 	}
 	rq.sess = rec
 	result, _ := json.Marshal(struct {
