@@ -369,7 +369,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr 
 		Handler:           g.Handler(),
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.D(),
 		// No WriteTimeout: responses stream. Each request is bounded by
-		// server.request_timeout inside the handler instead.
+		// server.request_timeout inside the handler instead. No
+		// ReadTimeout either: it would be fixed at start, and span the
+		// headers; the router sets server.read_body_timeout on each POST
+		// from its live config, when it starts reading the body.
 		IdleTimeout: 2 * time.Minute,
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

@@ -73,8 +73,12 @@ func init() {
 	}
 }
 
-// serveInitialize answers initialize: it negotiates the version, opens the
-// upstream sessions, stores the session and issues its id.
+// serveInitialize answers initialize: it negotiates the version, stores the
+// session, then opens the upstream sessions and issues the session's id.
+//
+// The record is created before any upstream is contacted: the store is
+// where the per-principal, per-tenant and global caps on sessions are
+// enforced, and a refused initialize must cost the upstreams nothing.
 func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request, rq *request, msg *jsonrpc.Message) {
 	fail := func(code int64, format string, args ...any) {
 		writeJSON(w, http.StatusOK, jsonrpc.AppendError(nil, msg.ID, jsonrpc.Errorf(code, format, args...)))
@@ -89,6 +93,20 @@ func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request, rq *re
 		fail(jsonrpc.CodeInvalidParams, "Invalid params: protocolVersion is required")
 		return
 	}
+	// The record keeps both for the session's life, in the store: their
+	// size is the client's choice, so it is bounded.
+	lim := rq.st.cfg.Limits
+	info, caps := p.Get("clientInfo"), p.Get("capabilities")
+	if len(info) > lim.ClientInfoBytes {
+		h.limitHit(r.Context(), rq, telemetry.LimitClientInfo, msg.Method)
+		fail(jsonrpc.CodeInvalidParams, "Invalid params: clientInfo exceeds limits.client_info_bytes (%d bytes)", lim.ClientInfoBytes)
+		return
+	}
+	if len(caps) > lim.ClientCapabilitiesBytes {
+		h.limitHit(r.Context(), rq, telemetry.LimitClientCapabilities, msg.Method)
+		fail(jsonrpc.CodeInvalidParams, "Invalid params: capabilities exceed limits.client_capabilities_bytes (%d bytes)", lim.ClientCapabilitiesBytes)
+		return
+	}
 	// 2025-11-25 basic/lifecycle, "Version Negotiation": the client's
 	// version if we support it, else our latest.
 	version := latestVersion
@@ -101,25 +119,47 @@ func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request, rq *re
 	rec := &session.Record{
 		ID:                 session.NewID(),
 		ProtocolVersion:    version,
-		ClientInfo:         p.Get("clientInfo"),
-		ClientCapabilities: p.Get("capabilities"),
+		ClientInfo:         info,
+		ClientCapabilities: caps,
 		Principal: session.Principal{
 			Issuer: rq.principal.Issuer, Subject: rq.principal.Subject, Tenant: rq.principal.Tenant,
 		},
 		Created:  now,
 		LastSeen: now,
 	}
-	ups := rq.upstreams()
-	rec.Upstreams = h.initUpstreams(ctx, ups)
 	if err := h.store.Create(ctx, rec); err != nil {
-		// Never hand out an id that was not stored.
+		h.refuseCreate(w, r, rq, msg.ID, msg.Method, err)
+		return
+	}
+	ups := rq.upstreams()
+	opened := h.initUpstreams(ctx, ups)
+	rec.Upstreams = make(map[string]session.Upstream, len(opened))
+	var mu sync.Mutex
+	var failed error
+	var wg sync.WaitGroup
+	for name, us := range opened {
+		// Concurrently, as they were opened: the latency of one store
+		// round trip, not of one per upstream. Compare-and-swap from
+		// nothing: only this request knows the id.
+		wg.Go(func() {
+			cur, err := h.store.SetUpstream(ctx, rec.ID, name, "", us)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = fmt.Errorf("storing upstream session %s: %w", name, err)
+				return
+			}
+			rec.Upstreams[name] = cur
+		})
+	}
+	wg.Wait()
+	if failed != nil {
+		// Never hand out an id whose record could not be completed.
+		h.log.Error("creating session", "error", failed)
+		_ = h.store.Delete(context.WithoutCancel(ctx), rec.ID)
+		rec.Upstreams = opened
 		h.terminateUpstreams(ctx, rq.st, rec)
-		h.log.Error("creating session", "error", err)
-		text := "Service Unavailable: session store unavailable"
-		if errors.Is(err, session.ErrFull) {
-			text = "Service Unavailable: too many sessions"
-		}
-		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.CodeInternalError, text)
+		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
 		return
 	}
 	rq.sess = rec
@@ -373,6 +413,13 @@ func (h *Handler) observeRequest(ctx context.Context, rq *request, c *call, err 
 // another and answered together in one application/json array;
 // notifications relayed on the way are dropped, as a JSON answer has no
 // room for them.
+//
+// A batch is one request to the gateway, so it is bounded like one: at
+// most limits.batch_messages messages, all served within
+// server.request_timeout together (a request reached after it is answered
+// with the timeout error, unserved). The array is written as each answer
+// is ready, so that the gateway holds one answer at a time, however large
+// the lists the batch asks for.
 func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, rq *request, body []byte) {
 	elems, err := jsonx.ParseArray(body)
 	if err != nil {
@@ -383,8 +430,38 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, rq *request
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Invalid Request: empty batch")
 		return
 	}
-	var replies [][]byte
+	if max := rq.st.cfg.Limits.BatchMessages; len(elems) > max {
+		h.limitHit(r.Context(), rq, telemetry.LimitBatchMessages, "")
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("Invalid Request: a batch of %d messages exceeds limits.batch_messages (%d)", len(elems), max))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), rq.st.cfg.Server.RequestTimeout.D())
+	defer cancel()
+	started, failed := false, false
+	reply := func(m []byte) {
+		if failed {
+			return
+		}
+		sep := []byte{','}
+		if !started {
+			started = true
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			sep[0] = '['
+		}
+		if _, err := w.Write(sep); err != nil {
+			failed = true
+			return
+		}
+		if _, err := w.Write(m); err != nil {
+			failed = true
+		}
+	}
 	for _, e := range elems {
+		if failed {
+			break // the client is gone
+		}
 		msg, err := jsonrpc.Decode(e)
 		switch {
 		case err != nil:
@@ -392,31 +469,26 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, rq *request
 			if msg != nil && msg.ID.IsValid() {
 				id = msg.ID
 			}
-			replies = append(replies, jsonrpc.AppendError(nil, id, jsonrpc.AsError(err)))
+			reply(jsonrpc.AppendError(nil, id, jsonrpc.AsError(err)))
 		case msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize":
 			// 2025-03-26 basic/lifecycle: initialize MUST NOT be batched.
-			replies = append(replies, jsonrpc.AppendError(nil, msg.ID,
+			reply(jsonrpc.AppendError(nil, msg.ID,
 				jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Invalid Request: initialize cannot be part of a batch")))
+		case msg.Kind == jsonrpc.KindRequest && ctx.Err() != nil:
+			reply(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request timed out"}))
 		case msg.Kind == jsonrpc.KindRequest:
-			if final := h.dispatch(r.Context(), rq, msg, newCollector()); final != nil {
-				replies = append(replies, final)
+			if final := h.dispatch(ctx, rq, msg, newCollector()); final != nil {
+				reply(final)
 			}
 		case msg.Kind == jsonrpc.KindNotification:
-			h.notification(r.Context(), rq, msg)
+			h.notification(ctx, rq, msg)
 		}
 	}
-	if len(replies) == 0 {
+	if !started {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	buf := []byte{'['}
-	for i, m := range replies {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, m...)
-	}
-	writeJSON(w, http.StatusOK, append(buf, ']'))
+	_, _ = w.Write([]byte{']'})
 }
 
 var errCancelledByClient = errors.New("request cancelled by the client")

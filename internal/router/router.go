@@ -43,8 +43,10 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -240,6 +242,15 @@ func (h *Handler) KnownTenant(id string) bool { return h.state.Load().tenants.Kn
 // ServeHTTP implements http.Handler for the MCP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.state.Load()
+	// A POST's body must arrive within server.read_body_timeout of here,
+	// where the handler starts. The deadline is set before anything else,
+	// so that the body of a request refused early, which net/http then
+	// discards (up to 256 KiB), is bounded by it as well; servePOST clears
+	// it once the body is in.
+	bodyDeadline := false
+	if t := st.cfg.Server.ReadBodyTimeout.D(); t > 0 && r.Method == http.MethodPost {
+		bodyDeadline = setReadDeadline(w, time.Now().Add(t))
+	}
 	// DNS-rebinding protection (2025-11-25 basic/transports, "Security
 	// Warning"): an Origin, when present, must be one we accept.
 	if o := r.Header.Get("Origin"); o != "" && !st.origins[strings.ToLower(o)] {
@@ -258,7 +269,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Forbidden: unknown tenant")
 		return
 	}
-	rq := &request{h: h, st: st, principal: p, view: view}
+	rq := &request{h: h, st: st, principal: p, view: view, bodyDeadline: bodyDeadline}
 	switch r.Method {
 	case http.MethodPost:
 		h.servePOST(w, r, rq)
@@ -285,8 +296,11 @@ type request struct {
 	// then the record the gateway keeps for the principal. wantsLogs says
 	// such a request asked for log messages (_meta logLevel).
 	stateless, wantsLogs bool
-	header               http.Header     // the request's, for Mcp-Param-* checks
-	metaCaps             json.RawMessage // a stateless request's client capabilities
+	// bodyDeadline says a read deadline is set on the connection until the
+	// body is read (server.read_body_timeout).
+	bodyDeadline bool
+	header       http.Header     // the request's, for Mcp-Param-* checks
+	metaCaps     json.RawMessage // a stateless request's client capabilities
 
 	// mu guards sess.Upstreams, which requests fanned out to several
 	// upstreams update concurrently.
@@ -330,14 +344,29 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 	limit := rq.st.cfg.Server.MaxBodyBytes
 	body, err := readBody(w, r, limit)
 	if err != nil {
+		// The deadline stays: it bounds what net/http may read of the
+		// rest of the body after the answer.
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.As(err, &tooBig):
+			h.limitHit(r.Context(), rq, telemetry.LimitBodyBytes, "")
+			w.Header().Set("Connection", "close") // the rest of the body is not read
 			writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
 				fmt.Sprintf("Request Entity Too Large: body exceeds %d bytes", limit))
-			return
+		case isTimeout(err):
+			// The connection is left with an expired read deadline and
+			// half a body in it: it cannot carry another request.
+			h.limitHit(r.Context(), rq, telemetry.LimitReadBodyTimeout, "")
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestTimeout, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("Request Timeout: body not received within %s", rq.st.cfg.Server.ReadBodyTimeout.D()))
+		default:
+			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Bad Request: could not read body")
 		}
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Bad Request: could not read body")
 		return
+	}
+	if rq.bodyDeadline {
+		setReadDeadline(w, time.Time{})
 	}
 	if jsonrpc.IsBatch(body) {
 		if !h.loadSession(w, r, rq) {
@@ -398,25 +427,77 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 }
 
-// readBody reads a request body of at most limit bytes. With a
-// Content-Length (what MCP clients send) it reads into one buffer of that
+// bodyChunk is the most readBody allocates before bytes arrive: a body
+// larger than it grows as it comes, so that a client announcing a large
+// Content-Length and sending it slowly holds no more memory than it sent.
+const bodyChunk = 64 << 10
+
+// readBody reads a request body of at most limit bytes.
+//
+// A body of a known length up to bodyChunk is read into one buffer of that
 // size, instead of growing one as io.ReadAll does: for a 10 KB call that is
-// five allocations and copies fewer.
+// five allocations and copies fewer. A longer one starts at bodyChunk and
+// doubles as bytes arrive, up to its Content-Length.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if n := r.ContentLength; n > limit {
+		// Refused before a byte is read or a buffer allocated.
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
 	rd := http.MaxBytesReader(w, r.Body, limit)
-	if n := r.ContentLength; n > 0 && n <= limit {
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(rd, buf); err != nil {
+	n := r.ContentLength
+	size := int64(512)
+	if n >= 0 {
+		size = min(n, bodyChunk)
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) == n {
+				// All that the length announced is in; nothing may follow.
+				var one [1]byte
+				if m, err := rd.Read(one[:]); m > 0 {
+					return nil, errors.New("body longer than its Content-Length")
+				} else if err != nil && err != io.EOF {
+					return nil, err
+				}
+				return buf, nil
+			}
+			next := max(int64(cap(buf))*2, 512)
+			if n >= 0 {
+				next = min(next, n)
+			}
+			// Exactly that much: append's growth could pass the length.
+			grown := make([]byte, len(buf), min(next, limit+1))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
 			return nil, err
 		}
-		// Nothing may follow what the length announced.
-		var one [1]byte
-		if m, _ := rd.Read(one[:]); m > 0 {
-			return nil, errors.New("body longer than its Content-Length")
-		}
-		return buf, nil
 	}
-	return io.ReadAll(rd)
+}
+
+// setReadDeadline sets the read deadline of the request's connection (the
+// stream's, in HTTP/2), reporting whether it could. The zero time clears
+// it. A response that outlives its body must not keep it: net/http's
+// HTTP/1 server watches an idle connection with a background read, whose
+// failure cancels the request's context. That server clears the deadline
+// itself when the body reaches EOF (as readBody's always does), so
+// servePOST's clearing is not what saves a stream today; it keeps the
+// stream safe from how a server implementation happens to behave.
+func setReadDeadline(w http.ResponseWriter, t time.Time) bool {
+	return http.NewResponseController(w).SetReadDeadline(t) == nil
+}
+
+// isTimeout reports whether err is a read deadline that fired.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // loadSession checks the session and version headers of a non-initialize

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -198,11 +199,22 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 	rq.version = body
 	rq.stateless = true
 	rq.header = r.Header
+	if meta != nil {
+		rq.metaCaps = meta.Get(upstream.MetaClientCapabilities)
+		// The same bound as an initialize's capabilities: they are parsed,
+		// and their parse cached (see capSet), for each input request.
+		if max := rq.st.cfg.Limits.ClientCapabilitiesBytes; len(rq.metaCaps) > max {
+			h.limitHit(r.Context(), rq, telemetry.LimitClientCapabilities, msg.Method)
+			writeRPCError(w, http.StatusOK, msg.ID, jsonrpc.CodeInvalidParams,
+				fmt.Sprintf("Invalid params: _meta[%q] exceeds limits.client_capabilities_bytes (%d bytes)", upstream.MetaClientCapabilities, max), nil)
+			return
+		}
+	}
 	if msg.Method != "server/discover" {
 		rec, err := h.principalRecord(r.Context(), rq)
 		if err != nil {
-			h.log.Error("session store", "error", err)
-			writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
+			// Its Create is a session's: the same caps, the same answers.
+			h.refuseCreate(w, r, rq, msg.ID, msg.Method, err)
 			return
 		}
 		rq.sess = rec
@@ -211,9 +223,6 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 	}
 	if meta != nil && meta.Get(metaLogLevel) != nil {
 		rq.wantsLogs = true
-	}
-	if meta != nil {
-		rq.metaCaps = meta.Get(upstream.MetaClientCapabilities)
 	}
 	if msg.Method == "subscriptions/listen" {
 		h.serveListen(w, r, rq, msg)
@@ -360,7 +369,7 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, rq *reques
 	// A graceful closure, when the gateway ends the subscription, is a
 	// response to the listen request.
 	closed, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{metaSubscriptionID: subID}})
-	h.runStream(w, r, "listen:"+session.NewID(), rq.principal.Tenant, streamHooks{
+	h.runStream(w, r, rq, "listen:"+session.NewID(), msg.ID, msg.Method, streamHooks{
 		first: tag("notifications/subscriptions/acknowledged", map[string]any{"notifications": agreed}),
 		shape: func(raw []byte) []byte {
 			m, err := jsonrpc.Decode(raw)

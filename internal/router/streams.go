@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/telemetry"
 )
 
 // Server-to-client streams.
@@ -33,6 +34,7 @@ const streamBuffer = 16
 
 type stream struct {
 	sessionID string
+	principal string // principalKey: issuer, subject, tenant
 	tenant    string
 	ch        chan []byte
 	done      chan struct{} // closed when replaced or closed by the gateway
@@ -41,24 +43,64 @@ type stream struct {
 
 func (s *stream) stop() { s.once.Do(func() { close(s.done) }) }
 
+// streams are the open server-to-client streams of this replica, counted
+// per principal and per tenant for limits.streams_per_principal and
+// limits.streams_per_tenant. The counts are per replica: each replica
+// bounds what it holds, so a principal may hold the cap on every replica.
 type streams struct {
-	mu        sync.Mutex
-	bySession map[string]*stream
+	mu          sync.Mutex
+	bySession   map[string]*stream
+	byPrincipal map[string]int // open streams per principal; no zero entries
+	byTenant    map[string]int // open streams per tenant; no zero entries
 }
 
+// streamCaps are the caps open checks a new stream against.
+type streamCaps struct{ perPrincipal, perTenant int }
+
 // open registers a new stream for a session, ending the one it replaces.
-func (ss *streams) open(sessionID, tenant string) *stream {
-	s := &stream{sessionID: sessionID, tenant: tenant, ch: make(chan []byte, streamBuffer), done: make(chan struct{})}
+// A stream that replaces one takes its place in the counts; any other is
+// refused when its principal or tenant holds as many as caps allow: s is
+// then nil, and limit (a telemetry.Limit* name) and max say which cap.
+func (ss *streams) open(sessionID, principal, tenant string, caps streamCaps) (s *stream, limit string, max int) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.bySession == nil {
 		ss.bySession = make(map[string]*stream)
+		ss.byPrincipal = make(map[string]int)
+		ss.byTenant = make(map[string]int)
 	}
-	if old := ss.bySession[sessionID]; old != nil {
+	old := ss.bySession[sessionID]
+	if old == nil {
+		switch {
+		case ss.byPrincipal[principal] >= caps.perPrincipal:
+			return nil, telemetry.LimitStreamsPrincipal, caps.perPrincipal
+		case ss.byTenant[tenant] >= caps.perTenant:
+			return nil, telemetry.LimitStreamsTenant, caps.perTenant
+		}
+	} else {
 		old.stop()
+		ss.uncountLocked(old)
 	}
+	s = &stream{sessionID: sessionID, principal: principal, tenant: tenant, ch: make(chan []byte, streamBuffer), done: make(chan struct{})}
 	ss.bySession[sessionID] = s
-	return s
+	ss.byPrincipal[principal]++
+	ss.byTenant[tenant]++
+	return s, "", 0
+}
+
+func (ss *streams) uncountLocked(s *stream) {
+	decr(ss.byPrincipal, s.principal)
+	decr(ss.byTenant, s.tenant)
+}
+
+// decr decrements m[k], deleting it at zero so that the maps hold only the
+// principals and tenants with open streams.
+func decr(m map[string]int, k string) {
+	if m[k] <= 1 {
+		delete(m, k)
+		return
+	}
+	m[k]--
 }
 
 // remove unregisters s if it is still the session's stream.
@@ -67,6 +109,7 @@ func (ss *streams) remove(s *stream) {
 	defer ss.mu.Unlock()
 	if ss.bySession[s.sessionID] == s {
 		delete(ss.bySession, s.sessionID)
+		ss.uncountLocked(s)
 	}
 }
 
@@ -74,7 +117,10 @@ func (ss *streams) remove(s *stream) {
 func (ss *streams) end(sessionID string) {
 	ss.mu.Lock()
 	s := ss.bySession[sessionID]
-	delete(ss.bySession, sessionID)
+	if s != nil {
+		delete(ss.bySession, sessionID)
+		ss.uncountLocked(s)
+	}
 	ss.mu.Unlock()
 	if s != nil {
 		s.stop()
@@ -136,11 +182,19 @@ type streamHooks struct {
 	ended []byte
 }
 
-// runStream registers a stream under key for tenant and serves it as SSE
-// until the client leaves, the gateway ends it, or a hook says stop. The GET
-// stream of a session and a subscriptions/listen stream both run here.
-func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, key, tenant string, hooks streamHooks) {
-	s := h.streams.open(key, tenant)
+// runStream registers a stream under key for rq's principal and serves it
+// as SSE until the client leaves, the gateway ends it, or a hook says stop.
+// The GET stream of a session and a subscriptions/listen stream (request
+// id and method) both run here. A stream over the principal's or the
+// tenant's cap is answered 429 before anything else happens.
+func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *request, key string, id jsonrpc.ID, method string, hooks streamHooks) {
+	lim := rq.st.cfg.Limits
+	s, limit, max := h.streams.open(key, principalKey(rq), rq.principal.Tenant,
+		streamCaps{perPrincipal: lim.StreamsPerPrincipal, perTenant: lim.StreamsPerTenant})
+	if s == nil {
+		h.tooMany(w, r, rq, id, method, limit, int64(max))
+		return
+	}
 	defer h.streams.remove(s)
 	out := newResponder(w)
 	out.onSSE = h.metrics.SSEStreamOpened
@@ -185,7 +239,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, key, tenant 
 // serveStream serves a session's GET stream.
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *request) {
 	id := rq.sess.ID
-	h.runStream(w, r, id, rq.principal.Tenant, streamHooks{
+	h.runStream(w, r, rq, id, jsonrpc.ID{}, "", streamHooks{
 		alive: func(ctx context.Context) bool {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()

@@ -96,12 +96,27 @@ func (rq *request) hasCap(up *upstreamRef, name string) bool {
 	return rq.h.capSet(caps)[name]
 }
 
+// The capSet cache: a capabilities object of at most capSetMaxBytes is
+// parsed once and kept, in a table of at most capSetMaxEntries that is
+// emptied when full. Upstreams' capabilities (as many values as upstream
+// versions) are its point; clients' (a 2026-07-28 request's _meta) come
+// through it too, and as a client may send a new value with every request,
+// neither their size nor their number may decide what it holds: at most
+// 2 MiB, and a client cycling values only costs the upstreams' entries a
+// parse each time the table is emptied.
+const (
+	capSetMaxBytes   = 4 << 10
+	capSetMaxEntries = 512
+)
+
 // capSet returns the names of the capabilities in caps, parsing each
-// distinct capabilities object once: there are as many as upstream
-// versions, not as many as requests.
+// distinct small capabilities object once (see capSetMaxBytes).
 func (h *Handler) capSet(caps json.RawMessage) map[string]bool {
-	if v, ok := h.capSets.Load(string(caps)); ok {
-		return v.(map[string]bool)
+	cacheable := len(caps) <= capSetMaxBytes
+	if cacheable {
+		if v, ok := h.capSets.Load(string(caps)); ok {
+			return v.(map[string]bool)
+		}
 	}
 	set := map[string]bool{}
 	if o, err := jsonx.ParseObject(caps); err == nil {
@@ -111,7 +126,13 @@ func (h *Handler) capSet(caps json.RawMessage) map[string]bool {
 			}
 		}
 	}
-	if n := h.capSetCount.Add(1); n < 10000 { // bounded: upstreams are untrusted
+	if cacheable {
+		if h.capSetCount.Add(1) > capSetMaxEntries {
+			// Emptied rather than evicted one by one: entries are cheap
+			// to make again, and the table needs no order kept per hit.
+			h.capSets.Clear()
+			h.capSetCount.Store(1)
+		}
 		h.capSets.Store(string(caps), set)
 	}
 	return set

@@ -6,6 +6,9 @@
 //   - [RawUpstream]: a hand-written Streamable HTTP server that answers with
 //     fields no SDK knows about, to check byte-level pass-through.
 //   - [Connect]: a go-sdk client session to any MCP endpoint.
+//   - [HostileClient]: a raw-HTTP client that misbehaves on purpose (slow
+//     bodies after a large Content-Length, initializes by the hundred, huge
+//     batches, streams held open, arbitrary JSON-RPC bytes).
 //   - [BuildGateway] and [StartGateway]: the built binary, run as a child
 //     process.
 //   - [WriteFile] and [FreePort]: config files and ports for that process.
