@@ -136,9 +136,9 @@ func TestUnsolicitedAnswersLeaveNoMailbox(t *testing.T) {
 	}
 }
 
-// labAuth runs a gateway as the resource server of the lab issuer, with
+// inputLabAuth runs a gateway as the resource server of the lab issuer, with
 // an audience that every replica accepts.
-func labAuth(lab *labIssuer) func(*config.Config) {
+func inputLabAuth(lab *labIssuer) func(*config.Config) {
 	return func(c *config.Config) {
 		c.Auth = config.Auth{Issuers: []config.Issuer{{
 			Name: "lab", IssuerURL: lab.url, JWKSURL: lab.url + "/jwks", TenantClaim: "org.tenant", Audiences: []string{"mcpgw-hostile"},
@@ -147,8 +147,8 @@ func labAuth(lab *labIssuer) func(*config.Config) {
 	}
 }
 
-// labToken is a token of the lab issuer for subject sub of tenant acme.
-func labToken(t *testing.T, lab *labIssuer, sub string) string {
+// inputLabToken is a token of the lab issuer for subject sub of tenant acme.
+func inputLabToken(t *testing.T, lab *labIssuer, sub string) string {
 	now := time.Now()
 	return lab.sign(t, jwt.MapClaims{"iss": lab.url, "sub": sub, "aud": "mcpgw-hostile", "org": map[string]any{"tenant": "acme"},
 		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
@@ -208,7 +208,7 @@ func TestAnswerOnlyFromTheAskedSession(t *testing.T) {
 	lab := newLabIssuer(t)
 	for _, name := range []string{"memory", "redis"} {
 		t.Run(name, func(t *testing.T) {
-			edits := []func(*config.Config){labAuth(lab)}
+			edits := []func(*config.Config){inputLabAuth(lab)}
 			var store func(*config.Config)
 			if name == "redis" {
 				store = redisStore(t)
@@ -221,7 +221,7 @@ func TestAnswerOnlyFromTheAskedSession(t *testing.T) {
 				g2, two = startGatewayG(t, []upstreamSpec{spec(m)}, edits...)
 				gs = append(gs, g2)
 			}
-			alice, bob := labToken(t, lab, "alice"), labToken(t, lab, "bob")
+			alice, bob := inputLabToken(t, lab, "alice"), inputLabToken(t, lab, "bob")
 			sid := initElicit(t, one, alice)
 			calls := m.Count("tools/call")
 
