@@ -174,7 +174,8 @@ func New(opts Options) (*Handler, error) {
 		audit:    opts.Audit,
 	}
 	h.mailbox, _ = opts.Store.(session.Mailbox)
-	h.catalog = newCatalog(opts.Config.Server.ListCacheTTL.D(), log)
+	h.catalog = newCatalog(opts.Config.Server.ListCacheTTL.D(), log, opts.Metrics)
+	h.catalog.configure(opts.Config)
 	h.catalog.onChange = h.upstreamListChanged
 	st := h.build(opts.Config, nil)
 	h.state.Store(st)
@@ -221,6 +222,7 @@ func (h *Handler) build(cfg *config.Config, prev *state) *state {
 // session terminations) and releases their connections.
 func (h *Handler) Close() error {
 	h.stopWatches()
+	h.catalog.close()
 	var errs []error
 	for _, up := range h.state.Load().upstreams {
 		errs = append(errs, up.client.Close())
@@ -495,6 +497,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, rq *reques
 // terminateUpstreams ends a gateway session's upstream sessions, all at once
 // and bounded in time, whatever happens to ctx.
 func (h *Handler) terminateUpstreams(ctx context.Context, st *state, rec *session.Record) {
+	h.catalog.endSession(rec.ID)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
