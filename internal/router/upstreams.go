@@ -486,7 +486,11 @@ func listOn(ctx context.Context, c *upstream.Client, us session.Upstream, k kind
 // one fetched under this session's own upstream session and never served
 // to another.
 func (rq *request) listing(ctx context.Context, up *upstreamRef, k kind) (*listing, error) {
-	return rq.h.catalog.get(ctx, up, k, rq.listScope(), func(ctx context.Context, b listBounds) ([]json.RawMessage, bool, error) {
+	scope := rq.listScope()
+	if l := rq.h.catalog.fresh(up, k, scope); l != nil {
+		return l, nil // every call's path: no closure, no allocation
+	}
+	return rq.h.catalog.get(ctx, up, k, scope, func(ctx context.Context, b listBounds) ([]json.RawMessage, bool, error) {
 		return rq.fetchList(ctx, up, k, b)
 	})
 }
