@@ -371,9 +371,11 @@ func (c *catalog) run(ctx context.Context, up *upstreamRef, k kind, key listKey,
 	}
 
 	c.mu.Lock()
-	delete(c.walks, key)
 	var old *listing
 	switch {
+	case c.walks[key] != w:
+		// invalidate dropped the walk (the upstream's config changed
+		// meanwhile): its waiters get what it found, the cache does not.
 	case err != nil:
 		if c.ctx.Err() == nil {
 			c.fail(key, err)
@@ -391,6 +393,9 @@ func (c *catalog) run(ctx context.Context, up *upstreamRef, k kind, key listKey,
 		delete(c.failures, key)
 		old = c.lists[key]
 		c.store(key, l)
+	}
+	if c.walks[key] == w {
+		delete(c.walks, key)
 	}
 	c.mu.Unlock()
 	w.l, w.err, w.private = l, err, private
@@ -507,6 +512,11 @@ func (c *catalog) invalidate(upstream string, ks ...kind) {
 	for key := range c.failures {
 		if key.upstream == upstream {
 			delete(c.failures, key)
+		}
+	}
+	for key := range c.walks {
+		if key.upstream == upstream && slices.Contains(ks, key.kind) {
+			delete(c.walks, key)
 		}
 	}
 }
