@@ -218,8 +218,15 @@ func TestHostileForeignNamespace(t *testing.T) {
 			t.Errorf("globex %s: %v", name, err)
 		}
 	}
-	if imp.Count("tools/call") != 0 {
-		t.Error("the impostor answered a call")
+	// Reads route by prefix, not by listing: a URI in beta's namespace
+	// never goes to the unprefixed upstream either, whatever its case.
+	for _, uri := range []string{"beta+mem://shared", "BETA+mem://shared"} {
+		if _, err := globex.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err == nil {
+			t.Errorf("globex read %s", uri)
+		}
+	}
+	if imp.Count("tools/call") != 0 || imp.Count("resources/read") != 0 {
+		t.Error("the impostor answered a call or a read")
 	}
 	m := scrape(t, g)
 	if v := metricValue(m, `mcpgw_upstream_names_flagged_total{reason="foreign_namespace",upstream="plain"}`); v < 2 {

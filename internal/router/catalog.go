@@ -243,6 +243,15 @@ func (c *catalog) configure(cfg *config.Config) {
 	}
 }
 
+// foreign reports whether key lies in the namespace of a configured
+// non-empty prefix (see foreignNamespace), so that no unprefixed upstream
+// may have it.
+func (c *catalog) foreign(key string, uri bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return foreignNamespace(c.prefixes, key, uri)
+}
+
 // close ends the walks in progress and waits for them.
 func (c *catalog) close() {
 	c.mu.Lock()

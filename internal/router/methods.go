@@ -700,7 +700,13 @@ func (rq *request) resolveURI(ctx context.Context, k kind, uri string) (*upstrea
 
 func (rq *request) resolveURIOwner(ctx context.Context, k kind, uri string) (*upstreamRef, string, error) {
 	var cands, prefixed []*upstreamRef
+	// A URI in a configured prefix's namespace is never an unprefixed
+	// upstream's, whether or not this tenant sees that prefix's upstream.
+	foreign := rq.h.catalog.foreign(uri, true)
 	for _, up := range rq.upstreams() {
+		if up.prefix == "" && foreign {
+			continue
+		}
 		if _, ok := upstreamURI(up.prefix, uri); ok {
 			cands = append(cands, up)
 			if up.prefix != "" {
