@@ -386,9 +386,11 @@ func TestModernInputRequiredToSessionClient(t *testing.T) {
 	}
 }
 
-// TestDeniedByNameAlone: a call the tenant's rules deny by its name is
-// refused before the catalog is asked, so a cold cache costs the upstream
-// no tools/list; the answer is the one an unknown tool gets.
+// TestDeniedByNameAlone: a call the tenant's rules deny by its name gets
+// the answer an unknown tool gets, at the same cost: each asks for the
+// upstream's list once (the catalog is cold), neither calls the tool, and
+// neither re-lists afterwards (issue 13: hidden and unknown must be
+// indistinguishable).
 func TestDeniedByNameAlone(t *testing.T) {
 	a := testkit.NewUpstream(t, "alpha")
 	url := startGateway(t, []upstreamSpec{spec(a)}, func(c *config.Config) {
@@ -396,15 +398,24 @@ func TestDeniedByNameAlone(t *testing.T) {
 			Name: "alpha", Tools: config.Rules{Deny: []string{"fail"}},
 		}}}}
 	})
-	resp, body := do(t, post2026(t, url, 1, "tools/call", `"name":"alpha__fail"`,
-		func(r *http.Request) { r.Header.Set("Mcp-Name", "alpha__fail") }))
-	if resp.StatusCode != 200 || !strings.Contains(body, `"code":-32602`) || !strings.Contains(body, "Unknown tool: alpha__fail") {
-		t.Fatalf("denied call: %d %s", resp.StatusCode, body)
-	}
-	for _, r := range a.Requests() {
-		if r.RPCMethod == "tools/list" || r.RPCMethod == "tools/call" {
-			t.Errorf("the upstream got %s for a call denied by name", r.RPCMethod)
+	for i, name := range []string{"alpha__fail", "alpha__nosuch", "alpha__fail", "alpha__nosuch"} {
+		resp, body := do(t, post2026(t, url, i+1, "tools/call", `"name":"`+name+`"`,
+			func(r *http.Request) { r.Header.Set("Mcp-Name", name) }))
+		if resp.StatusCode != 200 || !strings.Contains(body, `"code":-32602`) || !strings.Contains(body, "Unknown tool: "+name) {
+			t.Fatalf("call %s: %d %s", name, resp.StatusCode, body)
 		}
+	}
+	lists := 0
+	for _, r := range a.Requests() {
+		switch r.RPCMethod {
+		case "tools/list":
+			lists++
+		case "tools/call":
+			t.Errorf("the upstream got tools/call for a hidden or unknown name")
+		}
+	}
+	if lists != 1 {
+		t.Errorf("the upstream got %d tools/list for hidden and unknown names, want 1 (the cold catalog)", lists)
 	}
 }
 

@@ -4,16 +4,20 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
-	"golang.org/x/sync/singleflight"
-
+	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/telemetry"
 )
 
 // The catalog caches, per replica, each upstream's lists (tools, prompts,
@@ -88,133 +92,474 @@ type listing struct {
 	index   map[string]int // exposed name → position in items; -1 for a duplicate
 	fetched time.Time
 	digest  [32]byte // of the items as listed, to notice a change
+	size    int      // bytes of the items as listed
+	// private marks a shared entry that holds no items: the upstream said
+	// its list of this kind is not to be shared (2026-07-28 cacheScope
+	// "private"), so every session gets its own from now on.
+	private bool
 }
 
+// listKey names a cached listing. scope is "" for a listing shared by every
+// session, else the id of the one gateway session it was fetched for and
+// may be served to.
 type listKey struct {
 	upstream string
 	kind     kind
+	scope    string
+}
+
+// listBounds bound one walk through an upstream's pages.
+type listBounds struct {
+	pages int
+	bytes int64
 }
 
 // fetchFunc fetches the raw items of one kind from one upstream, following
-// pagination.
-type fetchFunc func(ctx context.Context) ([]json.RawMessage, error)
+// pagination within b. private reports that the upstream marked a page
+// cacheScope "private".
+type fetchFunc func(ctx context.Context, b listBounds) (items []json.RawMessage, private bool, err error)
+
+// Bounds on the catalog itself.
+const (
+	// listWait is how long a list or a call waits for an upstream's
+	// listing, counted from when its walk started. A slower upstream is
+	// left out of that answer (a list shows the others' items; a call to
+	// a name only it could own fails), and its walk goes on in the
+	// background, bounded by the upstream's timeout, for the next request.
+	// A later request never waits past this point of a walk: an upstream
+	// that lists slowly costs each list at most listWait once.
+	listWait = 5 * time.Second
+	// maxScopedLists and maxScopedBytes bound the listings cached for one
+	// session each (upstreams with lists: per_session, or that said
+	// cacheScope private), all sessions together; beyond them the oldest
+	// are dropped. One principal can fill them, which costs the others
+	// upstream fetches, never a wrong answer.
+	maxScopedLists = 1024
+	maxScopedBytes = 64 << 20
+	// minBackoff and maxBackoff bound how long a failed walk is
+	// remembered: the first failure for minBackoff, each next one twice as
+	// long, up to min(list_cache_ttl, maxBackoff). Until then, lists and
+	// calls get the failure without asking the upstream.
+	minBackoff = time.Second
+	maxBackoff = time.Minute
+	// maxFailures bounds the failures remembered, all scopes together.
+	maxFailures = 4096
+)
+
+// walk is one fetch of one listing in progress. Its result is set before
+// done is closed.
+type walk struct {
+	done    chan struct{}
+	start   time.Time
+	l       *listing
+	err     error
+	private bool   // the upstream marked the result private
+	scope   string // the session the walk was fetched under
+}
+
+// failure is a remembered failed walk.
+type failure struct {
+	err     error
+	until   time.Time
+	backoff time.Duration
+}
+
+// errListSlow is what a request gets for an upstream whose listing did not
+// arrive within listWait.
+type errListSlow struct{ upstream, method string }
+
+func (e *errListSlow) Error() string {
+	return fmt.Sprintf("upstream %s: %s not answered within %s", e.upstream, e.method, listWait)
+}
 
 type catalog struct {
-	ttl time.Duration
-	log *slog.Logger
-	now func() time.Time
+	log     *slog.Logger
+	metrics *telemetry.Metrics
+	now     func() time.Time
 	// onChange, if set, is called when a refetched listing differs from
 	// the one it replaces.
 	onChange func(upstream string, k kind)
 
+	// ctx ends the walks in the background when the catalog closes; wg
+	// waits for them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
 	mu       sync.Mutex
+	ttl      time.Duration
+	bounds   listBounds
+	prefixes []string // every configured non-empty prefix
+	closed   bool
 	lists    map[listKey]*listing
-	refetch  map[listKey]time.Time // last forced refresh, to rate-limit them
-	reported map[string]time.Time  // conflicts logged recently
-	sf       singleflight.Group
+	scoped   map[string][]listKey // session → its cached listings
+	nScoped  int
+	scopedSz int
+	walks    map[listKey]*walk
+	failures map[listKey]*failure
+	reported map[string]time.Time // conflicts logged recently
 }
 
-// minRefetch bounds how often a name missing from a fresh listing makes the
-// gateway ask the upstream again: a client calling unknown names in a loop
-// costs the upstream at most one list per this interval.
-const minRefetch = time.Second
-
-func newCatalog(ttl time.Duration, log *slog.Logger) *catalog {
+func newCatalog(ttl time.Duration, log *slog.Logger, m *telemetry.Metrics) *catalog {
+	ctx, cancel := context.WithCancel(context.Background())
 	return &catalog{
-		ttl: ttl, log: log, now: time.Now,
+		ttl: ttl, log: log, metrics: m, now: time.Now,
+		ctx: ctx, cancel: cancel,
+		bounds:   listBounds{pages: config.DefaultListPages, bytes: config.DefaultListBytes},
 		lists:    make(map[listKey]*listing),
-		refetch:  make(map[listKey]time.Time),
+		scoped:   make(map[string][]listKey),
+		walks:    make(map[listKey]*walk),
+		failures: make(map[listKey]*failure),
 		reported: make(map[string]time.Time),
 	}
 }
 
-// setTTL changes how long listings stay fresh.
-func (c *catalog) setTTL(ttl time.Duration) {
-	c.mu.Lock()
-	c.ttl = ttl
-	c.mu.Unlock()
-}
-
-// fresh returns the upstream's cached listing of kind k if it is fresh,
-// else nil.
-func (c *catalog) fresh(up *upstreamRef, k kind) *listing {
+// configure takes what the catalog needs from a config: the list TTL, the
+// walk bounds, and the prefixes, which decide what an unprefixed upstream
+// may list (a change drops every listing, to filter them again).
+func (c *catalog) configure(cfg *config.Config) {
+	var prefixes []string
+	for i := range cfg.Upstreams {
+		if p := cfg.Upstreams[i].EffectivePrefix(); p != "" {
+			prefixes = append(prefixes, p)
+		}
+	}
+	sort.Strings(prefixes)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l := c.lists[listKey{up.cfg.Name, k}]
-	if l == nil || c.now().Sub(l.fetched) >= c.ttl {
+	c.ttl = cfg.Server.ListCacheTTL.D()
+	c.bounds = listBounds{pages: cfg.Limits.ListPages, bytes: cfg.Limits.ListBytes}
+	if c.bounds.pages <= 0 {
+		c.bounds.pages = config.DefaultListPages
+	}
+	if c.bounds.bytes <= 0 {
+		c.bounds.bytes = config.DefaultListBytes
+	}
+	if !slices.Equal(prefixes, c.prefixes) {
+		c.prefixes = prefixes
+		clear(c.lists)
+		clear(c.scoped)
+		c.nScoped, c.scopedSz = 0, 0
+	}
+}
+
+// foreign reports whether key lies in the namespace of a configured
+// non-empty prefix (see foreignNamespace), so that no unprefixed upstream
+// may have it.
+func (c *catalog) foreign(key string, uri bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return foreignNamespace(c.prefixes, key, uri)
+}
+
+// close ends the walks in progress and waits for them.
+func (c *catalog) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+}
+
+// key returns where the listing of kind k of up is cached for a request of
+// session scope: the shared entry, unless up's lists are per session or
+// the upstream marked them private. ok is false when there is no such
+// place (a per-session listing wanted outside any session).
+func (c *catalog) key(up *upstreamRef, k kind, scope string) (key listKey, ok bool) {
+	key = listKey{up.cfg.Name, k, ""}
+	if up.cfg.SharedLists() {
+		if l := c.lists[key]; l == nil || !l.private {
+			return key, true
+		}
+	}
+	key.scope = scope
+	return key, scope != ""
+}
+
+// fresh returns the cached listing of kind k of up for session scope if it
+// is fresh, else nil.
+func (c *catalog) fresh(up *upstreamRef, k kind, scope string) *listing {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key, ok := c.key(up, k, scope)
+	if !ok {
+		return nil
+	}
+	l := c.lists[key]
+	if l == nil || l.private || c.now().Sub(l.fetched) >= c.ttl {
 		return nil
 	}
 	return l
 }
 
-// get returns the upstream's listing of kind k, from the cache while it is
-// fresh, else fetched. force asks for a fetch even of a fresh listing, rate
-// limited by minRefetch.
-func (c *catalog) get(ctx context.Context, up *upstreamRef, k kind, force bool, fetch fetchFunc) (*listing, error) {
-	key := listKey{up.cfg.Name, k}
+// get returns up's listing of kind k for session scope ("" outside any
+// session): from the cache while it is fresh, else the remembered failure
+// while it lasts, else from a walk, which it starts unless one is running.
+// It waits for the walk until listWait after the walk started, or until
+// ctx ends, whichever is first; the walk itself goes on, owned by the
+// catalog, bounded by the upstream's timeout, so that the next request has
+// it. No client-chosen value causes a walk: only a listing that is missing
+// or older than the TTL does.
+func (c *catalog) get(ctx context.Context, up *upstreamRef, k kind, scope string, fetch fetchFunc) (*listing, error) {
 	c.mu.Lock()
-	l := c.lists[key]
+	key, ok := c.key(up, k, scope)
+	if !ok {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("upstream %s: %s: lists are per session", up.cfg.Name, kinds[k].listMethod)
+	}
 	now := c.now()
-	fresh := l != nil && now.Sub(l.fetched) < c.ttl
-	if fresh && force {
-		if now.Sub(c.refetch[key]) < minRefetch {
-			force = false
-		} else {
-			c.refetch[key] = now
+	if l := c.lists[key]; l != nil && !l.private && now.Sub(l.fetched) < c.ttl {
+		c.mu.Unlock()
+		return l, nil
+	}
+	if f := c.failures[key]; f != nil && now.Before(f.until) {
+		c.mu.Unlock()
+		return nil, f.err
+	}
+	w := c.walks[key]
+	if w == nil {
+		if c.closed {
+			c.mu.Unlock()
+			return nil, errors.New("router: closed")
 		}
+		w = &walk{done: make(chan struct{}), start: now, scope: scope}
+		c.walks[key] = w
+		c.wg.Add(1)
+		go c.run(ctx, up, k, key, w, fetch)
 	}
 	c.mu.Unlock()
-	if fresh && !force {
-		return l, nil
+
+	timer := time.NewTimer(listWait - c.now().Sub(w.start))
+	defer timer.Stop()
+	select {
+	case <-w.done:
+	case <-timer.C:
+		return nil, &errListSlow{up.cfg.Name, kinds[k].listMethod}
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	v, err, _ := c.sf.Do(fmt.Sprintf("%s\x00%d", key.upstream, key.kind), func() (any, error) {
-		raw, err := fetch(ctx)
-		if err != nil {
-			return nil, err
-		}
-		l := c.build(up, k, raw)
-		c.mu.Lock()
-		old := c.lists[key]
-		c.lists[key] = l
-		c.refetch[key] = l.fetched
-		c.mu.Unlock()
-		if old != nil && old.digest != l.digest && c.onChange != nil {
-			c.onChange(up.cfg.Name, k)
-		}
-		return l, nil
-	})
-	if err != nil {
-		return nil, err
+	if w.private && w.scope != scope {
+		// A shared walk came back private: it belongs to the session it
+		// was fetched under. Any other session fetches its own (the key
+		// now says so).
+		return c.get(ctx, up, k, scope, fetch)
 	}
-	return v.(*listing), nil
+	return w.l, w.err
 }
 
-// invalidate drops an upstream's cached listings of the given kinds, so the
-// next use fetches them again (an upstream said its list changed, or the
-// config changed).
+// run is one walk: fetch within the bounds and the upstream's timeout for
+// the whole walk, then cache the listing or remember the failure.
+func (c *catalog) run(ctx context.Context, up *upstreamRef, k kind, key listKey, w *walk, fetch fetchFunc) {
+	defer c.wg.Done()
+	timeout := up.cfg.Timeout.D()
+	if timeout <= 0 {
+		timeout = config.DefaultUpstreamTimeout
+	}
+	// Detached from the request that started it (others may be waiting,
+	// and the next request wants the result), but not from the catalog.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
+
+	c.mu.Lock()
+	b := c.bounds
+	c.mu.Unlock()
+	raw, private, err := fetch(ctx, b)
+	var le *listLimitError
+	switch {
+	case errors.As(err, &le):
+		c.metrics.LimitRejection(le.limit, "")
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && c.ctx.Err() == nil:
+		c.metrics.LimitRejection(telemetry.LimitListTime, "")
+		err = fmt.Errorf("upstream %s: %s: not complete within the upstream timeout (%s)", up.cfg.Name, kinds[k].listMethod, timeout)
+	}
+	var l *listing
+	if err == nil {
+		l = c.build(up, k, raw)
+	}
+
+	c.mu.Lock()
+	var old *listing
+	switch {
+	case c.walks[key] != w:
+		// invalidate dropped the walk (the upstream's config changed
+		// meanwhile): its waiters get what it found, the cache does not.
+	case err != nil:
+		if c.ctx.Err() == nil {
+			c.fail(key, err)
+		}
+	case private && key.scope == "":
+		// cacheScope "private" (2026-07-28 server/utilities/caching,
+		// "Cache Scope Field"): never in the shared cache. The marker
+		// sends every session to its own listing from now on; this one
+		// goes to the session it was fetched under, if any.
+		c.lists[key] = &listing{private: true, fetched: l.fetched}
+		if w.scope != "" {
+			c.store(listKey{key.upstream, key.kind, w.scope}, l)
+		}
+	default:
+		delete(c.failures, key)
+		old = c.lists[key]
+		c.store(key, l)
+	}
+	if c.walks[key] == w {
+		delete(c.walks, key)
+	}
+	c.mu.Unlock()
+	w.l, w.err, w.private = l, err, private
+	close(w.done)
+	if old != nil && !old.private && old.digest != l.digest && c.onChange != nil {
+		c.onChange(up.cfg.Name, k)
+	}
+}
+
+// store caches l under key, keeping the per-session listings within their
+// bounds. c.mu is held.
+func (c *catalog) store(key listKey, l *listing) {
+	if key.scope == "" {
+		c.lists[key] = l
+		return
+	}
+	if old := c.lists[key]; old != nil {
+		c.scopedSz -= old.size
+		c.scopedSz += l.size
+		c.lists[key] = l
+	} else {
+		c.lists[key] = l
+		c.scoped[key.scope] = append(c.scoped[key.scope], key)
+		c.nScoped++
+		c.scopedSz += l.size
+	}
+	for c.nScoped > maxScopedLists || c.scopedSz > maxScopedBytes {
+		var oldest listKey
+		var at time.Time
+		for s, keys := range c.scoped {
+			for _, k := range keys {
+				if l := c.lists[k]; l != nil && (at.IsZero() || l.fetched.Before(at)) {
+					oldest, at = listKey{k.upstream, k.kind, s}, l.fetched
+				}
+			}
+		}
+		if at.IsZero() {
+			break
+		}
+		c.dropScoped(oldest)
+	}
+}
+
+// dropScoped removes one per-session listing. c.mu is held.
+func (c *catalog) dropScoped(key listKey) {
+	if l := c.lists[key]; l != nil {
+		c.nScoped--
+		c.scopedSz -= l.size
+		delete(c.lists, key)
+	}
+	keys := slices.DeleteFunc(c.scoped[key.scope], func(k listKey) bool { return k == key })
+	if len(keys) == 0 {
+		delete(c.scoped, key.scope)
+	} else {
+		c.scoped[key.scope] = keys
+	}
+}
+
+// endSession drops what was cached for a gateway session that ended.
+func (c *catalog) endSession(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, key := range c.scoped[id] {
+		if l := c.lists[key]; l != nil {
+			c.nScoped--
+			c.scopedSz -= l.size
+			delete(c.lists, key)
+		}
+		delete(c.failures, key)
+	}
+	delete(c.scoped, id)
+}
+
+// fail remembers a failed walk, for twice as long as the last time, so
+// that a failing upstream is asked again at a bounded rate whatever the
+// clients do. c.mu is held.
+func (c *catalog) fail(key listKey, err error) {
+	f := c.failures[key]
+	if f == nil {
+		if len(c.failures) >= maxFailures {
+			now := c.now()
+			for k, f := range c.failures {
+				if !now.Before(f.until) || k.scope != "" {
+					delete(c.failures, k)
+				}
+			}
+		}
+		f = &failure{}
+		c.failures[key] = f
+	}
+	limit := min(c.ttl, maxBackoff)
+	f.backoff = min(max(2*f.backoff, minBackoff), limit)
+	f.err = err
+	f.until = c.now().Add(f.backoff)
+}
+
+// invalidate drops an upstream's cached listings of the given kinds, for
+// every session, and any failure remembered, so the next use fetches them
+// again (the config changed).
 func (c *catalog) invalidate(upstream string, ks ...kind) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, k := range ks {
-		delete(c.lists, listKey{upstream, k})
+		delete(c.lists, listKey{upstream, k, ""})
+		delete(c.failures, listKey{upstream, k, ""})
+	}
+	for _, keys := range c.scoped {
+		for _, key := range keys {
+			if key.upstream == upstream && slices.Contains(ks, key.kind) {
+				c.dropScoped(key)
+			}
+		}
+	}
+	for key := range c.failures {
+		if key.upstream == upstream {
+			delete(c.failures, key)
+		}
+	}
+	for key := range c.walks {
+		if key.upstream == upstream && slices.Contains(ks, key.kind) {
+			delete(c.walks, key)
+		}
 	}
 }
 
-// stale marks an upstream's cached listings of the given kinds as due for
-// a fetch (the upstream said they changed) and returns the kinds that had
-// one. Unlike invalidate, it keeps what was listed, so that the fetch can
-// tell whether anything changed and, if so, call onChange.
+// stale marks an upstream's cached listings of the given kinds, shared and
+// per session, as due for a fetch (the upstream said they changed) and
+// returns the kinds that had a shared one. Unlike invalidate, it keeps what
+// was listed, so that the fetch can tell whether anything changed and, if
+// so, call onChange. A remembered failure stays: an upstream cannot skip
+// its backoff by announcing changes.
 func (c *catalog) stale(upstream string, ks ...kind) []kind {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	mark := func(key listKey) bool {
+		l := c.lists[key]
+		if l == nil || l.private {
+			return false
+		}
+		cp := *l // readers may hold l
+		cp.fetched = time.Time{}
+		c.lists[key] = &cp
+		return true
+	}
 	var had []kind
 	for _, k := range ks {
-		key := listKey{upstream, k}
-		if l := c.lists[key]; l != nil {
-			cp := *l // readers may hold l
-			cp.fetched = time.Time{}
-			c.lists[key] = &cp
+		if mark(listKey{upstream, k, ""}) {
 			had = append(had, k)
+		}
+	}
+	for _, keys := range c.scoped {
+		for _, key := range keys {
+			if key.upstream == upstream && slices.Contains(ks, key.kind) {
+				mark(key)
+			}
 		}
 	}
 	return had
@@ -222,7 +567,9 @@ func (c *catalog) stale(upstream string, ks ...kind) []kind {
 
 // build rewrites an upstream's raw items to their exposed names. Items that
 // are not objects or lack their key are dropped and logged: upstream output
-// is untrusted input.
+// is untrusted input. So are keys that could disguise themselves or claim
+// another upstream's namespace (see names.go); each such reason is logged
+// once per listing and each key counted.
 func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing {
 	info := kinds[k]
 	l := &listing{index: make(map[string]int, len(raw)), fetched: c.now()}
@@ -230,8 +577,23 @@ func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing
 	for _, r := range raw {
 		h.Write(r)
 		h.Write([]byte{0})
+		l.size += len(r)
 	}
 	h.Sum(l.digest[:0])
+	c.mu.Lock()
+	var prefixes []string
+	if up.prefix == "" {
+		prefixes = c.prefixes
+	}
+	c.mu.Unlock()
+	var flagged map[string][]string // reason → keys
+	flag := func(reason, key string) {
+		c.metrics.NameFlagged(up.cfg.Name, reason)
+		if flagged == nil {
+			flagged = make(map[string][]string)
+		}
+		flagged[reason] = append(flagged[reason], key)
+	}
 	for _, r := range raw {
 		o, err := jsonx.ParseValidObject(r)
 		if err != nil {
@@ -242,6 +604,17 @@ func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing
 		if !ok || orig == "" {
 			c.log.Warn("upstream listed an item without "+info.key, "upstream", up.cfg.Name, "kind", info.noun)
 			continue
+		}
+		if hasHiddenChar(orig) {
+			flag(telemetry.NameControlCharacter, orig)
+			continue
+		}
+		if foreignNamespace(prefixes, orig, info.uri) {
+			flag(telemetry.NameForeignNamespace, orig)
+			continue
+		}
+		if k == kindTools && !standardToolName(orig) {
+			flag(telemetry.NameNonstandard, orig) // a SHOULD: kept
 		}
 		var headers []paramHeader
 		if k == kindTools {
@@ -267,7 +640,30 @@ func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing
 		l.index[exp] = len(l.items)
 		l.items = append(l.items, item{upstream: up.cfg.Name, exposed: exp, original: orig, raw: o.Bytes(), headers: headers})
 	}
+	for reason, keys := range flagged {
+		msg := "upstream listed " + info.noun + " " + info.key + "s in another upstream's namespace: left out"
+		switch reason {
+		case telemetry.NameControlCharacter:
+			msg = "upstream listed " + info.noun + " " + info.key + "s with control, format or bidi characters: left out"
+		case telemetry.NameNonstandard:
+			msg = "upstream listed tool names outside the recommended characters (kept)"
+		}
+		// Quoted, so that the characters that got them flagged cannot
+		// forge log lines either.
+		c.log.Warn(msg, "upstream", up.cfg.Name, "count", len(keys), "example", strconv.QuoteToASCII(truncate(keys[0], 80)))
+	}
 	return l
+}
+
+// truncate cuts s to at most n bytes, on a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func (c *catalog) reportConflict(k kind, name string, upstreams ...string) {

@@ -61,7 +61,7 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 			if caps == nil || caps.Get(info.capability) == nil {
 				continue
 			}
-			items, err := listAll(ctx, c, res.Session, k)
+			items, err := listAll(ctx, c, res.Session, k, listBounds{pages: cfg.Limits.ListPages, bytes: cfg.Limits.ListBytes})
 			fmt.Fprintf(w, "  %s\n", info.field)
 			if err != nil {
 				fmt.Fprintf(w, "    failed: %v\n", err)
@@ -95,8 +95,8 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 
 // listAll returns the original keys (names or URIs) of every item of kind
 // k an upstream lists, following pagination.
-func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k kind) ([]string, error) {
-	raw, err := listOn(ctx, c, us, k, "explain")
+func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k kind, b listBounds) ([]string, error) {
+	raw, _, err := listOn(ctx, c, us, k, "explain", b)
 	if err != nil {
 		return nil, err
 	}

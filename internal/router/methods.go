@@ -588,12 +588,12 @@ func listMethod(k kind) methodFunc {
 		ls := make([]*listing, len(ups))
 		var wg sync.WaitGroup
 		for i, up := range ups {
-			if l := rq.h.catalog.fresh(up, k); l != nil {
+			if l := rq.cachedListing(up, k); l != nil {
 				ls[i] = l // the common case: no goroutine, no upstream
 				continue
 			}
 			wg.Go(func() {
-				l, err := rq.listing(ctx, up, k, false)
+				l, err := rq.listing(ctx, up, k)
 				if err != nil {
 					// One failing upstream never breaks the others.
 					rq.h.log.Warn("listing failed", "upstream", up.cfg.Name, "rpc_method", info.listMethod, "error", err)
@@ -723,9 +723,6 @@ func namedCall(k kind) methodFunc {
 			return nil, err
 		}
 		c.target = name
-		if err := rq.deniedEarly(k, name); err != nil {
-			return nil, err
-		}
 		up, it, err := rq.resolveItem(ctx, k, name)
 		if err != nil {
 			return nil, err
@@ -775,7 +772,13 @@ func (rq *request) resolveURI(ctx context.Context, k kind, uri string) (*upstrea
 
 func (rq *request) resolveURIOwner(ctx context.Context, k kind, uri string) (*upstreamRef, string, error) {
 	var cands, prefixed []*upstreamRef
+	// A URI in a configured prefix's namespace is never an unprefixed
+	// upstream's, whether or not this tenant sees that prefix's upstream.
+	foreign := rq.h.catalog.foreign(uri, true)
 	for _, up := range rq.upstreams() {
+		if up.prefix == "" && foreign {
+			continue
+		}
 		if _, ok := upstreamURI(up.prefix, uri); ok {
 			cands = append(cands, up)
 			if up.prefix != "" {

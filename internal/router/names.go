@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -91,4 +92,77 @@ func upstreamURI(prefix, uri string) (string, bool) {
 	}
 	rest, ok := strings.CutPrefix(uri, prefix+uriSeparator)
 	return rest, ok && rest != ""
+}
+
+// Name hygiene. Upstreams are untrusted, and what they list is shown to
+// people and to models: a name must read as what it is.
+//
+// A tool or prompt name, or a resource URI, holding a control character
+// (Unicode Cc: \n, \r, BEL…), a format character (Cf: zero-width joiners,
+// U+202E and the other bidi embeddings, overrides and isolates) or another
+// bidi control (Bidi_Control) could hide or reorder what a client shows, so
+// it is dropped from the listing, which makes it unroutable too. Invalid
+// UTF-8 is dropped with them.
+//
+// Tool names outside what 2025-11-25 server/tools.mdx "Tool Names"
+// recommends (1 to 128 of A-Z a-z 0-9 _ - .) are kept: that rule is a
+// SHOULD, and spaces or non-ASCII letters are harmless to route. They are
+// counted, so an admin can see them.
+
+// hasHiddenChar reports whether s holds a character that could hide or
+// disguise what s says (see above).
+func hasHiddenChar(s string) bool {
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b < 0x20 || b == 0x7f {
+				return true // ASCII controls, the common case
+			}
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			return true
+		}
+		if unicode.In(r, unicode.Cc, unicode.Cf, unicode.Bidi_Control) {
+			return true
+		}
+		i += n - 1
+	}
+	return false
+}
+
+// standardToolName reports whether name keeps to the characters and length
+// 2025-11-25 server/tools.mdx "Tool Names" recommends.
+func standardToolName(name string) bool {
+	if name == "" || len(name) > 128 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch b := name[i]; {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '_', b == '-', b == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// foreignNamespace reports whether key, listed by an upstream with an empty
+// prefix, lies in the namespace of one of prefixes (every other configured
+// non-empty prefix): "<prefix>__…" for a name, "<prefix>+…" for a URI.
+// Such a key is never taken from an unprefixed upstream, or it could shadow
+// (conflict with) or impersonate the real owner's item. URI schemes are
+// case-insensitive (RFC 3986 §3.1), so the URI check is too.
+func foreignNamespace(prefixes []string, key string, uri bool) bool {
+	for _, p := range prefixes {
+		if uri {
+			if len(key) > len(p) && key[len(p)] == uriSeparator[0] && strings.EqualFold(key[:len(p)], p) {
+				return true
+			}
+		} else if strings.HasPrefix(key, p) && strings.HasPrefix(key[len(p):], nameSeparator) {
+			return true
+		}
+	}
+	return false
 }

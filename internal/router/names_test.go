@@ -81,3 +81,54 @@ func FuzzNames(f *testing.F) {
 		}
 	})
 }
+
+func TestHasHiddenChar(t *testing.T) {
+	for _, s := range []string{"nl\nx", "cr\rx", "bel\ax", "rlo\u202ex", "lri\u2066x", "zw\u200bx", "bom\ufeffx", "esc\x1bx", "del\x7fx", "c1\u0085x", "lrm\u200ex", "bad\xffutf8", "tab\tx"} {
+		if !hasHiddenChar(s) {
+			t.Errorf("hasHiddenChar(%q) = false", s)
+		}
+	}
+	for _, s := range []string{"echo", "get_user", "a.b-c", "nbsp\u00a0x", "é", "日本語", "space x", "emoji😀"} {
+		if hasHiddenChar(s) {
+			t.Errorf("hasHiddenChar(%q) = true", s)
+		}
+	}
+}
+
+func TestStandardToolName(t *testing.T) {
+	for _, s := range []string{"getUser", "DATA_EXPORT_v2", "admin.tools.list", "a-b", strings.Repeat("x", 128)} {
+		if !standardToolName(s) {
+			t.Errorf("standardToolName(%q) = false", s)
+		}
+	}
+	for _, s := range []string{"", "a b", "a,b", "é", "a/b", strings.Repeat("x", 129)} {
+		if standardToolName(s) {
+			t.Errorf("standardToolName(%q) = true", s)
+		}
+	}
+}
+
+func TestForeignNamespace(t *testing.T) {
+	prefixes := []string{"beta", "gh"}
+	for _, tt := range []struct {
+		key  string
+		uri  bool
+		want bool
+	}{
+		{"beta__echo", false, true},
+		{"gh__x", false, true},
+		{"beta_echo", false, false},
+		{"betax__echo", false, false},
+		{"echo", false, false},
+		{"beta+file:///x", false, false}, // a name, not a URI
+		{"beta+file:///x", true, true},
+		{"BETA+file:///x", true, true}, // schemes are case-insensitive
+		{"beta__x", true, false},
+		{"betamax+file:///x", true, false},
+		{"file:///beta+x", true, false},
+	} {
+		if got := foreignNamespace(prefixes, tt.key, tt.uri); got != tt.want {
+			t.Errorf("foreignNamespace(%q, uri=%v) = %v, want %v", tt.key, tt.uri, got, tt.want)
+		}
+	}
+}

@@ -19,7 +19,7 @@ import (
 func (h *Handler) SetConfig(cfg *config.Config) {
 	prev := h.state.Load()
 	next := h.build(cfg, prev)
-	h.catalog.setTTL(cfg.Server.ListCacheTTL.D())
+	h.catalog.configure(cfg)
 	for name, old := range prev.byName {
 		if next.byName[name] != old {
 			h.catalog.invalidate(name, kindTools, kindPrompts, kindResources, kindTemplates)

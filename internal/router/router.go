@@ -178,7 +178,8 @@ func New(opts Options) (*Handler, error) {
 		audit:    opts.Audit,
 	}
 	h.mailbox, _ = opts.Store.(session.Mailbox)
-	h.catalog = newCatalog(opts.Config.Server.ListCacheTTL.D(), log)
+	h.catalog = newCatalog(opts.Config.Server.ListCacheTTL.D(), log, opts.Metrics)
+	h.catalog.configure(opts.Config)
 	h.catalog.onChange = h.upstreamListChanged
 	st := h.build(opts.Config, nil)
 	h.state.Store(st)
@@ -229,6 +230,7 @@ func (h *Handler) build(cfg *config.Config, prev *state) *state {
 func (h *Handler) Close() error {
 	h.stopWatches()
 	h.own.close()
+	h.catalog.close()
 	var errs []error
 	for _, up := range h.state.Load().upstreams {
 		errs = append(errs, up.client.Close())
@@ -587,6 +589,9 @@ const terminateTimeout = 5 * time.Second
 // (one goroutine per upstream, waited for) and bounded in time, whatever
 // happens to ctx.
 func (h *Handler) terminateUpstreams(ctx context.Context, st *state, rec *session.Record) {
+	if rec.ID != "" { // an expiry's (see Expire) has none
+		h.catalog.endSession(rec.ID)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
 	defer cancel()
 	var wg sync.WaitGroup

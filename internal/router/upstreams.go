@@ -411,60 +411,87 @@ func resultOf(next func() (*jsonrpc.Message, []byte, error), note func(*jsonrpc.
 	}
 }
 
-// maxPages bounds how many pages of one list the gateway follows: an
-// upstream that hands out cursors forever does not hold a request forever.
-const maxPages = 100
+// listLimitError is a walk cut at one of its bounds; limit names it (a
+// telemetry.Limit* value).
+type listLimitError struct {
+	upstream, method, limit string
+	bound                   int64
+}
 
-// fetchList returns all items of kind k from up, following nextCursor.
-func (rq *request) fetchList(ctx context.Context, up *upstreamRef, k kind) ([]json.RawMessage, error) {
-	return paginate(up.cfg.Name, k, func(params json.RawMessage) (json.RawMessage, error) {
+func (e *listLimitError) Error() string {
+	return fmt.Sprintf("upstream %s: %s: more than %d %s", e.upstream, e.method, e.bound,
+		strings.TrimPrefix(e.limit, "list_"))
+}
+
+// fetchList returns all items of kind k from up, following nextCursor
+// within b, on the request's own upstream session.
+func (rq *request) fetchList(ctx context.Context, up *upstreamRef, k kind, b listBounds) ([]json.RawMessage, bool, error) {
+	return paginate(up.cfg.Name, k, b, func(params json.RawMessage) (json.RawMessage, error) {
 		return rq.roundTrip(ctx, up, kinds[k].listMethod, params)
 	})
 }
 
 // paginate collects the items of kind k an upstream lists, asking for one
 // page at a time with page (params carry the cursor, nil for the first),
-// and refusing cursors that loop or pages without end.
-func paginate(upstream string, k kind, page func(params json.RawMessage) (json.RawMessage, error)) ([]json.RawMessage, error) {
+// and refusing cursors that loop, more than b.pages pages, and more than
+// b.bytes bytes of pages together: each page is counted as it arrives, and
+// the walk ends at the first that goes over, so what is held never exceeds
+// b.bytes plus one message (itself bounded by the upstream client). The
+// caller bounds the time. private reports that a page said cacheScope
+// "private" (2026-07-28 server/utilities/caching: all pages of a list
+// share one scope, but one private page is enough to keep the whole list
+// unshared).
+func paginate(upstream string, k kind, b listBounds, page func(params json.RawMessage) (json.RawMessage, error)) (items []json.RawMessage, private bool, err error) {
 	info := kinds[k]
-	var items []json.RawMessage
 	var params json.RawMessage
-	seen := map[string]bool{}
-	for range maxPages {
+	var seen map[string]bool
+	var total int64
+	for n := 0; ; n++ {
+		if n >= b.pages {
+			return nil, false, &listLimitError{upstream, info.listMethod, telemetry.LimitListPages, int64(b.pages)}
+		}
 		res, err := page(params)
 		if err != nil {
-			return nil, err
+			return nil, false, err
+		}
+		if total += int64(len(res)); total > b.bytes {
+			return nil, false, &listLimitError{upstream, info.listMethod, telemetry.LimitListBytes, b.bytes}
 		}
 		o, err := jsonx.ParseValidObject(res)
 		if err != nil {
-			return nil, fmt.Errorf("upstream %s: %s: malformed result: %w", upstream, info.listMethod, err)
+			return nil, false, fmt.Errorf("upstream %s: %s: malformed result: %w", upstream, info.listMethod, err)
 		}
 		if v := o.Get(info.field); v != nil && string(v) != "null" {
 			elems, err := jsonx.ParseValidArray(v)
 			if err != nil {
-				return nil, fmt.Errorf("upstream %s: %s: %s is not an array", upstream, info.listMethod, info.field)
+				return nil, false, fmt.Errorf("upstream %s: %s: %s is not an array", upstream, info.listMethod, info.field)
 			}
 			items = append(items, elems...)
 		}
+		if scope, _ := o.GetString("cacheScope"); scope == "private" {
+			private = true
+		}
 		cursor, ok := o.GetString("nextCursor")
 		if !ok || cursor == "" {
-			return items, nil
+			return items, private, nil
 		}
 		if seen[cursor] {
-			return nil, fmt.Errorf("upstream %s: %s: pagination loops", upstream, info.listMethod)
+			return nil, false, fmt.Errorf("upstream %s: %s: pagination loops", upstream, info.listMethod)
+		}
+		if seen == nil {
+			seen = make(map[string]bool)
 		}
 		seen[cursor] = true
 		params, _ = json.Marshal(map[string]string{"cursor": cursor})
 	}
-	return nil, fmt.Errorf("upstream %s: %s: more than %d pages", upstream, info.listMethod, maxPages)
 }
 
 // listOn lists every item of kind k of an upstream on session us, outside
 // any client's request (gateway explain, the watch): request ids are
 // idPrefix.1, idPrefix.2, … one per page.
-func listOn(ctx context.Context, c *upstream.Client, us session.Upstream, k kind, idPrefix string) ([]json.RawMessage, error) {
+func listOn(ctx context.Context, c *upstream.Client, us session.Upstream, k kind, idPrefix string, b listBounds) ([]json.RawMessage, bool, error) {
 	n := 0
-	return paginate(c.Name(), k, func(params json.RawMessage) (json.RawMessage, error) {
+	return paginate(c.Name(), k, b, func(params json.RawMessage) (json.RawMessage, error) {
 		n++
 		resp, err := c.Call(ctx, us, jsonrpc.StringID(idPrefix+"."+strconv.Itoa(n)), kinds[k].listMethod, params)
 		if err != nil {
@@ -475,11 +502,32 @@ func listOn(ctx context.Context, c *upstream.Client, us session.Upstream, k kind
 	})
 }
 
-// listing returns up's listing of kind k through the catalog.
-func (rq *request) listing(ctx context.Context, up *upstreamRef, k kind, force bool) (*listing, error) {
-	return rq.h.catalog.get(ctx, up, k, force, func(ctx context.Context) ([]json.RawMessage, error) {
-		return rq.fetchList(context.WithoutCancel(ctx), up, k)
+// listing returns up's listing of kind k through the catalog: the shared
+// one, or, for an upstream whose lists are per session (or private), the
+// one fetched under this session's own upstream session and never served
+// to another.
+func (rq *request) listing(ctx context.Context, up *upstreamRef, k kind) (*listing, error) {
+	scope := rq.listScope()
+	if l := rq.h.catalog.fresh(up, k, scope); l != nil {
+		return l, nil // every call's path: no closure, no allocation
+	}
+	return rq.h.catalog.get(ctx, up, k, scope, func(ctx context.Context, b listBounds) ([]json.RawMessage, bool, error) {
+		return rq.fetchList(ctx, up, k, b)
 	})
+}
+
+// cachedListing is the fresh cached listing listing would return, or nil.
+func (rq *request) cachedListing(up *upstreamRef, k kind) *listing {
+	return rq.h.catalog.fresh(up, k, rq.listScope())
+}
+
+// listScope is the scope of the request's per-session listings: its
+// gateway session (for a stateless request, the principal's record).
+func (rq *request) listScope() string {
+	if rq.sess == nil {
+		return ""
+	}
+	return rq.sess.ID
 }
 
 // observe reacts to a notification an upstream sent: a list change marks
@@ -533,85 +581,59 @@ func (rq *request) resolve(ctx context.Context, k kind, name string) (*upstreamR
 	return up, it.original, nil
 }
 
-// resolveItem is resolve returning the listed item itself.
+// resolveItem is resolve returning the listed item itself. It reads each
+// candidate upstream's listing once and never asks an upstream for its list
+// because of the name: a name a client chooses (unknown, hidden, or under
+// a prefix) costs the same lookups, and at most the walk a stale listing
+// would cost anyway, so no answer tells hidden from unknown, and calling
+// names in a loop re-lists nothing before the TTL.
 func (rq *request) resolveItem(ctx context.Context, k kind, name string) (*upstreamRef, *item, error) {
-	var cands []*upstreamRef
-	for _, up := range rq.upstreams() {
-		if k.owns(up.prefix, name) {
-			cands = append(cands, up)
-		}
-	}
 	var denied *upstreamRef // an upstream that has the name, hidden by policy
 	var deniedName string
-	for _, force := range []bool{false, true} {
-		var owners []*upstreamRef
-		var found *item
-		var lastErr error
-		for _, up := range cands {
-			l, err := rq.listing(ctx, up, k, force)
-			if err != nil {
-				lastErr = err
-				continue
-			}
-			pos, ok := l.index[name]
-			switch {
-			case !ok:
-			case pos < 0:
-				owners = append(owners, up, up) // listed twice by one upstream
-			case rq.visible(k, up, l.items[pos].original):
-				owners = append(owners, up)
-				found = &l.items[pos]
-			default:
-				denied, deniedName = up, l.items[pos].original
-			}
+	var owners []*upstreamRef
+	var found *item
+	var lastErr error
+	cands := 0
+	for _, up := range rq.upstreams() {
+		if !k.owns(up.prefix, name) {
+			continue
 		}
+		cands++
+		l, err := rq.listing(ctx, up, k)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		pos, ok := l.index[name]
 		switch {
-		case len(owners) == 1:
-			return owners[0], found, nil
-		case len(owners) > 1:
-			var names []string
-			for _, o := range owners {
-				names = append(names, o.cfg.Name)
-			}
-			rq.h.catalog.reportConflict(k, name, names...)
-			return nil, nil, &resolveError{kind: k, name: name, conflict: names}
-		case lastErr != nil && len(cands) == 1:
-			// The only upstream that could own the name is failing: say
-			// so rather than "unknown".
-			return nil, nil, lastErr
-		case denied != nil:
-			// Hidden by policy: to the client, the same as unknown.
-			return nil, nil, &resolveError{kind: k, name: name, deniedBy: denied.cfg.Name, deniedName: deniedName}
+		case !ok:
+		case pos < 0:
+			owners = append(owners, up, up) // listed twice by one upstream
+		case rq.visible(k, up, l.items[pos].original):
+			owners = append(owners, up)
+			found = &l.items[pos]
+		default:
+			denied, deniedName = up, l.items[pos].original
 		}
+	}
+	switch {
+	case len(owners) == 1:
+		return owners[0], found, nil
+	case len(owners) > 1:
+		var names []string
+		for _, o := range owners {
+			names = append(names, o.cfg.Name)
+		}
+		rq.h.catalog.reportConflict(k, name, names...)
+		return nil, nil, &resolveError{kind: k, name: name, conflict: names}
+	case lastErr != nil && cands == 1:
+		// The only upstream that could own the name is failing: say so
+		// rather than "unknown", whether the name is listed, hidden or
+		// unknown there.
+		return nil, nil, lastErr
+	case denied != nil:
+		// Hidden by policy: to the client, the same as unknown.
+		return nil, nil, &resolveError{kind: k, name: name, deniedBy: denied.cfg.Name, deniedName: deniedName}
 	}
 	return nil, nil, &resolveError{kind: k, name: name}
-}
-
-// deniedEarly decides what policy can decide from a tool or prompt name
-// alone, before the catalog is asked (which may mean fetching an
-// upstream's list): a name under one upstream's prefix, not shortened,
-// whose original the tenant's rules deny, is refused at once, with the
-// same error as an unknown name. Anything else is left to resolve, which
-// decides with the listing; this never allows what resolve would not.
-func (rq *request) deniedEarly(k kind, name string) error {
-	if len(name) >= maxNameLen {
-		return nil // may be a shortened name, whose original is unknown here
-	}
-	var owner *upstreamRef
-	for _, up := range rq.upstreams() {
-		if k.owns(up.prefix, name) {
-			if up.prefix == "" || owner != nil {
-				return nil // several candidates: only the listings can tell
-			}
-			owner = up
-		}
-	}
-	if owner == nil {
-		return nil
-	}
-	orig := strings.TrimPrefix(name, owner.prefix+nameSeparator)
-	if rq.visible(k, owner, orig) {
-		return nil
-	}
-	return &resolveError{kind: k, name: name, deniedBy: owner.cfg.Name, deniedName: orig}
 }

@@ -219,8 +219,8 @@ func announcesListChanges(caps json.RawMessage) bool {
 // whose view changed (catalog.onChange) and has the new lists ready.
 func (h *Handler) refresh(ctx context.Context, up *upstreamRef, us session.Upstream, ks []kind) {
 	for _, k := range ks {
-		_, err := h.catalog.get(ctx, up, k, false, func(ctx context.Context) ([]json.RawMessage, error) {
-			return listOn(ctx, up.client, us, k, "watch")
+		_, err := h.catalog.get(ctx, up, k, "", func(ctx context.Context, b listBounds) ([]json.RawMessage, bool, error) {
+			return listOn(ctx, up.client, us, k, "watch", b)
 		})
 		if err != nil {
 			h.log.Debug("refreshing a changed list", "upstream", up.cfg.Name, "list", kinds[k].listMethod, "error", err)
