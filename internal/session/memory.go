@@ -458,9 +458,11 @@ func (m *Memory) moveToBackLocked(e *entry) {
 
 // compact is how Memory keeps a record: small, so that a replica holds
 // many idle sessions (100,000 in well under 200 MiB). The upstream sessions
-// are a short slice instead of a map, and the raw JSON members are interned:
-// most sessions come from a few kinds of client and see the same upstream
-// capabilities, so their bytes are shared.
+// are a short slice instead of a map, and the small raw JSON members are
+// interned: most sessions come from a few kinds of client and see the same
+// upstream capabilities, so their bytes are shared. Clients choose theirs,
+// though, so the table is bounded and forgets a value with the last record
+// holding it; see intern.
 type compact struct {
 	id, version            string
 	clientInfo, clientCaps []byte
