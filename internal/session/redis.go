@@ -584,6 +584,7 @@ func (r *Redis) reserve(ctx context.Context, id string, p Principal, now time.Ti
 	base := []any{id, now.Add(r.ttl).UnixMilli(), nowMs, r.setTTL.Milliseconds(), r.maxPrin, r.maxTenant}
 	var gone []string
 	var alive []any
+	var limit *LimitError
 	for range maxPruneRounds {
 		args := append(append(append(slices.Clip(base), len(gone)), toAny(gone)...), alive...)
 		cctx, cancel := context.WithTimeout(ctx, r.callTimeout)
@@ -604,7 +605,7 @@ func (r *Redis) reserve(ctx context.Context, id string, p Principal, now time.Ti
 			res.added = [2]bool{a0 == 1, a1 == 1}
 			return res, nil
 		}
-		limit := &LimitError{Limit: "max_per_principal", Max: int64(r.maxPrin)}
+		limit = &LimitError{Limit: "max_per_principal", Max: int64(r.maxPrin)}
 		if which == 2 {
 			limit = &LimitError{Limit: "max_per_tenant", Max: int64(r.maxTenant)}
 		}
@@ -616,7 +617,9 @@ func (r *Redis) reserve(ctx context.Context, id string, p Principal, now time.Ti
 			return nil, err
 		}
 	}
-	return nil, &LimitError{Limit: "max_per_principal", Max: int64(r.maxPrin)}
+	// Still full, with members left unchecked: refuse rather than make the
+	// caller wait; the next Create goes on where this one stopped.
+	return nil, limit
 }
 
 // checkStale asks Redis whether the sessions stale names still live, in one
@@ -647,8 +650,8 @@ func (r *Redis) checkStale(ctx context.Context, stale []any, nowMs int64) (gone 
 			gone = append(gone, ids[i])
 		case d < 0: // no expiry: not a key this store wrote, but alive
 			alive = append(alive, ids[i], nowMs+r.ttl.Milliseconds())
-		default:
-			alive = append(alive, ids[i], nowMs+d.Milliseconds())
+		default: // past now, or the next round would check it again
+			alive = append(alive, ids[i], nowMs+max(d.Milliseconds(), 1))
 		}
 	}
 	return gone, alive, nil
