@@ -103,7 +103,11 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	case config.StoreRedis:
 		// Records expire inside Redis; their upstream sessions expire on
 		// the upstreams' own schedule.
-		rs, err := session.NewRedis(cfg.Sessions.Redis, session.RedisOptions{IdleTTL: cfg.Sessions.IdleTTL.D(), Logger: log})
+		rs, err := session.NewRedis(cfg.Sessions.Redis, session.RedisOptions{
+			IdleTTL: cfg.Sessions.IdleTTL.D(), Logger: log,
+			MaxPerPrincipal: cfg.Sessions.MaxPerPrincipal, MaxPerTenant: cfg.Sessions.MaxPerTenant,
+			MailboxMessages: cfg.Sessions.MailboxMessages, MailboxBytes: cfg.Sessions.MailboxBytes,
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -113,8 +117,12 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		// too. The hook runs in the store's sweeper: Expire only queues
 		// the work for the router's bounded pool of workers.
 		store = session.NewMemory(session.MemoryOptions{
-			IdleTTL:     cfg.Sessions.IdleTTL.D(),
-			MaxSessions: cfg.Sessions.MaxSessions,
+			IdleTTL:         cfg.Sessions.IdleTTL.D(),
+			MaxSessions:     cfg.Sessions.MaxSessions,
+			MaxPerPrincipal: cfg.Sessions.MaxPerPrincipal,
+			MaxPerTenant:    cfg.Sessions.MaxPerTenant,
+			MailboxMessages: cfg.Sessions.MailboxMessages,
+			MailboxBytes:    cfg.Sessions.MailboxBytes,
 			OnExpire: func(rec *session.Record) {
 				if h := expire.Load(); h != nil {
 					h.Expire(rec)

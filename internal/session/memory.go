@@ -8,18 +8,20 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 )
 
-// Defaults for [MemoryOptions].
+// Defaults for [MemoryOptions] and, for the mailbox bounds, [RedisOptions].
+// They match the config package's defaults.
 const (
 	DefaultIdleTTL     = 30 * time.Minute
 	DefaultMaxSessions = 100_000
+	// A mailbox carries the few messages of one client round trip; one that
+	// fills up has no reader, and its poster should learn so rather than
+	// fill memory.
+	DefaultMailboxMessages       = 64
+	DefaultMailboxBytes    int64 = 8 << 20
 )
-
-// maxMailboxMessages bounds the messages a [Memory] mailbox holds. A mailbox
-// carries the few messages of one client round trip; one that fills up has
-// no reader, and its poster should learn so rather than fill memory.
-const maxMailboxMessages = 64
 
 // maxSweepInterval caps how long an expired record may linger (holding
 // memory, and with OnExpire not yet called) after it expires.
@@ -42,6 +44,16 @@ type MemoryOptions struct {
 	// time.Now is used. It must be safe for concurrent use. The sweeper runs
 	// on real timers whatever Now returns.
 	Now func() time.Time
+	// MaxPerPrincipal and MaxPerTenant bound the live records of one
+	// Principal and of one Principal.Tenant: Create fails with a
+	// *[LimitError] beyond them. Zero or negative means no bound.
+	MaxPerPrincipal int
+	MaxPerTenant    int
+	// MailboxMessages and MailboxBytes bound what one mailbox holds: Post
+	// fails with a *[LimitError] beyond them. If zero or negative,
+	// DefaultMailboxMessages and DefaultMailboxBytes are used.
+	MailboxMessages int
+	MailboxBytes    int64
 	// OnExpire, if not nil, is called with a copy of each record removed
 	// because it expired; it is not called for records removed by Delete.
 	// It runs outside the store's lock, in the sweeper goroutine or in a
@@ -57,34 +69,45 @@ type MemoryOptions struct {
 // A record expires IdleTTL after its LastSeen. An expired record is invisible
 // at once (Get and SetUpstream return ErrNotFound); a background sweeper
 // removes it within min(IdleTTL/2, 1m) and reports it to OnExpire. The store
-// holds at most MaxSessions records, so its memory stays bounded.
+// holds at most MaxSessions records, so its memory stays bounded, and at
+// most MaxPerPrincipal and MaxPerTenant live records of one principal and
+// one tenant, so that no caller takes every session.
 //
 // Records are kept in a list ordered by LastSeen, so the sweeper does work
 // in proportion to the records that expired, not to the records held, and
 // Get is O(1). A stored *Record is never modified once stored (SetUpstream
 // swaps in a new one), which lets Get copy it out after releasing the lock.
 //
-// Memory is also a [Mailbox]. A mailbox holds at most 64 messages, and the
-// store at most MaxSessions mailboxes with messages in them; Post fails with
-// ErrFull beyond that. An expired mailbox is invisible at once, and the
+// Memory is also a [Mailbox]. A mailbox holds at most MailboxMessages
+// messages and MailboxBytes bytes (Post fails with a *[LimitError] beyond
+// them), and the store at most MaxSessions mailboxes with messages in them
+// (Post fails with ErrFull beyond that). An expired mailbox is invisible at once, and the
 // sweeper removes it along with expired records. A waiting Take costs no
 // goroutine: Post hands the message to the longest-waiting Take directly.
 //
 // Call [Memory.Close] to stop the sweeper.
 type Memory struct {
-	ttl      time.Duration
-	max      int
-	now      func() time.Time
-	onExpire func(*Record)
+	ttl                time.Duration
+	max                int
+	maxPrin, maxTenant int
+	boxMsgs            int
+	boxBytes           int64
+	now                func() time.Time
+	onExpire           func(*Record)
 
-	// interned holds one copy of each distinct raw JSON member (client
-	// info and capabilities, upstream capabilities), shared by every
-	// record with those bytes. Bounded by maxInterned.
+	// interned holds one copy of each small distinct raw JSON member
+	// (client info and capabilities, upstream capabilities) that a live
+	// record holds, shared by every record with those bytes; see intern.
+	// Lock order: mu before imu.
 	imu      sync.Mutex
-	interned map[string][]byte
+	interned map[string]*internEntry
 
 	mu   sync.Mutex
 	byID map[string]*entry
+	// perPrin and perTenant count the records held (expired ones not yet
+	// removed included) of each principal and tenant, when bounded.
+	perPrin   map[Principal]int
+	perTenant map[string]int
 	// root is the sentinel of a circular list of entries, least recently
 	// seen first.
 	root entry
@@ -114,14 +137,30 @@ type entry struct {
 // NewMemory returns a Memory store and starts its sweeper.
 func NewMemory(opts MemoryOptions) *Memory {
 	m := &Memory{
-		ttl:      opts.IdleTTL,
-		max:      opts.MaxSessions,
-		now:      opts.Now,
-		onExpire: opts.OnExpire,
-		byID:     make(map[string]*entry),
-		boxes:    make(map[string]*mailbox),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		ttl:       opts.IdleTTL,
+		max:       opts.MaxSessions,
+		maxPrin:   max(opts.MaxPerPrincipal, 0),
+		maxTenant: max(opts.MaxPerTenant, 0),
+		boxMsgs:   opts.MailboxMessages,
+		boxBytes:  opts.MailboxBytes,
+		now:       opts.Now,
+		onExpire:  opts.OnExpire,
+		byID:      make(map[string]*entry),
+		boxes:     make(map[string]*mailbox),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	if m.maxPrin > 0 {
+		m.perPrin = make(map[Principal]int)
+	}
+	if m.maxTenant > 0 {
+		m.perTenant = make(map[string]int)
+	}
+	if m.boxMsgs <= 0 {
+		m.boxMsgs = DefaultMailboxMessages
+	}
+	if m.boxBytes <= 0 {
+		m.boxBytes = DefaultMailboxBytes
 	}
 	if m.ttl <= 0 {
 		m.ttl = DefaultIdleTTL
@@ -139,7 +178,9 @@ func NewMemory(opts MemoryOptions) *Memory {
 }
 
 // Create implements [Store.Create]. If an expired record has r's id, Create
-// replaces it, reporting it to OnExpire.
+// replaces it, reporting it to OnExpire. Beyond MaxPerPrincipal or
+// MaxPerTenant live records of r's principal or tenant, it fails with a
+// *[LimitError].
 func (m *Memory) Create(ctx context.Context, r *Record) error {
 	if r == nil || r.ID == "" {
 		return errors.New("session: record has no id")
@@ -152,28 +193,72 @@ func (m *Memory) Create(ctx context.Context, r *Record) error {
 
 	var expired []*entry
 	m.mu.Lock()
+	err := m.admitLocked(rec, now, &expired)
+	if err == nil {
+		e := &entry{rec: rec, lastSeen: now}
+		m.byID[rec.id] = e
+		m.pushBackLocked(e)
+		m.count(rec, 1)
+	} else {
+		m.release(rec)
+	}
+	m.mu.Unlock()
+	m.reportExpired(expired)
+	return err
+}
+
+// admitLocked reports why rec cannot be stored now, if it cannot, removing
+// expired records (appended to *expired) where that makes room. Expired
+// records count against no bound, but are only removed when one is hit.
+func (m *Memory) admitLocked(rec *compact, now time.Time, expired *[]*entry) error {
 	if e, ok := m.byID[rec.id]; ok {
 		if !m.isExpired(e, now) {
-			m.mu.Unlock()
 			return ErrExists
 		}
 		m.removeLocked(rec.id, e)
-		expired = append(expired, e)
+		*expired = append(*expired, e)
+	}
+	swept := false
+	sweep := func() {
+		if !swept {
+			swept = true
+			*expired = m.removeExpiredLocked(now, *expired, m.max)
+		}
 	}
 	if len(m.byID) >= m.max {
-		expired = m.removeExpiredLocked(now, expired)
+		if sweep(); len(m.byID) >= m.max {
+			return ErrFull
+		}
 	}
-	if len(m.byID) >= m.max {
-		m.mu.Unlock()
-		m.reportExpired(expired)
-		return ErrFull
+	if m.maxPrin > 0 && m.perPrin[rec.principal] >= m.maxPrin {
+		if sweep(); m.perPrin[rec.principal] >= m.maxPrin {
+			return &LimitError{Limit: "max_per_principal", Max: int64(m.maxPrin)}
+		}
 	}
-	e := &entry{rec: rec, lastSeen: now}
-	m.byID[rec.id] = e
-	m.pushBackLocked(e)
-	m.mu.Unlock()
-	m.reportExpired(expired)
+	if m.maxTenant > 0 && m.perTenant[rec.principal.Tenant] >= m.maxTenant {
+		if sweep(); m.perTenant[rec.principal.Tenant] >= m.maxTenant {
+			return &LimitError{Limit: "max_per_tenant", Max: int64(m.maxTenant)}
+		}
+	}
 	return nil
+}
+
+// count adds d to the counts of rec's principal and tenant, where bounded.
+func (m *Memory) count(rec *compact, d int) {
+	if m.perPrin != nil {
+		if n := m.perPrin[rec.principal] + d; n > 0 {
+			m.perPrin[rec.principal] = n
+		} else {
+			delete(m.perPrin, rec.principal)
+		}
+	}
+	if m.perTenant != nil {
+		if n := m.perTenant[rec.principal.Tenant] + d; n > 0 {
+			m.perTenant[rec.principal.Tenant] = n
+		} else {
+			delete(m.perTenant, rec.principal.Tenant)
+		}
+	}
 }
 
 // Get implements [Store.Get].
@@ -206,6 +291,7 @@ func (m *Memory) SetUpstream(ctx context.Context, id, name, prev string, u Upstr
 	m.mu.Lock()
 	e, ok := m.byID[id]
 	if !ok || m.isExpired(e, now) {
+		m.unintern(u.Capabilities)
 		m.mu.Unlock()
 		return Upstream{}, ErrNotFound
 	}
@@ -215,13 +301,17 @@ func (m *Memory) SetUpstream(ctx context.Context, id, name, prev string, u Upstr
 		cur = e.rec.ups[i].Upstream
 	}
 	if cur.SessionID != prev {
+		m.unintern(u.Capabilities)
 		m.mu.Unlock()
 		return cloneUpstream(cur), ErrConflict
 	}
-	// Copy on write: Gets in flight may still be copying e.rec.
+	// Copy on write: Gets in flight may still be copying e.rec. The new
+	// record takes over the old one's interned references, but for the
+	// entry it replaces.
 	next := *e.rec
 	next.ups = append(make([]namedUpstream, 0, len(e.rec.ups)+1), e.rec.ups...)
 	if i >= 0 {
+		m.unintern(next.ups[i].Capabilities)
 		next.ups[i].Upstream = u
 	} else {
 		next.ups = append(next.ups, namedUpstream{name, u})
@@ -269,11 +359,23 @@ func (m *Memory) sweep(interval time.Duration) {
 		case <-m.stop:
 			return
 		case <-t.C:
+			if m.stopped() { // select picks either when both are ready
+				return
+			}
 			now := m.now()
-			m.mu.Lock()
-			expired := m.removeExpiredLocked(now, nil)
-			m.mu.Unlock()
-			m.reportExpired(expired)
+			// In batches, so that a mass expiry neither holds the lock
+			// (and every Get) for long nor reports more than a batch at
+			// once, and Close need not wait for all of it.
+			for batch := make([]*entry, 0, sweepBatch); ; {
+				m.mu.Lock()
+				batch = m.removeExpiredLocked(now, batch[:0], sweepBatch)
+				m.mu.Unlock()
+				m.reportExpired(batch)
+				clear(batch) // let the records go before the next batch
+				if len(batch) < sweepBatch || m.stopped() {
+					break
+				}
+			}
 
 			m.mbmu.Lock()
 			m.removeExpiredBoxesLocked(now)
@@ -287,12 +389,27 @@ func (m *Memory) isExpired(e *entry, now time.Time) bool {
 	return now.Sub(e.lastSeen) >= m.ttl
 }
 
-// removeExpiredLocked removes the expired records and appends them to dst.
+// sweepBatch is how many expired records the sweeper removes and reports
+// per lock hold.
+const sweepBatch = 1024
+
+// stopped reports whether Close was called.
+func (m *Memory) stopped() bool {
+	select {
+	case <-m.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// removeExpiredLocked removes at most limit expired records and appends them
+// to dst.
 // It walks the list from the least recently seen entry and stops at the
 // first live one. If Now ever goes back, a few expired records may be left
 // for a later sweep; they stay invisible meanwhile.
-func (m *Memory) removeExpiredLocked(now time.Time, dst []*entry) []*entry {
-	for e := m.root.next; e != &m.root && m.isExpired(e, now); {
+func (m *Memory) removeExpiredLocked(now time.Time, dst []*entry, limit int) []*entry {
+	for e, n := m.root.next, 0; e != &m.root && n < limit && m.isExpired(e, now); n++ {
 		next := e.next
 		m.removeLocked(e.rec.id, e)
 		dst = append(dst, e)
@@ -315,7 +432,11 @@ func (m *Memory) reportExpired(expired []*entry) {
 	}
 }
 
+// removeLocked removes e, which is id's, from the store. e.rec stays
+// readable (interned bytes are never modified, only forgotten).
 func (m *Memory) removeLocked(id string, e *entry) {
+	m.count(e.rec, -1)
+	m.release(e.rec)
 	delete(m.byID, id)
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.prev, e.next = nil, nil
@@ -337,9 +458,11 @@ func (m *Memory) moveToBackLocked(e *entry) {
 
 // compact is how Memory keeps a record: small, so that a replica holds
 // many idle sessions (100,000 in well under 200 MiB). The upstream sessions
-// are a short slice instead of a map, and the raw JSON members are interned:
-// most sessions come from a few kinds of client and see the same upstream
-// capabilities, so their bytes are shared.
+// are a short slice instead of a map, and the small raw JSON members are
+// interned: most sessions come from a few kinds of client and see the same
+// upstream capabilities, so their bytes are shared. Clients choose theirs,
+// though, so the table is bounded and forgets a value with the last record
+// holding it; see intern.
 type compact struct {
 	id, version            string
 	clientInfo, clientCaps []byte
@@ -395,29 +518,87 @@ func (c *compact) record() *Record {
 	return r
 }
 
-// maxInterned bounds the intern table: the distinct values are few in
-// practice, but clients choose their info and capabilities.
-const maxInterned = 10_000
+// The intern table's bounds. Clients choose their info and capabilities, so
+// a value is only worth sharing if it is small (the common clients' are a
+// few hundred bytes), and the table holds only so many; a value beyond
+// either is copied into its record alone, and goes with the record. So the
+// table holds at most maxInterned × maxInternBytes bytes, and only values
+// that live records hold.
+const (
+	maxInterned    = 10_000
+	maxInternBytes = 1 << 10
+)
+
+// internEntry is one interned value: s is the map key itself, so the bytes
+// are held once, and refs counts the references live records hold.
+type internEntry struct {
+	s    string
+	refs int
+}
 
 // intern returns a copy of b shared with every other record holding the same
-// bytes. Stored bytes are never modified, and Get hands out copies.
+// bytes, or a copy of its own if b is too large to share or the table is
+// full. Every value intern returns must be passed to unintern exactly once
+// when the record holding it goes. Stored bytes are never modified, and Get
+// hands out copies.
 func (m *Memory) intern(b []byte) []byte {
 	if b == nil {
 		return nil
 	}
+	if len(b) == 0 || len(b) > maxInternBytes {
+		return bytes.Clone(b)
+	}
 	m.imu.Lock()
 	defer m.imu.Unlock()
-	if v, ok := m.interned[string(b)]; ok {
-		return v
+	if ie, ok := m.interned[string(b)]; ok { // no allocation for the lookup
+		ie.refs++
+		return unsafe.Slice(unsafe.StringData(ie.s), len(ie.s))
 	}
-	v := bytes.Clone(b)
-	if len(m.interned) < maxInterned {
-		if m.interned == nil {
-			m.interned = make(map[string][]byte)
-		}
-		m.interned[string(v)] = v
+	if len(m.interned) >= maxInterned {
+		return bytes.Clone(b)
 	}
-	return v
+	if m.interned == nil {
+		m.interned = make(map[string]*internEntry)
+	}
+	ie := &internEntry{s: string(b), refs: 1}
+	m.interned[ie.s] = ie
+	// The string's bytes are never written: callers only read them, and
+	// compact.record copies them out.
+	return unsafe.Slice(unsafe.StringData(ie.s), len(ie.s))
+}
+
+// unintern drops a reference intern returned; once a value has none left,
+// the table forgets it. A value intern copied rather than shared is not in
+// the table (or is, but as other bytes), and is left to the collector.
+func (m *Memory) unintern(b []byte) {
+	if len(b) == 0 || len(b) > maxInternBytes {
+		return
+	}
+	m.imu.Lock()
+	defer m.imu.Unlock()
+	ie, ok := m.interned[string(b)]
+	if !ok || unsafe.StringData(ie.s) != unsafe.SliceData(b) {
+		return
+	}
+	if ie.refs--; ie.refs <= 0 {
+		delete(m.interned, ie.s)
+	}
+}
+
+// release drops the interned references c holds.
+func (m *Memory) release(c *compact) {
+	m.unintern(c.clientInfo)
+	m.unintern(c.clientCaps)
+	for _, u := range c.ups {
+		m.unintern(u.Capabilities)
+	}
+}
+
+// internedLen returns the number of values interned, for tests.
+func (m *Memory) internedLen() int {
+	m.imu.Lock()
+	defer m.imu.Unlock()
+	return len(m.interned)
 }
 
 func cloneUpstream(u Upstream) Upstream {
@@ -429,6 +610,7 @@ func cloneUpstream(u Upstream) Upstream {
 // non-empty: Post hands a message to a waiting Take rather than queue it.
 type mailbox struct {
 	msgs    [][]byte // oldest first; owned by the store
+	size    int64    // bytes in msgs
 	expires time.Time
 	// waiters are the channels of the Takes waiting, longest-waiting first.
 	// Each has room for one message, so that Post never blocks.
@@ -461,7 +643,7 @@ func (m *Memory) Post(ctx context.Context, key string, msg []byte, ttl time.Dura
 		m.boxes[key] = b
 	} else if b.expired(now) {
 		clear(b.msgs)
-		b.msgs = b.msgs[:0]
+		b.msgs, b.size = b.msgs[:0], 0
 	}
 	if len(b.waiters) > 0 {
 		w := b.waiters[0]
@@ -472,10 +654,17 @@ func (m *Memory) Post(ctx context.Context, key string, msg []byte, ttl time.Dura
 		}
 		return nil
 	}
-	if len(b.msgs) >= maxMailboxMessages {
-		return fmt.Errorf("%w: mailbox %q holds %d messages", ErrFull, key, maxMailboxMessages)
+	if len(b.msgs) >= m.boxMsgs {
+		return &LimitError{Limit: "mailbox_messages", Max: int64(m.boxMsgs)}
+	}
+	if b.size+int64(len(msg)) > m.boxBytes {
+		if len(b.msgs) == 0 {
+			delete(m.boxes, key) // do not keep the empty box just made
+		}
+		return &LimitError{Limit: "mailbox_bytes", Max: m.boxBytes}
 	}
 	b.msgs = append(b.msgs, msg)
+	b.size += int64(len(msg))
 	b.expires = now.Add(ttl)
 	return nil
 }
@@ -496,6 +685,7 @@ func (m *Memory) Take(ctx context.Context, key string, wait time.Duration) ([]by
 			msg := b.msgs[0]
 			b.msgs[0] = nil
 			b.msgs = b.msgs[1:]
+			b.size -= int64(len(msg))
 			if len(b.msgs) == 0 {
 				delete(m.boxes, key)
 			}

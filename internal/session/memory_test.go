@@ -1,9 +1,12 @@
 package session_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -422,8 +425,9 @@ func TestMemoryMailboxFull(t *testing.T) {
 				t.Fatalf("Post %d to b: %v", i+1, err)
 			}
 		}
-		if err := post("b"); !errors.Is(err, session.ErrFull) {
-			t.Fatalf("Post 65 to b: got %v, want %v", err, session.ErrFull)
+		var le *session.LimitError
+		if err := post("b"); !errors.As(err, &le) || le.Limit != "mailbox_messages" || le.Max != 64 {
+			t.Fatalf("Post 65 to b: got %v, want a mailbox_messages (64) limit", err)
 		}
 		if _, err := m.Take(ctx, "b", 0); err != nil {
 			t.Fatal(err)
@@ -530,6 +534,197 @@ func TestMemoryMailboxWaits(t *testing.T) {
 		}
 		if msg, err := m.Take(ctx, "k", 0); err != nil || string(msg) != "next" {
 			t.Fatalf("Take = %q, %v; want %q", msg, err, "next")
+		}
+	})
+}
+
+func TestMemoryLimits(t *testing.T) {
+	sessiontest.RunLimits(t, func(t *testing.T, perPrincipal, perTenant int) sessiontest.Limited {
+		clock := newFakeClock()
+		m := newMemory(t, session.MemoryOptions{
+			IdleTTL: time.Minute, Now: clock.Now,
+			MaxPerPrincipal: perPrincipal, MaxPerTenant: perTenant,
+		})
+		return sessiontest.Limited{Store: m, Expire: func(t *testing.T, ids ...string) {
+			clock.Advance(time.Minute)
+		}}
+	})
+}
+
+func TestMemoryMailboxLimits(t *testing.T) {
+	sessiontest.RunMailboxLimits(t, func(t *testing.T, messages int, bytes int64) session.Mailbox {
+		return newMemory(t, session.MemoryOptions{MailboxMessages: messages, MailboxBytes: bytes})
+	})
+}
+
+// TestMemoryInternReleased checks that the intern table holds only values
+// that live records hold: records removed by Delete, by expiry and by a
+// SetUpstream that replaced an entry take their values with them, and no
+// refused call leaves one behind.
+func TestMemoryInternReleased(t *testing.T) {
+	synctest.Test(t, testMemoryInternReleased)
+}
+
+func testMemoryInternReleased(t *testing.T) {
+	m := newMemory(t, session.MemoryOptions{IdleTTL: time.Minute, MaxPerPrincipal: 1000})
+	ctx := t.Context()
+	shared := json.RawMessage(`{"roots":{"listChanged":true}}`)
+	var ids []string
+	for i := range 200 {
+		r := newRecord(strconv.Itoa(i))
+		r.ClientInfo = json.RawMessage(`{"name":"client-` + strconv.Itoa(i) + `"}`)
+		r.ClientCapabilities = shared
+		mustCreate(t, m, r.ID)
+		if err := m.Delete(ctx, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	// 200 client infos, the shared capabilities, and newRecord's values.
+	if n := session.InternedLen(m); n < 201 || n > 210 {
+		t.Fatalf("interned %d values, want about 201", n)
+	}
+	for _, id := range ids[:100] {
+		if err := m.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A refused Create and a conflicting SetUpstream keep nothing.
+	r := newRecord(ids[100])
+	r.ClientInfo = json.RawMessage(`{"name":"refused"}`)
+	if err := m.Create(ctx, r); !errors.Is(err, session.ErrExists) {
+		t.Fatalf("Create of a duplicate: %v", err)
+	}
+	if _, err := m.SetUpstream(ctx, ids[100], "up", "wrong", session.Upstream{Capabilities: json.RawMessage(`{"x":1}`)}); !errors.Is(err, session.ErrConflict) {
+		t.Fatalf("SetUpstream: %v", err)
+	}
+	if _, err := m.SetUpstream(ctx, "unknown", "up", "", session.Upstream{Capabilities: json.RawMessage(`{"x":2}`)}); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("SetUpstream: %v", err)
+	}
+	// A replaced upstream entry lets its capabilities go.
+	for i := range 50 {
+		caps := json.RawMessage(`{"tools":{"n":` + strconv.Itoa(i) + `}}`)
+		if _, err := m.SetUpstream(ctx, ids[150], "up", "", session.Upstream{Capabilities: caps}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := session.InternedLen(m); n < 101 || n > 111 {
+		t.Fatalf("interned %d values after deleting half the records, want about 101", n)
+	}
+	// Expired records go, with their values, when the sweeper removes
+	// them.
+	time.Sleep(time.Minute + time.Minute/2)
+	synctest.Wait()
+	if n := session.InternedLen(m); n != 0 {
+		t.Fatalf("interned %d values after every record went, want 0", n)
+	}
+	if m.Len() != 0 {
+		t.Fatalf("Len = %d, want 0", m.Len())
+	}
+}
+
+// TestMemoryInternHeap creates and deletes records with distinct large
+// client info and capabilities, as a client choosing them would, and
+// checks that the heap comes back to where it was: the store keeps no copy
+// of a value no record holds.
+func TestMemoryInternHeap(t *testing.T) {
+	m := newMemory(t, session.MemoryOptions{})
+	ctx := t.Context()
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	const n, size = 40, 1 << 20 // 40 MiB in, each value twice
+	before := heap()
+	var ids []string
+	for i := range n {
+		r := newRecord(strconv.Itoa(i))
+		big := bytes.Repeat([]byte{'a' + byte(i%26)}, size)
+		r.ClientInfo = json.RawMessage(fmt.Sprintf(`{"name":"%d","pad":"%s"}`, i, big))
+		r.ClientCapabilities = json.RawMessage(fmt.Sprintf(`{"x-%d":"%s"}`, i, big))
+		if err := m.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	// Many distinct small values, more than the table takes.
+	for i := range 12_000 {
+		r := newRecord("small-" + strconv.Itoa(i))
+		r.ClientInfo = json.RawMessage(`{"name":"` + strconv.Itoa(i) + `"}`)
+		if err := m.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	if held := heap(); held < before+2*n*size {
+		t.Fatalf("heap grew by %d bytes holding %d records; want at least %d (is the test measuring?)", held-before, len(ids), 2*n*size)
+	}
+	for _, id := range ids {
+		if err := m.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := session.InternedLen(m); n != 0 {
+		t.Errorf("interned %d values after every record was deleted, want 0", n)
+	}
+	const slack = 4 << 20 // the maps' buckets, which Go does not shrink
+	if after := heap(); after > before+slack {
+		t.Errorf("heap after deleting every record is %d bytes above where it started; want at most %d", after-before, slack)
+	}
+}
+
+// TestMemoryMassExpiry expires many records at once: the sweeper reports
+// them in bounded batches, without the store's lock (OnExpire may call the
+// store), and Close stops it between batches and waits for the batch in
+// progress.
+func TestMemoryMassExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 5000
+		var (
+			m        *session.Memory
+			reported atomic.Int64
+			started  = make(chan struct{})
+			release  = make(chan struct{})
+		)
+		m = newMemory(t, session.MemoryOptions{
+			IdleTTL: time.Minute,
+			OnExpire: func(r *session.Record) {
+				if reported.Add(1) == 1 {
+					close(started)
+					<-release
+				}
+				m.Len() // the lock is free
+			},
+		})
+		for i := range n {
+			mustCreate(t, m, strconv.Itoa(i))
+		}
+		time.Sleep(2 * time.Minute)
+		<-started
+		closed := make(chan struct{})
+		go func() {
+			m.Close()
+			close(closed)
+		}()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned while OnExpire was running")
+		default:
+		}
+		close(release)
+		<-closed
+		got := reported.Load()
+		if got == 0 || got > 1024 {
+			t.Errorf("OnExpire called %d times before Close returned, want one batch (1..1024)", got)
+		}
+		if l := m.Len(); l != n-int(got) {
+			t.Errorf("Len after Close = %d, want %d (the records not reported stay until Create needs room)", l, n-int(got))
 		}
 	})
 }

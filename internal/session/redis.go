@@ -3,11 +3,14 @@ package session
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +41,29 @@ const (
 	redisFieldMeta  = "meta"
 	redisFieldUp    = "up:"
 	redisFieldUpSID = "sid:"
+	// The fields naming the count sets a record is in, if any; see
+	// "Per-principal and per-tenant bounds".
+	redisFieldPrinSet   = "principal_set"
+	redisFieldTenantSet = "tenant_set"
+)
+
+// The keys of the count sets; see "Per-principal and per-tenant bounds".
+const (
+	redisTenantInfix  = "tenant:{"
+	redisTenantSuffix = "}"
+	redisPrinInfix    = ":principal:"
+)
+
+// minRedisSetTTL is the least a count set lives after the last Create that
+// touched it; see "Per-principal and per-tenant bounds".
+const minRedisSetTTL = 24 * time.Hour
+
+// pruneBatch is how many members of a full count set one round of Create
+// checks for liveness, and maxPruneRounds how many rounds it takes at most
+// before it refuses: 32 × 512 members covers any plausible bound.
+const (
+	pruneBatch     = 512
+	maxPruneRounds = 32
 )
 
 // The keys of a mailbox and of a waiting Take's wake-up list; see
@@ -46,6 +72,7 @@ const (
 	redisMailboxInfix  = "mbox:{"
 	redisMailboxSuffix = "}"
 	redisWakeInfix     = ":wake:"
+	redisBytesSuffix   = ":bytes"
 )
 
 // RedisOptions configures a [Redis] store. The zero value is usable.
@@ -57,6 +84,17 @@ type RedisOptions struct {
 	// Logger receives reports of records the store cannot decode. If nil,
 	// the store does not log.
 	Logger *slog.Logger
+	// MaxPerPrincipal and MaxPerTenant bound the live records of one
+	// Principal and of one Principal.Tenant, across every replica sharing
+	// the Redis: Create fails with a *[LimitError] beyond them. Zero or
+	// negative means no bound (and no count is kept).
+	MaxPerPrincipal int
+	MaxPerTenant    int
+	// MailboxMessages and MailboxBytes bound what one mailbox holds: Post
+	// fails with a *[LimitError] beyond them. If zero or negative,
+	// DefaultMailboxMessages and DefaultMailboxBytes are used.
+	MailboxMessages int
+	MailboxBytes    int64
 }
 
 // Redis is a [Store] that keeps records in Redis, so that every replica of
@@ -98,7 +136,10 @@ type RedisOptions struct {
 // Every call is one round trip: Create and SetUpstream are one EVALSHA each
 // (two round trips only the first time a Redis server sees the script, which
 // then falls back to EVAL), Get is one MULTI/EXEC of PEXPIRE and HGETALL,
-// Delete is one DEL.
+// Delete is one EVALSHA (DEL, returning the count sets named in the hash).
+// With a per-principal or per-tenant bound, Create takes one more EVALSHA
+// first (more when a set is full, see below), and Delete one ZREM
+// pipeline after; Get and SetUpstream are unchanged.
 //
 // # LastSeen
 //
@@ -123,14 +164,65 @@ type RedisOptions struct {
 // wait that is not a whole number of seconds needs Redis 6.0 (a fractional
 // BLPOP timeout); it is tested with Redis 7.0.
 //
+// # Per-principal and per-tenant bounds
+//
+// With MaxPerTenant or MaxPerPrincipal set, each tenant has a sorted set at
+// <prefix>tenant:{<t>} and each principal one at
+// <prefix>tenant:{<t>}:principal:<p>, where <t> and <p> are the first 128
+// bits of the SHA-256 of the tenant and of the principal, in hex (fixed
+// length, and no brace a tenant name could bring in). Members are session
+// ids, scored by when the session would expire if never used again (Unix
+// ms). Both sets of a tenant share the hash tag {<t>}, so one script
+// checks and updates both atomically, in Cluster too; a session key is in
+// a slot of its own, so no script reads one beside a set.
+//
+// Create first runs a script on the sets: it counts the sets' members and,
+// below both bounds, adds the id to them (setting the sets' expiry) before
+// the record is written; a record that then cannot be written (ErrExists,
+// a failure) is taken out again. A session is not told to the sets when it
+// expires inside Redis, and a Get resets its expiry without touching the
+// sets (that would cost the per-call path a write), so a member's score is
+// only a lower bound of its expiry. When a set is full, the script returns
+// the members whose score has passed; Create asks Redis for those
+// sessions' PTTL (one pipeline) and runs the script again, telling it
+// which are gone (it removes them, unless a Create re-added them since)
+// and when the live ones now expire (it rescores them), up to
+// maxPruneRounds times. So expired sessions never count against a bound,
+// and a member is checked at most once per idle TTL of its session. A
+// new member is scored a full idle TTL ahead, so another replica's pruning
+// never takes it for gone before its record is written (replica clocks
+// must agree to well within the idle TTL). Delete removes the id from the
+// sets its hash names (fields principal_set and tenant_set).
+//
+// A set expires max(24h, IdleTTL) after the last Create that added to it,
+// so the sets of principals that stopped coming do not stay for ever. A
+// principal that keeps sessions alive by using them, and creates none for
+// that long, has them counted no longer: the bound is exact against any
+// caller who creates sessions faster than once a day. Changing the bounds
+// from zero to non-zero leaves the sessions created before uncounted until
+// they expire.
+//
 // # Mailboxes
 //
 // Redis is also a [Mailbox]. The mailbox under key is a list at
-// <prefix>mbox:{<key>}: Post is one MULTI/EXEC of RPUSH and PEXPIRE, Take is
-// one BLPOP (LPOP for a zero wait). Mailbox keys cannot collide with session
-// keys: they start with "mbox:" where those start with "session:". Unlike
-// Memory, Redis bounds neither the mailboxes nor their messages: Redis's
-// maxmemory does (Post fails with ErrFull when Redis is out of memory).
+// <prefix>mbox:{<key>}, and the bytes of its messages a counter at
+// <prefix>mbox:{<key>}:bytes, in the same slot. Post is one script that
+// checks LLEN against MailboxMessages and the counter plus the message
+// against MailboxBytes, then RPUSHes, adds to the counter and sets both
+// keys' expiry; it refuses with a *[LimitError] and changes nothing when
+// the message would not fit. Take is one BLPOP (a script of LPOP and the
+// counter's decrement for a zero wait); a Take whose BLPOP popped a
+// message decrements the counter in a second round trip, since a blocking
+// pop cannot run inside a script. Between the pop and that decrement the
+// counter counts the message still, so it never counts fewer bytes than
+// the list holds; should the decrement be lost (Redis failing just then),
+// it counts more until the mailbox expires, which only refuses Posts
+// early. (A counter is exact where summing the messages in Lua on each
+// Post would copy up to MailboxBytes each time.) The number of mailboxes
+// is bounded by Redis's maxmemory (Post fails with ErrFull when Redis is
+// out of memory) and by the gateway, which posts only for requests it
+// sent. Mailbox keys cannot collide with session keys: they start with
+// "mbox:" where those start with "session:".
 //
 // A Take's BLPOP parks a connection for up to its wait, so Takes use a pool
 // of connections of their own, of go-redis's default size (10 per
@@ -159,8 +251,13 @@ type Redis struct {
 	blocking    redis.UniversalClient
 	prefix      string
 	ttl         time.Duration
+	setTTL      time.Duration
 	callTimeout time.Duration
 	logger      *slog.Logger
+
+	maxPrin, maxTenant int
+	boxMsgs            int
+	boxBytes           int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -183,6 +280,107 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
+`)
+
+	// redisReserve counts a new session against the count sets of its
+	// principal (KEYS[1]) and tenant (KEYS[2]); see "Per-principal and
+	// per-tenant bounds". ARGV: id, score, now (both Unix ms), set TTL in
+	// ms, principal bound, tenant bound (0: that set is not kept), the
+	// number of ids found gone, those ids, then id, score pairs of live
+	// sessions to rescore. A member found gone is removed only if its score
+	// has passed: a Create may have re-added it since. Returns {0, added to
+	// principal set, added to tenant set} (1 or 0 each: an id already a
+	// member is not counted twice) or, over a bound, {1 (principal) or 2
+	// (tenant), members of that set whose score has passed}.
+	redisReserve = redis.NewScript(`
+local now = tonumber(ARGV[3])
+local caps = {tonumber(ARGV[5]), tonumber(ARGV[6])}
+local i = 8
+for j = 1, tonumber(ARGV[7]) do
+	for k = 1, 2 do
+		local s = redis.call('ZSCORE', KEYS[k], ARGV[i])
+		if s and tonumber(s) <= now then
+			redis.call('ZREM', KEYS[k], ARGV[i])
+		end
+	end
+	i = i + 1
+end
+while i < #ARGV do
+	for k = 1, 2 do
+		local s = redis.call('ZSCORE', KEYS[k], ARGV[i])
+		if s and tonumber(s) <= now then
+			redis.call('ZADD', KEYS[k], ARGV[i + 1], ARGV[i])
+		end
+	end
+	i = i + 2
+end
+local member = {false, false}
+for k = 1, 2 do
+	if caps[k] > 0 then
+		member[k] = redis.call('ZSCORE', KEYS[k], ARGV[1])
+		if not member[k] and redis.call('ZCARD', KEYS[k]) >= caps[k] then
+			return {k, redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', now, 'LIMIT', 0, ` + strconv.Itoa(pruneBatch) + `)}
+		end
+	end
+end
+local added = {0, 0}
+for k = 1, 2 do
+	if caps[k] > 0 then
+		added[k] = redis.call('ZADD', KEYS[k], ARGV[2], ARGV[1])
+		redis.call('PEXPIRE', KEYS[k], ARGV[4])
+	end
+end
+return {0, added[1], added[2]}
+`)
+
+	// redisDelete deletes a session and returns the count sets its hash
+	// names ({principal set or false, tenant set or false}).
+	redisDelete = redis.NewScript(`
+local sets = redis.call('HMGET', KEYS[1], '` + redisFieldPrinSet + `', '` + redisFieldTenantSet + `')
+redis.call('DEL', KEYS[1])
+return sets
+`)
+
+	// redisPost appends ARGV[1] to the mailbox list KEYS[1] and counts its
+	// bytes in KEYS[2], unless that would take the list past ARGV[3]
+	// messages (returns -1) or ARGV[4] bytes (returns -2); then sets both
+	// keys' expiry to ARGV[2] ms and returns 1.
+	redisPost = redis.NewScript(`
+if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[3]) then
+	return -1
+end
+local used = tonumber(redis.call('GET', KEYS[2]) or '0')
+if used + #ARGV[1] > tonumber(ARGV[4]) then
+	return -2
+end
+redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('INCRBY', KEYS[2], #ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1
+`)
+
+	// redisTakeNow pops the oldest message of the mailbox list KEYS[1] and
+	// takes its bytes off the counter KEYS[2]; nil if there is none.
+	redisTakeNow = redis.NewScript(`
+local m = redis.call('LPOP', KEYS[1])
+if not m then
+	return false
+end
+if redis.call('DECRBY', KEYS[2], #m) <= 0 then
+	redis.call('DEL', KEYS[2])
+end
+return m
+`)
+
+	// redisTook takes ARGV[1] bytes, popped by a BLPOP, off the mailbox
+	// counter KEYS[1]. A counter at zero or below is deleted: it counts no
+	// message (below zero only if it expired meanwhile).
+	redisTook = redis.NewScript(`
+if redis.call('DECRBY', KEYS[1], ARGV[1]) <= 0 then
+	redis.call('DEL', KEYS[1])
+end
 return 1
 `)
 
@@ -265,14 +463,26 @@ func NewRedis(cfg config.Redis, opts RedisOptions) (*Redis, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Redis{
+	r := &Redis{
 		client:      redis.NewUniversalClient(uo),
 		blocking:    redis.NewUniversalClient(&blocking),
 		prefix:      prefix,
 		ttl:         ttl,
+		setTTL:      max(ttl, minRedisSetTTL),
 		callTimeout: timeout + poolTimeout,
 		logger:      logger,
-	}, nil
+		maxPrin:     max(opts.MaxPerPrincipal, 0),
+		maxTenant:   max(opts.MaxPerTenant, 0),
+		boxMsgs:     opts.MailboxMessages,
+		boxBytes:    opts.MailboxBytes,
+	}
+	if r.boxMsgs <= 0 {
+		r.boxMsgs = DefaultMailboxMessages
+	}
+	if r.boxBytes <= 0 {
+		r.boxBytes = DefaultMailboxBytes
+	}
+	return r, nil
 }
 
 // Close closes the connections to Redis. Calls after Close fail with
@@ -310,7 +520,7 @@ func (r *Redis) Create(ctx context.Context, rec *Record) error {
 	if err != nil {
 		return fmt.Errorf("session: encoding record: %w", err)
 	}
-	args := make([]any, 0, 3+4*len(rec.Upstreams))
+	args := make([]any, 0, 7+4*len(rec.Upstreams))
 	args = append(args, r.ttl.Milliseconds(), redisFieldMeta, metaJSON)
 	for name, u := range rec.Upstreams {
 		up, err := marshalCompact(&u)
@@ -320,18 +530,159 @@ func (r *Redis) Create(ctx context.Context, rec *Record) error {
 		args = append(args, redisFieldUp+name, up, redisFieldUpSID+name, u.SessionID)
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, r.callTimeout)
+	var res *reservation
+	if r.maxPrin > 0 || r.maxTenant > 0 {
+		res, err = r.reserve(ctx, rec.ID, rec.Principal, now)
+		if err != nil {
+			return err
+		}
+		if r.maxPrin > 0 {
+			args = append(args, redisFieldPrinSet, res.keys[0])
+		}
+		if r.maxTenant > 0 {
+			args = append(args, redisFieldTenantSet, res.keys[1])
+		}
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, r.callTimeout)
 	defer cancel()
-	created, err := redisCreate.Run(ctx, r.client, []string{r.key(rec.ID)}, args...).Int()
+	created, err := redisCreate.Run(cctx, r.client, []string{r.key(rec.ID)}, args...).Int()
 	switch {
 	case redis.IsOOMError(err):
-		return fmt.Errorf("%w: %w", ErrFull, err)
+		err = fmt.Errorf("%w: %w", ErrFull, err)
 	case err != nil:
-		return unavailable("create", err)
+		err = unavailable("create", err)
 	case created == 0:
-		return ErrExists
+		err = ErrExists
 	}
-	return nil
+	if err != nil && res != nil {
+		r.unreserve(ctx, rec.ID, res)
+	}
+	return err
+}
+
+// reservation is what [Redis.reserve] added a session to.
+type reservation struct {
+	keys  [2]string // principal set, tenant set
+	added [2]bool
+}
+
+// countSets returns the keys of the count sets of p and of its tenant.
+func (r *Redis) countSets(p Principal) [2]string {
+	th := sha256.Sum256([]byte(p.Tenant))
+	// Lengths first, so that no two principals hash the same input.
+	ph := sha256.Sum256(fmt.Appendf(nil, "%d:%s%d:%s%s", len(p.Issuer), p.Issuer, len(p.Subject), p.Subject, p.Tenant))
+	tenant := r.prefix + redisTenantInfix + hex.EncodeToString(th[:16]) + redisTenantSuffix
+	return [2]string{tenant + redisPrinInfix + hex.EncodeToString(ph[:16]), tenant}
+}
+
+// reserve counts session id against the bounds of p and its tenant, or
+// fails with a *LimitError; see "Per-principal and per-tenant bounds".
+func (r *Redis) reserve(ctx context.Context, id string, p Principal, now time.Time) (*reservation, error) {
+	res := &reservation{keys: r.countSets(p)}
+	nowMs := now.UnixMilli()
+	base := []any{id, now.Add(r.ttl).UnixMilli(), nowMs, r.setTTL.Milliseconds(), r.maxPrin, r.maxTenant}
+	var gone []string
+	var alive []any
+	var limit *LimitError
+	for range maxPruneRounds {
+		args := append(append(append(slices.Clip(base), len(gone)), toAny(gone)...), alive...)
+		cctx, cancel := context.WithTimeout(ctx, r.callTimeout)
+		reply, err := redisReserve.Run(cctx, r.client, res.keys[:], args...).Slice()
+		cancel()
+		switch {
+		case redis.IsOOMError(err):
+			return nil, fmt.Errorf("%w: %w", ErrFull, err)
+		case err != nil:
+			return nil, unavailable("create", err)
+		case len(reply) < 2:
+			return nil, fmt.Errorf("session: create: unexpected reply %v from redis", reply)
+		}
+		which, _ := reply[0].(int64)
+		if which == 0 && len(reply) == 3 {
+			a0, _ := reply[1].(int64)
+			a1, _ := reply[2].(int64)
+			res.added = [2]bool{a0 == 1, a1 == 1}
+			return res, nil
+		}
+		limit = &LimitError{Limit: "max_per_principal", Max: int64(r.maxPrin)}
+		if which == 2 {
+			limit = &LimitError{Limit: "max_per_tenant", Max: int64(r.maxTenant)}
+		}
+		stale, _ := reply[1].([]any)
+		if len(stale) == 0 {
+			return nil, limit
+		}
+		if gone, alive, err = r.checkStale(ctx, stale, nowMs); err != nil {
+			return nil, err
+		}
+	}
+	// Still full, with members left unchecked: refuse rather than make the
+	// caller wait; the next Create goes on where this one stopped.
+	return nil, limit
+}
+
+// checkStale asks Redis whether the sessions stale names still live, in one
+// pipeline, and returns the ids of those gone and id, score pairs for those
+// alive, scored by when they now expire.
+func (r *Redis) checkStale(ctx context.Context, stale []any, nowMs int64) (gone []string, alive []any, err error) {
+	ctx, cancel := context.WithTimeout(ctx, r.callTimeout)
+	defer cancel()
+	ids := make([]string, 0, len(stale))
+	for _, v := range stale {
+		if id, ok := v.(string); ok {
+			ids = append(ids, id)
+		}
+	}
+	cmds, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, id := range ids {
+			p.PTTL(ctx, r.key(id))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, unavailable("create", err)
+	}
+	for i, c := range cmds {
+		d := c.(*redis.DurationCmd).Val()
+		switch {
+		case d == -2: // go-redis keeps Redis's -2 (no key) as is
+			gone = append(gone, ids[i])
+		case d < 0: // no expiry: not a key this store wrote, but alive
+			alive = append(alive, ids[i], nowMs+r.ttl.Milliseconds())
+		default: // past now, or the next round would check it again
+			alive = append(alive, ids[i], nowMs+max(d.Milliseconds(), 1))
+		}
+	}
+	return gone, alive, nil
+}
+
+// unreserve takes id out of the sets reserve added it to, for a record that
+// was not written. If that fails, the sets count it until its score passes
+// and a full set's check finds it gone.
+func (r *Redis) unreserve(ctx context.Context, id string, res *reservation) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.callTimeout)
+	defer cancel()
+	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range res.keys {
+			if res.added[i] {
+				p.ZRem(ctx, k, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		r.logger.WarnContext(ctx, "cannot uncount a session that was not created; it counts until it would have expired",
+			slog.String("error", err.Error()))
+	}
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
 }
 
 // Get implements [Store.Get]. The returned LastSeen is the time of the call.
@@ -404,8 +755,31 @@ func (r *Redis) SetUpstream(ctx context.Context, id, name, prev string, u Upstre
 func (r *Redis) Delete(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, r.callTimeout)
 	defer cancel()
-	if err := r.client.Del(ctx, r.key(id)).Err(); err != nil {
+	sets, err := redisDelete.Run(ctx, r.client, []string{r.key(id)}).Slice()
+	if err != nil {
 		return unavailable("delete", err)
+	}
+	var keys []string
+	for _, v := range sets {
+		if k, ok := v.(string); ok && k != "" {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	// Both sets share a slot, so this is one round trip in Cluster too.
+	_, err = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.ZRem(ctx, k, id)
+		}
+		return nil
+	})
+	if err != nil {
+		// The record is gone; the sets count it until a full set's check
+		// finds it so.
+		r.logger.WarnContext(ctx, "cannot uncount a deleted session; it counts until it would have expired",
+			slog.String("error", err.Error()))
 	}
 	return nil
 }
@@ -419,16 +793,17 @@ func (r *Redis) Post(ctx context.Context, key string, msg []byte, ttl time.Durat
 	k := r.mailboxKey(key)
 	ctx, cancel := context.WithTimeout(ctx, r.callTimeout)
 	defer cancel()
-	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.RPush(ctx, k, msg)
-		p.PExpire(ctx, k, ceilMillis(ttl))
-		return nil
-	})
+	n, err := redisPost.Run(ctx, r.client, []string{k, k + redisBytesSuffix},
+		msg, ceilMillis(ttl).Milliseconds(), r.boxMsgs, r.boxBytes).Int()
 	switch {
 	case redis.IsOOMError(err):
 		return fmt.Errorf("%w: %w", ErrFull, err)
 	case err != nil:
 		return unavailable("post", err)
+	case n == -1:
+		return &LimitError{Limit: "mailbox_messages", Max: int64(r.boxMsgs)}
+	case n == -2:
+		return &LimitError{Limit: "mailbox_bytes", Max: r.boxBytes}
 	}
 	return nil
 }
@@ -472,6 +847,7 @@ func (r *Redis) Take(ctx context.Context, key string, wait time.Duration) ([]byt
 	}
 	switch {
 	case err == nil && len(res) == 2 && res[0] == k:
+		r.took(ctx, k, len(res[1]))
 		// Even if ctx ended meanwhile: the message is popped, and would be
 		// lost if not returned.
 		return []byte(res[1]), nil
@@ -489,14 +865,26 @@ func (r *Redis) Take(ctx context.Context, key string, wait time.Duration) ([]byt
 func (r *Redis) takeNow(ctx context.Context, k string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.callTimeout)
 	defer cancel()
-	msg, err := r.client.LPop(ctx, k).Bytes()
+	msg, err := redisTakeNow.Run(ctx, r.client, []string{k, k + redisBytesSuffix}).Text()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, ErrNotFound
 	case err != nil:
 		return nil, unavailable("take", err)
 	}
-	return msg, nil
+	return []byte(msg), nil
+}
+
+// took takes n bytes that a BLPOP popped off mailbox list k's counter. If
+// that fails, the counter counts them until the mailbox expires; see
+// "Mailboxes" in the Redis doc comment.
+func (r *Redis) took(ctx context.Context, k string, n int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.callTimeout)
+	defer cancel()
+	if err := redisTook.Run(ctx, r.client, []string{k + redisBytesSuffix}, n).Err(); err != nil {
+		r.logger.WarnContext(ctx, "cannot uncount a message taken from a mailbox; it counts until the mailbox expires",
+			slog.String("error", err.Error()))
+	}
 }
 
 // wake ends the BLPOP of a Take whose ctx ended by pushing to its wake-up

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -640,6 +641,13 @@ func TestRedisMailboxLayout(t *testing.T) {
 	if ttl := e.raw.PTTL(ctx, k).Val(); ttl <= 59*time.Second || ttl > time.Minute {
 		t.Errorf("PTTL %s = %v, want just under 1m", k, ttl)
 	}
+	// The byte counter, in the same slot, expires with the list.
+	if got := e.raw.Get(ctx, k+":bytes").Val(); got != "6" {
+		t.Errorf("GET %s:bytes = %q, want 6", k, got)
+	}
+	if ttl := e.raw.PTTL(ctx, k+":bytes").Val(); ttl <= 59*time.Second || ttl > time.Minute {
+		t.Errorf("PTTL %s:bytes = %v, want just under 1m", k, ttl)
+	}
 
 	other := session.NewID()
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -652,7 +660,167 @@ func TestRedisMailboxLayout(t *testing.T) {
 	if _, err := s.Take(cctx, other, 10*time.Second); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Take: got %v, want %v", err, context.Canceled)
 	}
-	if keys := e.raw.Keys(ctx, e.prefix+"*").Val(); !slices.Equal(keys, []string{k}) {
-		t.Errorf("keys after cancelled Takes: %q, want only %q", keys, k)
+	keys := e.raw.Keys(ctx, e.prefix+"*").Val()
+	slices.Sort(keys)
+	if want := []string{k, k + ":bytes"}; !slices.Equal(keys, want) {
+		t.Errorf("keys after cancelled Takes: %q, want only %q", keys, want)
+	}
+
+	// Taking every message, blocking or not, leaves nothing behind.
+	if _, err := s.Take(ctx, key, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.raw.Get(ctx, k+":bytes").Val(); got != "3" {
+		t.Errorf("GET %s:bytes after a Take = %q, want 3", k, got)
+	}
+	if _, err := s.Take(ctx, key, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if keys := e.raw.Keys(ctx, e.prefix+"*").Val(); len(keys) != 0 {
+		t.Errorf("keys after every message was taken: %q, want none", keys)
+	}
+}
+
+func TestRedisLimits(t *testing.T) {
+	sessiontest.RunLimits(t, func(t *testing.T, perPrincipal, perTenant int) sessiontest.Limited {
+		// Sessions expire inside Redis, which tells nobody: the store must
+		// find out by itself. A short idle TTL, waited out, is how they
+		// expire in production; a PEXPIRE that cut a session's life short
+		// of it would be a session the store may count until its idle TTL
+		// has passed.
+		const ttl = 1500 * time.Millisecond
+		e := newRedisEnv(t)
+		s := e.store(session.RedisOptions{IdleTTL: ttl, MaxPerPrincipal: perPrincipal, MaxPerTenant: perTenant})
+		return sessiontest.Limited{Store: s, Expire: func(t *testing.T, ids ...string) {
+			time.Sleep(ttl + 50*time.Millisecond)
+		}}
+	})
+}
+
+func TestRedisMailboxLimits(t *testing.T) {
+	sessiontest.RunMailboxLimits(t, func(t *testing.T, messages int, bytes int64) session.Mailbox {
+		return newRedisEnv(t).store(session.RedisOptions{MailboxMessages: messages, MailboxBytes: bytes})
+	})
+}
+
+// TestRedisLimitsReplicas holds two replicas to one bound: Creates racing
+// on both, sessions kept alive past their first expiry by Gets (which do
+// not touch the count sets), a Delete on the other replica, and the
+// documented layout of the count sets.
+func TestRedisLimitsReplicas(t *testing.T) {
+	const ttl = time.Second
+	e := newRedisEnv(t)
+	opts := session.RedisOptions{IdleTTL: ttl, MaxPerPrincipal: 3, MaxPerTenant: 5}
+	a, b := e.store(opts), e.store(opts)
+	ctx := t.Context()
+	alice := session.Principal{Issuer: "https://issuer.example", Subject: "alice", Tenant: "acme"}
+	newRec := func(p session.Principal) *session.Record {
+		r := newRedisRecord()
+		r.Principal = p
+		return r
+	}
+
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		ids []string
+	)
+	for i := range 16 {
+		wg.Go(func() {
+			r := newRec(alice)
+			err := []*session.Redis{a, b}[i%2].Create(ctx, r)
+			switch {
+			case err == nil:
+				mu.Lock()
+				ids = append(ids, r.ID)
+				mu.Unlock()
+			case !errors.Is(err, session.ErrLimit):
+				t.Errorf("Create: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(ids) != 3 {
+		t.Fatalf("%d Creates on two replicas succeeded, want 3", len(ids))
+	}
+
+	// Layout: the hash names the sets; the sets share the tenant's slot.
+	fields := e.raw.HGetAll(ctx, e.key(ids[0])).Val()
+	tset, pset := fields["tenant_set"], fields["principal_set"]
+	if !strings.HasPrefix(tset, e.prefix+"tenant:{") || !strings.HasSuffix(tset, "}") || len(tset) != len(e.prefix)+len("tenant:{}")+32 {
+		t.Errorf("tenant_set = %q, want %stenant:{<32 hex digits>}", tset, e.prefix)
+	}
+	if !strings.HasPrefix(pset, tset+":principal:") || len(pset) != len(tset)+len(":principal:")+32 {
+		t.Errorf("principal_set = %q, want %s:principal:<32 hex digits>", pset, tset)
+	}
+	for _, k := range []string{tset, pset} {
+		got := e.raw.ZRange(ctx, k, 0, -1).Val()
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(ids))
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("members of %s mismatch (-want +got):\n%s", k, diff)
+		}
+		if d := e.raw.PTTL(ctx, k).Val(); d < 23*time.Hour || d > 24*time.Hour {
+			t.Errorf("PTTL %s = %v, want about 24h", k, d)
+		}
+	}
+
+	// Used, the sessions outlive the expiry their scores were set for, and
+	// still count.
+	for end := time.Now().Add(ttl + ttl/2); time.Now().Before(end); time.Sleep(ttl / 5) {
+		for _, id := range ids {
+			if _, err := a.Get(ctx, id); err != nil {
+				t.Fatalf("Get(%q): %v", id, err)
+			}
+		}
+	}
+	var le *session.LimitError
+	before := time.Now().UnixMilli()
+	if err := b.Create(ctx, newRec(alice)); !errors.As(err, &le) || le.Limit != "max_per_principal" {
+		t.Fatalf("Create over the bound with live sessions past their first expiry: got %v, want max_per_principal", err)
+	}
+	// They were rescored by when they now expire: after the Create began.
+	for _, z := range e.raw.ZRangeWithScores(ctx, pset, 0, -1).Val() {
+		if int64(z.Score) < before {
+			t.Errorf("member %v was not rescored past the Create's start (%d)", z, before)
+		}
+	}
+
+	// A Delete on either replica frees a place at once.
+	if err := b.Delete(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.raw.ZCard(ctx, pset).Val(); n != 2 {
+		t.Errorf("ZCARD %s after Delete = %d, want 2", pset, n)
+	}
+	if err := a.Create(ctx, newRec(alice)); err != nil {
+		t.Fatalf("Create after a Delete: %v", err)
+	}
+
+	// The tenant's bound counts other principals.
+	for _, sub := range []string{"bob", "carol"} {
+		if err := a.Create(ctx, newRec(session.Principal{Issuer: alice.Issuer, Subject: sub, Tenant: "acme"})); err != nil {
+			t.Fatalf("Create for %s: %v", sub, err)
+		}
+	}
+	if err := b.Create(ctx, newRec(session.Principal{Issuer: alice.Issuer, Subject: "dave", Tenant: "acme"})); !errors.As(err, &le) || le.Limit != "max_per_tenant" {
+		t.Fatalf("Create over the tenant bound: got %v, want max_per_tenant", err)
+	}
+}
+
+// TestRedisLimitsUnbounded checks that a store without bounds keeps no
+// count sets (and so costs nothing more per Create).
+func TestRedisLimitsUnbounded(t *testing.T) {
+	e := newRedisEnv(t)
+	s := e.store(session.RedisOptions{})
+	r := newRedisRecord()
+	if err := s.Create(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(t.Context(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if keys := e.raw.Keys(t.Context(), e.prefix+"*").Val(); len(keys) != 0 {
+		t.Errorf("keys left: %q", keys)
 	}
 }

@@ -51,8 +51,8 @@ var ErrConflict = errors.New("session record changed concurrently")
 var ErrExists = errors.New("session already exists")
 
 // ErrFull is returned by [Store.Create] when the store holds as many sessions
-// as it may, and by [Mailbox.Post] when the store holds as many mailboxes, or
-// the mailbox as many messages, as it may.
+// as it may, and by [Mailbox.Post] when the store holds as many mailboxes as
+// it may (or Redis is out of memory).
 var ErrFull = errors.New("session store is full")
 
 // ErrLimit is returned by [Store.Create] when the record's principal or
@@ -122,8 +122,9 @@ type Upstream struct {
 type Store interface {
 	// Create stores a copy of a new record. It sets the stored LastSeen to the
 	// current time, and Created too if it is zero. It fails with ErrExists
-	// when a live record has the same id, and with ErrFull when the store is
-	// at capacity.
+	// when a live record has the same id, with ErrFull when the store is
+	// at capacity, and with a *LimitError (ErrLimit) when r's principal or
+	// tenant holds as many live records as the store allows it.
 	Create(ctx context.Context, r *Record) error
 	// Get returns the record and refreshes its idle expiry. It returns
 	// ErrNotFound for an unknown or expired id. The returned record is the
@@ -154,7 +155,10 @@ type Mailbox interface {
 	// Post appends a copy of msg to the queue under key and (re)sets the
 	// queue's expiry to ttl, which must be positive: messages not taken
 	// within ttl of the last Post are dropped. It never waits for a Take.
-	// It fails with ErrFull when the store cannot hold the message.
+	// It fails with ErrFull when the store cannot hold the message, and
+	// with a *LimitError (ErrLimit) when the mailbox holds as many
+	// messages, or would hold more bytes, than the store allows one; a
+	// refused Post changes nothing.
 	Post(ctx context.Context, key string, msg []byte, ttl time.Duration) error
 	// Take removes and returns the oldest message under key, waiting up to
 	// wait for one to be posted if there is none; a zero or negative wait
