@@ -198,9 +198,7 @@ func TestRefusedInitializeOpensNoUpstreamSession(t *testing.T) {
 // TestSessionCapsPerPrincipal: one principal's initializes beyond
 // sessions.max_per_principal get 429 with Retry-After, naming the limit,
 // and contact no upstream; another principal of the tenant still gets in.
-// In both stores. It needs the stores' per-principal cap
-// (internal/session), and says so by skipping where a store does not
-// enforce it yet.
+// In both stores.
 func TestSessionCapsPerPrincipal(t *testing.T) {
 	for _, store := range []string{config.StoreMemory, config.StoreRedis} {
 		t.Run(store, func(t *testing.T) {
@@ -214,9 +212,6 @@ func TestSessionCapsPerPrincipal(t *testing.T) {
 			hc := testkit.NewHostileClient(t, url)
 			hc.Token = labToken(t, lab, url, "mallory", "acme")
 			rs := hc.Initializes(t.Context(), 4, 1)
-			if rs[2].Status == http.StatusOK {
-				t.Skip("the session store does not enforce sessions.max_per_principal yet")
-			}
 			for _, r := range rs[2:] {
 				wantRPCError(t, "initialize over the cap", r, http.StatusTooManyRequests, -32600, "sessions_per_principal (2)")
 				if ra, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 {

@@ -84,7 +84,7 @@ func TestHostileSessionCapPerPrincipal(t *testing.T) {
 			}
 			for _, url := range []string{one, two} {
 				resp, body := do(t, post(t, url, "", initBody))
-				if resp.StatusCode < 400 || resp.Header.Get("Mcp-Session-Id") != "" {
+				if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Mcp-Session-Id") != "" {
 					t.Fatalf("initialize over max_per_principal: %d, session id %q; want a refusal without an id",
 						resp.StatusCode, resp.Header.Get("Mcp-Session-Id"))
 				}
@@ -100,7 +100,7 @@ func TestHostileSessionCapPerPrincipal(t *testing.T) {
 			}
 			hostileStoreDelete(t, two, sids[0])
 			initialize(t, one)
-			if resp, _ := do(t, post(t, one, "", initBody)); resp.StatusCode < 400 {
+			if resp, _ := do(t, post(t, one, "", initBody)); resp.StatusCode != http.StatusTooManyRequests {
 				t.Fatalf("initialize over max_per_principal after one DELETE and one initialize: %d", resp.StatusCode)
 			}
 		})

@@ -240,6 +240,13 @@ sessions:
   store: memory
   idle_ttl: 30m
   max_sessions: %d
+  # One anonymous principal opens every session and stream: the caps per
+  # principal and tenant would be the limits measured, not the gateway.
+  max_per_principal: %[3]d
+  max_per_tenant: %[3]d
+limits:
+  streams_per_principal: %[3]d
+  streams_per_tenant: %[3]d
 upstreams:
   - name: up
     url: %q
