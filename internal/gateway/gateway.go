@@ -212,6 +212,14 @@ func (g *Gateway) newMux() http.Handler {
 	r.Use(recoverer(g.log))
 	r.Use(middleware.RequestID)
 	r.With(telemetry.HTTPMiddleware(g.opts.TracerProvider, "/mcp")).Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The body's read deadline starts here, before authentication:
+		// a request refused with 401 leaves its body for net/http to
+		// discard, and a client sending it slowly must not hold the
+		// connection for that. The router sets it again, and clears it
+		// once it has read the body.
+		if t := g.live.Load().cfg.Server.ReadBodyTimeout.D(); t > 0 && r.Method == http.MethodPost {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(t))
+		}
 		g.live.Load().authn.ServeHTTP(w, r)
 	}))
 	// The metadata paths depend on server.public_url, which a reload does

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -483,5 +485,34 @@ func TestBatchIsHeldToRequestTimeout(t *testing.T) {
 		if ans.ID != i || ans.Error == nil || i > 0 && ans.Error.Message != "Request timed out" {
 			t.Errorf("answer %d: id %d, %+v", i, ans.ID, ans.Error)
 		}
+	}
+}
+
+// TestSlowBodyWithoutTokenIsCut: the body deadline starts before
+// authentication. A request with no token is answered 401 at once, and
+// the body it then trickles, which net/http reads to discard, cannot hold
+// the connection past server.read_body_timeout.
+func TestSlowBodyWithoutTokenIsCut(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	lab := newLabIssuer(t)
+	const timeout = time.Second
+	_, url := startGatewayG(t, []upstreamSpec{spec(a)}, labAuth(lab), func(c *config.Config) {
+		c.Server.ReadBodyTimeout = config.Duration(timeout)
+	})
+	hc := testkit.NewHostileClient(t, url) // no token
+	start := time.Now()
+	sc, err := hc.SlowBody("", 64<<10, 50*time.Millisecond) // under the 256 KiB net/http discards
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sc.Done():
+	case <-time.After(timeout + 5*time.Second):
+		t.Fatalf("an unauthenticated slow body held its connection for %s", time.Since(start))
+	}
+	// The server closes with body bytes unread, which the client may see
+	// as a reset rather than an EOF.
+	if status, sent, err := sc.Result(); status != http.StatusUnauthorized || err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("status %d, %v after %d bytes; want 401 and the server closing", status, err, sent)
 	}
 }

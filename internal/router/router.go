@@ -244,15 +244,12 @@ func (h *Handler) KnownTenant(id string) bool { return h.state.Load().tenants.Kn
 // ServeHTTP implements http.Handler for the MCP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.state.Load()
-	// A POST's body must arrive within server.read_body_timeout of here,
-	// where the handler starts. The deadline is set before anything else,
-	// so that the body of a request refused early, which net/http then
-	// discards (up to 256 KiB), is bounded by it as well; servePOST clears
-	// it once the body is in.
-	bodyDeadline := false
-	if t := st.cfg.Server.ReadBodyTimeout.D(); t > 0 && r.Method == http.MethodPost {
-		bodyDeadline = setReadDeadline(w, time.Now().Add(t))
-	}
+	// A POST's body must arrive within server.read_body_timeout. The
+	// listener sets that read deadline before authentication (see
+	// gateway.newMux), so that the body of a request refused early, which
+	// net/http then discards (up to 256 KiB), is bounded by it as well;
+	// servePOST clears it once the body is in.
+	bodyDeadline := st.cfg.Server.ReadBodyTimeout > 0 && r.Method == http.MethodPost
 	// DNS-rebinding protection (2025-11-25 basic/transports, "Security
 	// Warning"): an Origin, when present, must be one we accept.
 	if o := r.Header.Get("Origin"); o != "" && !st.origins[strings.ToLower(o)] {
