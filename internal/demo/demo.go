@@ -182,6 +182,7 @@ func countdown(ctx context.Context, req *mcp.CallToolRequest, args countdownArgs
 			}
 		}
 		// Log sends nothing unless the client has set a log level.
+		//lint:ignore SA1019 logging is deprecated only from 2026-07-28; the 2025-11-25 sessions the gateway serves still use it
 		if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{
 			Level:  "info",
 			Logger: "countdown",

@@ -133,12 +133,14 @@ func TestCountdownProgressAndLogs(t *testing.T) {
 			defer mu.Unlock()
 			progress = append(progress, req.Params.Message)
 		},
+		//lint:ignore SA1019 logging is deprecated only from 2026-07-28; the 2025-11-25 sessions the gateway serves still use it
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			mu.Lock()
 			defer mu.Unlock()
 			logs = append(logs, req.Params.Data.(string))
 		},
 	})
+	//lint:ignore SA1019 logging is deprecated only from 2026-07-28; the 2025-11-25 sessions the gateway serves still use it
 	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -162,6 +161,6 @@ func benchPost(b *testing.B, client *http.Client, url, sid, body, want string) {
 	out, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(want)) {
-		b.Fatal(fmt.Sprintf("%s: %d %v %s", body, resp.StatusCode, err, out))
+		b.Fatalf("%s: %d %v %s", body, resp.StatusCode, err, out)
 	}
 }

@@ -233,6 +233,7 @@ func TestAggregatesUpstreams(t *testing.T) {
 	if diff := cmp.Diff([]string{"alpha", "beta"}, comp.Completion.Values); diff != "" {
 		t.Errorf("completion mismatch (-want +got):\n%s", diff)
 	}
+	//lint:ignore SA1019 logging is deprecated only from 2026-07-28; the 2025-11-25 sessions the gateway serves still use it
 	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Errorf("logging/setLevel: %v", err)
 	}

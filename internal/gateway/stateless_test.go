@@ -244,7 +244,7 @@ func TestStatelessProtocol(t *testing.T) {
 		t.Errorf("unknown resource: %d %s", resp.StatusCode, body)
 	}
 	// Log messages only for requests that ask for them.
-	resp, body = do(t, post2026(t, url, 5, "tools/call", `"name":"alpha__progress","arguments":{"steps":1}`, set("Mcp-Name", "alpha__progress")))
+	_, body = do(t, post2026(t, url, 5, "tools/call", `"name":"alpha__progress","arguments":{"steps":1}`, set("Mcp-Name", "alpha__progress")))
 	if strings.Contains(body, "notifications/message") {
 		t.Errorf("a log message for a request that did not ask: %s", body)
 	}

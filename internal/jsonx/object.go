@@ -44,8 +44,6 @@ func ParseObject(data []byte) (*Object, error) {
 // On invalid input it returns an error or a wrong result, never panics.
 func ParseValidObject(data []byte) (*Object, error) { return parseObjectValid(data) }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
 // Get returns the raw value of the member called name, or nil. Names match
 // exactly (JSON member names are case-sensitive).
 func (o *Object) Get(name string) json.RawMessage {

@@ -148,13 +148,6 @@ func (s *stream) send(msg []byte) {
 	}
 }
 
-// count returns how many streams are open, for metrics.
-func (ss *streams) count() int {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return len(ss.bySession)
-}
-
 // listChangedMethod names, by kind, the notification that its list changed.
 var listChangedMethod = [...]string{
 	kindTools:     "notifications/tools/list_changed",

@@ -62,7 +62,7 @@ func byName(t *testing.T, exp *tracetest.InMemoryExporter) map[string]tracetest.
 func attrs(s tracetest.SpanStub) map[attribute.Key]string {
 	m := make(map[attribute.Key]string)
 	for _, kv := range s.Attributes {
-		m[kv.Key] = kv.Value.Emit()
+		m[kv.Key] = kv.Value.String()
 	}
 	return m
 }

@@ -50,9 +50,10 @@ func Connect(t testing.TB, url string, opts *ConnectOptions) *mcp.ClientSession 
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "testkit", Version: "0.0.1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: opts.ProgressHandler,
-		LoggingMessageHandler:       opts.LoggingHandler,
-		ElicitationHandler:          opts.ElicitationHandler,
-		ToolListChangedHandler:      opts.ToolListChangedHandler,
+		//lint:ignore SA1019 logging is deprecated only from 2026-07-28; the 2025-11-25 sessions the gateway serves still use it
+		LoggingMessageHandler:  opts.LoggingHandler,
+		ElicitationHandler:     opts.ElicitationHandler,
+		ToolListChangedHandler: opts.ToolListChangedHandler,
 	})
 	version := opts.ProtocolVersion
 	if version == "" {

@@ -72,7 +72,7 @@ func setUpNode() (dir, node string, err error) {
 	version := strings.TrimSpace(string(out))
 	major, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
 	if n, err := strconv.Atoi(major); err != nil || n < minNodeMajor {
-		return "", "", fmt.Errorf("Node.js >= %d is required by this test, %s is %s", minNodeMajor, node, version)
+		return "", "", fmt.Errorf("node.js >= %d is required by this test, %s is %s", minNodeMajor, node, version)
 	}
 
 	if !nodeModulesStale(dir) {

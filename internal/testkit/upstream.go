@@ -359,6 +359,7 @@ func (u *Upstream) addTools(g *generation) {
 							return nil, nil, err
 						}
 						// Log sends nothing unless the client has set a level.
+						//lint:ignore SA1019 logging is deprecated only from 2026-07-28; the 2025-11-25 sessions the gateway serves still use it
 						if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: name, Data: msg}); err != nil {
 							return nil, nil, err
 						}
