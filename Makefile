@@ -8,8 +8,12 @@
 # rest building). FUZZTIME=1x tries one new input per target.
 FUZZTIME ?= 2s
 
+# staticcheck, pinned: `go run` fetches it through the module proxy.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 test:
 	go vet ./...
+	go run $(STATICCHECK) ./...
 	go test -race -count=1 ./...
 	# Memory and CPU at scale, measured on the binary: without the race
 	# detector, which would slow the test's own clients (see bench/README.md).
