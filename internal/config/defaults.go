@@ -24,6 +24,7 @@ const (
 	DefaultClientInfoBytes   = 8 << 10  // 8 KiB
 	DefaultClientCapsBytes   = 64 << 10 // 64 KiB
 	DefaultListPages         = 100
+	DefaultParkedCalls       = 16
 	DefaultListBytes         = 16 << 20 // 16 MiB
 	DefaultLists             = ListsShared
 	DefaultUpstreamTimeout   = 30 * time.Second
@@ -142,6 +143,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&l.BatchMessages, DefaultBatchMessages)
 	setDefault(&l.ClientInfoBytes, DefaultClientInfoBytes)
 	setDefault(&l.ClientCapabilitiesBytes, DefaultClientCapsBytes)
+	setDefault(&l.ParkedCallsPerPrincipal, DefaultParkedCalls)
 	setDefault(&l.ListPages, DefaultListPages)
 	setDefault(&l.ListBytes, DefaultListBytes)
 

@@ -471,13 +471,14 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 
 func (d *decoder) limits(n *yaml.Node, path string, l *Limits) {
 	d.fields(n, path, map[string]field{
-		"streams_per_principal":     positive(d, &l.StreamsPerPrincipal),
-		"streams_per_tenant":        positive(d, &l.StreamsPerTenant),
-		"batch_messages":            positive(d, &l.BatchMessages),
-		"client_info_bytes":         positive(d, &l.ClientInfoBytes),
-		"client_capabilities_bytes": positive(d, &l.ClientCapabilitiesBytes),
-		"list_pages":                positive(d, &l.ListPages),
-		"list_bytes":                positive(d, &l.ListBytes),
+		"streams_per_principal":      positive(d, &l.StreamsPerPrincipal),
+		"streams_per_tenant":         positive(d, &l.StreamsPerTenant),
+		"batch_messages":             positive(d, &l.BatchMessages),
+		"client_info_bytes":          positive(d, &l.ClientInfoBytes),
+		"client_capabilities_bytes":  positive(d, &l.ClientCapabilitiesBytes),
+		"parked_calls_per_principal": positive(d, &l.ParkedCallsPerPrincipal),
+		"list_pages":                 positive(d, &l.ListPages),
+		"list_bytes":                 positive(d, &l.ListBytes),
 	})
 }
 

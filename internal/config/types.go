@@ -253,6 +253,10 @@ type Limits struct {
 	// ClientCapabilitiesBytes bounds a client's capabilities (initialize,
 	// or a 2026-07-28 request's _meta). Default 64 KiB.
 	ClientCapabilitiesBytes int `yaml:"client_capabilities_bytes"`
+	// ParkedCallsPerPrincipal bounds the calls of one principal left
+	// waiting, on one replica, for a 2026-07-28 client's answer to an
+	// upstream's request for input (input_required). Default 16.
+	ParkedCallsPerPrincipal int `yaml:"parked_calls_per_principal"`
 	// ListPages bounds the pages of one upstream list. Default 100.
 	ListPages int `yaml:"list_pages"`
 	// ListBytes bounds the bytes of one upstream list, all pages together.

@@ -149,6 +149,7 @@ func (v *validator) limits(l *Limits) {
 	nonNegative(v, "limits.batch_messages", l.BatchMessages)
 	nonNegative(v, "limits.client_info_bytes", l.ClientInfoBytes)
 	nonNegative(v, "limits.client_capabilities_bytes", l.ClientCapabilitiesBytes)
+	nonNegative(v, "limits.parked_calls_per_principal", l.ParkedCallsPerPrincipal)
 	nonNegative(v, "limits.list_pages", l.ListPages)
 	nonNegative(v, "limits.list_bytes", l.ListBytes)
 }

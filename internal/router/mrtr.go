@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
@@ -234,18 +235,71 @@ type pendingInput struct {
 	Params json.RawMessage `json:"params,omitempty"`
 }
 
+// parking counts, per principal, the calls parked on this replica: each
+// holds an upstream call and a pump until the client's retry or the
+// upstream's timeout, so a client that never retries could otherwise hold
+// as many as it can send (limits.parked_calls_per_principal).
+type parking struct {
+	mu sync.Mutex
+	n  map[string]int // principalKey → parked calls
+}
+
+// take counts one more parked call for key, unless key has max already.
+func (p *parking) take(key string, max int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n[key] >= max {
+		return false
+	}
+	if p.n == nil {
+		p.n = make(map[string]int)
+	}
+	p.n[key]++
+	return true
+}
+
+// give counts one parked call of key less.
+func (p *parking) give(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n[key]--; p.n[key] <= 0 {
+		delete(p.n, key)
+	}
+}
+
 // park answers a call whose upstream asked for input with input_required,
 // and leaves the upstream's stream to a pump. cancel ends the upstream call.
+// A principal parks at most limits.parked_calls_per_principal calls on one
+// replica; beyond that the call fails at once (and the caller ends the
+// upstream call).
 func (rq *request) park(ctx context.Context, c *call, up *upstreamRef, resp *tracedResponse, first *jsonrpc.Message, cancel context.CancelCauseFunc) (json.RawMessage, error) {
+	key, max := principalKey(rq), rq.st.cfg.Limits.ParkedCallsPerPrincipal
+	if max > 0 && !rq.h.parked.take(key, max) {
+		rq.h.limitHit(ctx, rq, telemetry.LimitParkedCalls, c.method)
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
+			"Too Many Requests: parked call limit %s (%d) reached: answer or abandon the calls waiting for input first", telemetry.LimitParkedCalls, max)
+	}
+	// The place is given back when the pump is about to post the call's
+	// end, before a retry can see it, so that the next call finds it free.
+	release := sync.OnceFunc(func() {
+		if max > 0 {
+			rq.h.parked.give(key)
+		}
+	})
 	pump := session.NewID()
 	res, err := rq.inputRequired(ctx, c, up, resp.us.SessionID, pump, map[string]pendingInput{
 		"input-1": {ID: first.ID.Raw(), Method: first.Method, Params: first.Params},
 	})
 	if err != nil {
+		release()
 		return nil, err
 	}
 	caps := rq.clientCaps()
-	if !rq.h.own.goOwned(func(life context.Context) { rq.h.pumpInput(life, up, resp, pump, caps, cancel) }) {
+	if !rq.h.own.goOwned(func(life context.Context) {
+		defer release()
+		rq.h.pumpInput(life, up, resp, pump, caps, cancel, release)
+	}) {
+		release()
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the gateway is shutting down")
 	}
 	return res, nil
@@ -284,8 +338,8 @@ var errClosing = errors.New("the gateway is shutting down")
 // pumpInput reads the rest of a parked call's upstream stream and posts to
 // the mailbox each further request for input and, last, the response. It
 // is owned by h.own: the upstream call's timeout bounds it, and life's end
-// (Close) cancels the call.
-func (h *Handler) pumpInput(life context.Context, up *upstreamRef, resp *tracedResponse, pump string, caps json.RawMessage, cancel context.CancelCauseFunc) {
+// (Close) cancels the call. ending is called before the last post.
+func (h *Handler) pumpInput(life context.Context, up *upstreamRef, resp *tracedResponse, pump string, caps json.RawMessage, cancel context.CancelCauseFunc, ending func()) {
 	defer cancel(nil)
 	defer resp.Close()
 	stop := context.AfterFunc(life, func() { cancel(errClosing) })
@@ -307,6 +361,7 @@ func (h *Handler) pumpInput(life context.Context, up *upstreamRef, resp *tracedR
 			if life.Err() != nil {
 				err = errClosing
 			}
+			ending()
 			post(jsonrpc.AppendError(nil, jsonrpc.NullID, jsonrpc.AsError(err)))
 			return
 		}
@@ -331,6 +386,7 @@ func (h *Handler) pumpInput(life context.Context, up *upstreamRef, resp *tracedR
 				}
 			}
 		default:
+			ending()
 			if post(raw) != nil {
 				// Too big for the mailbox, say: the retry gets an error
 				// rather than waiting out the timeout.

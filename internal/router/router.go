@@ -133,7 +133,8 @@ type Handler struct {
 	capSets     sync.Map                   // capabilities JSON → names, see capSet
 	capSetCount atomic.Int64
 
-	own owner // goroutines that outlive a request: see owner.go
+	own    owner   // goroutines that outlive a request: see owner.go
+	parked parking // parked calls per principal: see mrtr.go
 }
 
 // state is one configuration snapshot and what was built from it. A request

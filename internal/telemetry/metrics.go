@@ -384,6 +384,7 @@ const (
 	LimitMailboxMessages    = "mailbox_messages"
 	LimitMailboxBytes       = "mailbox_bytes"
 	LimitUnsolicitedAnswer  = "unsolicited_answer"
+	LimitParkedCalls        = "parked_calls_per_principal"
 	LimitListPages          = "list_pages"
 	LimitListBytes          = "list_bytes"
 	LimitListTime           = "list_time"
@@ -392,7 +393,7 @@ const (
 var limitNames = set(LimitBodyBytes, LimitReadBodyTimeout, LimitSessions, LimitSessionsPrincipal,
 	LimitSessionsTenant, LimitStreamsPrincipal, LimitStreamsTenant, LimitBatchMessages, LimitClientInfo,
 	LimitClientCapabilities, LimitMailboxMessages, LimitMailboxBytes, LimitUnsolicitedAnswer,
-	LimitListPages, LimitListBytes, LimitListTime)
+	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime)
 
 // LimitRejection records a request or an upstream answer refused at a
 // limit: mcpgw_limit_rejections_total{limit,tenant}. limit is one of the
