@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -163,22 +164,187 @@ func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
-// field decodes one value of a mapping; v is its value node and path its
-// path.
-type field func(v *yaml.Node, path string)
+// An option is a field's cfg tag, its name and, for nonempty and ornone,
+// the text after "=".
+//
+// The decoder follows the types in types.go: each struct is a mapping
+// whose keys are its fields' yaml tags, and a field's type says how its
+// value is decoded, so a new key is a new field. The cfg tag adds what the
+// type cannot say; it holds at most one option, because a text may
+// contain commas:
+//
+//   - positive (int, int64): zero or negative is an error rather than "use
+//     the default", since whoever wrote it meant something else. Without
+//     it, an integer must not be negative. A Duration is always positive,
+//     for the same reason.
+//   - secret (string): ${VAR} references are expanded; no problem quotes
+//     the value.
+//   - nonempty=HINT (string): an explicit "" is an error rather than "use
+//     the default"; HINT completes "must not be empty (...)".
+//   - ornone=WHAT (list): absent and empty mean different things (nil: no
+//     restriction; empty: nothing). An empty list in the file gives a
+//     non-nil empty slice, and null is an error, since "key:" with nothing
+//     after it (say, every item commented out) would otherwise silently
+//     mean "no restriction"; WHAT completes "has no value: ...".
+//   - ratio (*float64): a number from 0 to 1; the validator checks the
+//     range, for configs built in code too.
+//   - headers (map[string]string): upstream headers, see [decoder.headers].
+//
+// A pointer is left nil for null, so that "unset" and "" (or false, or 0)
+// can be told apart. A map other than headers is keyed by names (tool
+// names), with paths as [keyPath] gives them.
+type option struct{ name, text string }
 
-// fields decodes the mapping n, calling the field named by each key.
-func (d *decoder) fields(n *yaml.Node, path string, fs map[string]field) {
+// A mapping is the keys of a struct in the schema.
+type mapping struct {
+	// fields maps a key to the index of its struct field and its option.
+	fields map[string]schemaField
+	// known is the sorted keys, for "unknown key (want one of ...)".
+	known string
+}
+
+type schemaField struct {
+	index int
+	opt   option
+}
+
+var durationType = reflect.TypeFor[Duration]()
+
+// schema holds the mapping of Config and of every struct inside it. It is
+// built when the package is initialized so that a field the decoder cannot
+// handle panics in every test (and at start-up) rather than when a file
+// first uses its key.
+var schema = buildSchema()
+
+func buildSchema() map[reflect.Type]mapping {
+	s := make(map[reflect.Type]mapping)
+	addType(s, reflect.TypeFor[Config](), option{}, "Config")
+	return s
+}
+
+// addType checks that the decoder handles type t with option o (where
+// names the field, for the panic) and adds the structs in t to s.
+func addType(s map[reflect.Type]mapping, t reflect.Type, o option, where string) {
+	ok := false
+	switch k := t.Kind(); {
+	case t == durationType:
+		ok = o.name == ""
+	case k == reflect.Struct:
+		ok = o.name == ""
+		if _, done := s[t]; ok && !done {
+			addStruct(s, t)
+		}
+	case k == reflect.String:
+		ok = o.name == "" || o.name == "secret" || o.name == "nonempty"
+	case k == reflect.Int || k == reflect.Int64:
+		ok = o.name == "" || o.name == "positive"
+	case k == reflect.Bool:
+		ok = o.name == ""
+	case k == reflect.Float64:
+		ok = o.name == "ratio"
+	case k == reflect.Pointer:
+		e := t.Elem().Kind()
+		ok = e == reflect.String || e == reflect.Bool || e == reflect.Float64
+		addType(s, t.Elem(), o, where)
+	case k == reflect.Slice:
+		e := t.Elem()
+		// list only knows how to say what a null item should be for these.
+		ok = (o.name == "" || o.name == "ornone") &&
+			(e.Kind() == reflect.String || e.Kind() == reflect.Struct && e != durationType)
+		addType(s, e, option{}, where+"[]")
+	case k == reflect.Map:
+		ok = t.Key().Kind() == reflect.String &&
+			(o.name == "" || o.name == "headers" && t == reflect.TypeFor[map[string]string]())
+		addType(s, t.Elem(), option{}, where+"[]")
+	}
+	if !ok {
+		panic(fmt.Sprintf("config: %s: the decoder has no case for %s with cfg option %q", where, t, o.name))
+	}
+}
+
+func addStruct(s map[reflect.Type]mapping, t reflect.Type) {
+	m := mapping{fields: make(map[string]schemaField)}
+	s[t] = m // before the fields, for a type that contains itself
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		where := t.Name() + "." + f.Name
+		if key == "-" {
+			continue
+		}
+		if _, dup := m.fields[key]; dup || key == "" {
+			panic("config: " + where + ": yaml key " + strconv.Quote(key) + " is empty or taken (write `yaml:\"-\"` for a field that is not in the file)")
+		}
+		var o option
+		o.name, o.text, _ = strings.Cut(f.Tag.Get("cfg"), "=")
+		if (o.name == "nonempty" || o.name == "ornone") != (o.text != "") {
+			panic("config: " + where + `: cfg option "` + o.name + `" must have text after "=" exactly when it is nonempty or ornone`)
+		}
+		addType(s, f.Type, o, where)
+		m.fields[key] = schemaField{index: i, opt: o}
+	}
+	m.known = strings.Join(slices.Sorted(maps.Keys(m.fields)), ", ")
+	s[t] = m
+}
+
+func (d *decoder) config(n *yaml.Node, c *Config) {
+	n = resolve(n)
+	if !isNull(n) && n.Kind != yaml.MappingNode {
+		d.fail(n, "", "the top level must be a mapping")
+		return
+	}
+	d.fields(n, "", reflect.ValueOf(c).Elem())
+}
+
+// value decodes n, the (resolved) value at path, into v, as v's type and
+// the field's option o say (see [option]).
+func (d *decoder) value(n *yaml.Node, path string, v reflect.Value, o option) {
+	switch t := v.Type(); {
+	case o.name == "headers":
+		d.headers(n, path, v.Addr().Interface().(*map[string]string))
+	case o.name == "ornone":
+		if isNull(n) {
+			d.fail(n, path, "has no value: "+o.text)
+			return
+		}
+		if n.Kind == yaml.SequenceNode && v.IsNil() {
+			v.Set(reflect.MakeSlice(t, 0, 0))
+		}
+		d.list(n, path, v)
+	case t == durationType:
+		if dur, ok := d.duration(n, path); ok {
+			v.SetInt(int64(dur))
+		}
+	case t.Kind() == reflect.Struct:
+		d.fields(n, path, v)
+	case t.Kind() == reflect.Slice:
+		d.list(n, path, v)
+	case t.Kind() == reflect.Map:
+		d.names(n, path, v)
+	case t.Kind() == reflect.Pointer:
+		e := reflect.New(t.Elem())
+		if d.scalarValue(n, path, e.Elem(), o) {
+			v.Set(e)
+		}
+	default:
+		d.scalarValue(n, path, v, o)
+	}
+}
+
+// fields decodes the mapping n into the struct v, each key into the field
+// its yaml tag names.
+func (d *decoder) fields(n *yaml.Node, path string, v reflect.Value) {
+	m := schema[v.Type()]
 	d.entries(n, path, func(key string) string { return joinPath(path, key) },
-		func(key string, k, v *yaml.Node) {
+		func(key string, k, val *yaml.Node) {
 			p := joinPath(path, key)
-			f, ok := fs[key]
+			f, ok := m.fields[key]
 			if !ok {
-				d.errorf(k, p, "unknown key (want one of %s)", strings.Join(slices.Sorted(maps.Keys(fs)), ", "))
+				d.errorf(k, p, "unknown key (want one of %s)", m.known)
 				return
 			}
 			d.mark(p, k)
-			f(resolve(v), p)
+			d.value(resolve(val), p, v.Field(f.index), f.opt)
 		})
 }
 
@@ -231,6 +397,42 @@ func (d *decoder) items(n *yaml.Node, path string, fn func(item *yaml.Node, path
 	}
 }
 
+// list decodes the sequence n into the slice v, appending each item.
+func (d *decoder) list(n *yaml.Node, path string, v reflect.Value) {
+	d.items(n, path, func(item *yaml.Node, p string) {
+		e := reflect.New(v.Type().Elem()).Elem()
+		if isNull(item) {
+			want := "a string"
+			if e.Kind() == reflect.Struct {
+				want = "a mapping"
+			}
+			d.fail(item, p, "must be "+want)
+		} else {
+			d.value(item, p, e, option{})
+		}
+		// Keep broken items so that indexes in later problems match
+		// the file; the validator skips paths reported here.
+		v.Set(reflect.Append(v, e))
+	})
+}
+
+// names decodes the mapping n, whose keys are names (tool names), into the
+// map v. A value that fails to decode still gets its entry, zero or
+// partly decoded, so that its name is validated.
+func (d *decoder) names(n *yaml.Node, path string, v reflect.Value) {
+	d.entries(n, path, func(name string) string { return keyPath(path, name) },
+		func(name string, k, val *yaml.Node) {
+			p := keyPath(path, name)
+			d.mark(p, k)
+			e := reflect.New(v.Type().Elem()).Elem()
+			d.value(resolve(val), p, e, option{})
+			if v.IsNil() {
+				v.Set(reflect.MakeMap(v.Type()))
+			}
+			v.SetMapIndex(reflect.ValueOf(name).Convert(v.Type().Key()), e)
+		})
+}
+
 // scalar reports whether n holds a value to decode: it is false for null
 // (the setting stays unset) and, after reporting the problem, for anything
 // but a scalar. want completes "must be ...".
@@ -260,126 +462,46 @@ func (d *decoder) decodeString(n *yaml.Node, path string) (string, bool) {
 	return s, true
 }
 
-func (d *decoder) str(out *string) field {
-	return func(n *yaml.Node, path string) {
-		if s, ok := d.decodeString(n, path); ok {
-			*out = s
+// scalarValue decodes the scalar n into v, a string, bool, integer or
+// float, and reports whether it did; when it did not, v is unchanged and
+// the problem is reported.
+func (d *decoder) scalarValue(n *yaml.Node, path string, v reflect.Value, o option) bool {
+	switch v.Kind() {
+	case reflect.String:
+		s, ok := d.str(n, path, o)
+		if ok {
+			v.SetString(s)
 		}
-	}
-}
-
-// strPtr decodes into a *string, leaving it nil for null so that "unset"
-// and "" can be told apart.
-func (d *decoder) strPtr(out **string) field {
-	return func(n *yaml.Node, path string) {
-		if s, ok := d.decodeString(n, path); ok {
-			*out = &s
+		return ok
+	case reflect.Bool:
+		b, ok := d.decodeBool(n, path)
+		if ok {
+			v.SetBool(b)
 		}
+		return ok
+	case reflect.Int, reflect.Int64:
+		return d.integer(n, path, v, o.name == "positive")
+	case reflect.Float64:
+		return d.ratio(n, path, v)
 	}
+	// addType admits no other kind.
+	panic("config: no scalar decoding for " + v.Type().String())
 }
 
-func (d *decoder) stringList(out *[]string) field {
-	return func(n *yaml.Node, path string) {
-		d.items(n, path, func(item *yaml.Node, p string) {
-			var s string
-			if isNull(item) {
-				d.fail(item, p, "must be a string")
-			} else {
-				s, _ = d.decodeString(item, p)
-			}
-			// Keep broken items so that indexes in later problems match
-			// the file; the validator skips paths reported here.
-			*out = append(*out, s)
-		})
-	}
-}
-
-// positive decodes a positive integer. A zero or negative value is an
-// error rather than "use the default": whoever wrote it meant something
-// else.
-func positive[T int | int64](d *decoder, out *T) field {
-	return integer(d, out, 1)
-}
-
-// integer decodes an integer of at least least (0 or 1).
-func integer[T int | int64](d *decoder, out *T, least T) field {
-	return func(n *yaml.Node, path string) {
-		if !d.scalar(n, path, "an integer") {
-			return
-		}
-		var v T
-		// Check the tag first: yaml.v3 would truncate 1.5 to 1.
-		if n.ShortTag() != "!!int" || n.Decode(&v) != nil {
-			d.errorf(n, path, "must be an integer, got %q", n.Value)
-			return
-		}
-		if v < least {
-			if least > 0 {
-				d.errorf(n, path, "must be positive")
-			} else {
-				d.errorf(n, path, "must not be negative")
-			}
-			return
-		}
-		*out = v
-	}
-}
-
-// decodeBool decodes a YAML boolean. Strings such as "true" or "yes" are
-// errors: a quoted "false" read as true would be a nasty surprise.
-func (d *decoder) decodeBool(n *yaml.Node, path string) (bool, bool) {
-	if !d.scalar(n, path, "true or false") {
-		return false, false
-	}
-	var b bool
-	if n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
-		d.fail(n, path, fmt.Sprintf("must be true or false, got %q", n.Value))
-		return false, false
-	}
-	return b, true
-}
-
-func (d *decoder) boolean(out *bool) field {
-	return func(n *yaml.Node, path string) {
-		if b, ok := d.decodeBool(n, path); ok {
-			*out = b
-		}
-	}
-}
-
-// boolPtr decodes into a *bool, leaving it nil for null.
-func (d *decoder) boolPtr(out **bool) field {
-	return func(n *yaml.Node, path string) {
-		if b, ok := d.decodeBool(n, path); ok {
-			*out = &b
-		}
-	}
-}
-
-// nonEmptyStr decodes a string whose explicit "" is an error rather than
-// "use the default"; hint completes "must not be empty (...)".
-func (d *decoder) nonEmptyStr(out *string, hint string) field {
-	return func(n *yaml.Node, path string) {
+// str decodes a string with its option: secret or nonempty.
+func (d *decoder) str(n *yaml.Node, path string, o option) (string, bool) {
+	switch o.name {
+	case "secret":
+		return d.expandString(n, path)
+	case "nonempty":
 		s, ok := d.decodeString(n, path)
-		if !ok {
-			return
+		if ok && s == "" {
+			d.errorf(n, path, "must not be empty (%s)", o.text)
+			return "", false
 		}
-		if s == "" {
-			d.errorf(n, path, "must not be empty (%s)", hint)
-			return
-		}
-		*out = s
+		return s, ok
 	}
-}
-
-// secret decodes a string and expands the ${VAR} references in it. The
-// value is a secret: no problem reported here quotes it.
-func (d *decoder) secret(out *string) field {
-	return func(n *yaml.Node, path string) {
-		if s, ok := d.expandString(n, path); ok {
-			*out = s
-		}
-	}
+	return d.decodeString(n, path)
 }
 
 // expandString decodes the scalar n as a string and expands it; see
@@ -399,265 +521,75 @@ func (d *decoder) expandString(n *yaml.Node, path string) (string, bool) {
 	return val, true
 }
 
-// orNone decodes a list whose absence and emptiness mean different things
-// (nil: no restriction; empty: nothing). An empty list in the file gives a
-// non-nil empty slice, and null is an error, since "key:" with nothing
-// after it (say, every item commented out) would otherwise silently mean
-// "no restriction". what completes "has no value: ...".
-func orNone[T any](d *decoder, out *[]T, what string, decode field) field {
-	return func(n *yaml.Node, path string) {
-		if isNull(n) {
-			d.fail(n, path, "has no value: "+what)
-			return
-		}
-		if n.Kind == yaml.SequenceNode && *out == nil {
-			*out = []T{}
-		}
-		decode(n, path)
+// integer decodes an integer into v, which must be positive if positive
+// is set and must not be negative otherwise.
+func (d *decoder) integer(n *yaml.Node, path string, v reflect.Value, positive bool) bool {
+	if !d.scalar(n, path, "an integer") {
+		return false
 	}
-}
-
-// mappings decodes a list of mappings, calling decode for each item.
-func mappings[T any](d *decoder, n *yaml.Node, path string, out *[]T, decode func(n *yaml.Node, path string, v *T)) {
-	d.items(n, path, func(item *yaml.Node, p string) {
-		var v T
-		if isNull(item) {
-			d.fail(item, p, "must be a mapping")
-		} else {
-			decode(item, p, &v)
-		}
-		// Keep broken items so that indexes in later problems match
-		// the file; the validator skips paths reported here.
-		*out = append(*out, v)
-	})
-}
-
-// duration decodes a positive Go duration string; see positive for why zero
-// is an error.
-func (d *decoder) duration(out *Duration) field {
-	return func(n *yaml.Node, path string) {
-		if !d.scalar(n, path, `a duration such as "30s"`) {
-			return
-		}
-		v, err := time.ParseDuration(n.Value)
-		if err != nil {
-			d.errorf(n, path, `must be a duration such as "30s" or "1m30s", got %q`, n.Value)
-			return
-		}
-		if v <= 0 {
-			d.errorf(n, path, "must be positive")
-			return
-		}
-		*out = Duration(v)
+	p := reflect.New(v.Type())
+	// Check the tag first: yaml.v3 would truncate 1.5 to 1.
+	if n.ShortTag() != "!!int" || n.Decode(p.Interface()) != nil {
+		d.errorf(n, path, "must be an integer, got %q", n.Value)
+		return false
 	}
-}
-
-func (d *decoder) config(n *yaml.Node, c *Config) {
-	n = resolve(n)
-	if !isNull(n) && n.Kind != yaml.MappingNode {
-		d.fail(n, "", "the top level must be a mapping")
-		return
+	switch i := p.Elem().Int(); {
+	case positive && i < 1:
+		d.errorf(n, path, "must be positive")
+		return false
+	case i < 0:
+		d.errorf(n, path, "must not be negative")
+		return false
 	}
-	d.fields(n, "", map[string]field{
-		"server":    func(v *yaml.Node, p string) { d.server(v, p, &c.Server) },
-		"sessions":  func(v *yaml.Node, p string) { d.sessions(v, p, &c.Sessions) },
-		"upstreams": func(v *yaml.Node, p string) { mappings(d, v, p, &c.Upstreams, d.upstream) },
-		"auth":      func(v *yaml.Node, p string) { d.auth(v, p, &c.Auth) },
-		"tenants":   func(v *yaml.Node, p string) { mappings(d, v, p, &c.Tenants, d.tenant) },
-		"limits":    func(v *yaml.Node, p string) { d.limits(v, p, &c.Limits) },
-		"telemetry": func(v *yaml.Node, p string) { d.telemetry(v, p, &c.Telemetry) },
-	})
+	v.Set(p.Elem())
+	return true
 }
 
-func (d *decoder) limits(n *yaml.Node, path string, l *Limits) {
-	d.fields(n, path, map[string]field{
-		"streams_per_principal":      positive(d, &l.StreamsPerPrincipal),
-		"streams_per_tenant":         positive(d, &l.StreamsPerTenant),
-		"batch_messages":             positive(d, &l.BatchMessages),
-		"client_info_bytes":          positive(d, &l.ClientInfoBytes),
-		"client_capabilities_bytes":  positive(d, &l.ClientCapabilitiesBytes),
-		"parked_calls_per_principal": positive(d, &l.ParkedCallsPerPrincipal),
-		"list_pages":                 positive(d, &l.ListPages),
-		"list_bytes":                 positive(d, &l.ListBytes),
-	})
-}
-
-func (d *decoder) server(n *yaml.Node, path string, s *Server) {
-	d.fields(n, path, map[string]field{
-		"listen":              d.str(&s.Listen),
-		"public_url":          d.str(&s.PublicURL),
-		"allowed_origins":     d.stringList(&s.AllowedOrigins),
-		"admin_listen":        d.str(&s.AdminListen),
-		"max_body_bytes":      positive(d, &s.MaxBodyBytes),
-		"request_timeout":     d.duration(&s.RequestTimeout),
-		"read_header_timeout": d.duration(&s.ReadHeaderTimeout),
-		"read_body_timeout":   d.duration(&s.ReadBodyTimeout),
-		"list_cache_ttl":      d.duration(&s.ListCacheTTL),
-	})
-}
-
-func (d *decoder) sessions(n *yaml.Node, path string, s *Sessions) {
-	d.fields(n, path, map[string]field{
-		"store":             d.str(&s.Store),
-		"idle_ttl":          d.duration(&s.IdleTTL),
-		"max_sessions":      positive(d, &s.MaxSessions),
-		"max_per_principal": positive(d, &s.MaxPerPrincipal),
-		"max_per_tenant":    positive(d, &s.MaxPerTenant),
-		"mailbox_messages":  positive(d, &s.MailboxMessages),
-		"mailbox_bytes":     positive(d, &s.MailboxBytes),
-		"redis":             func(v *yaml.Node, p string) { d.redis(v, p, &s.Redis) },
-	})
-}
-
-func (d *decoder) redis(n *yaml.Node, path string, r *Redis) {
-	d.fields(n, path, map[string]field{
-		"addrs":       d.stringList(&r.Addrs),
-		"master_name": d.str(&r.MasterName),
-		"username":    d.str(&r.Username),
-		"password":    d.secret(&r.Password),
-		"db":          integer(d, &r.DB, 0),
-		"tls":         d.boolean(&r.TLS),
-		"key_prefix":  d.nonEmptyStr(&r.KeyPrefix, fmt.Sprintf("leave the key out for the default %q", DefaultRedisKeyPrefix)),
-		"timeout":     d.duration(&r.Timeout),
-	})
-}
-
-func (d *decoder) auth(n *yaml.Node, path string, a *Auth) {
-	d.fields(n, path, map[string]field{
-		"issuers":          func(v *yaml.Node, p string) { mappings(d, v, p, &a.Issuers, d.issuer) },
-		"required_scopes":  d.stringList(&a.RequiredScopes),
-		"leeway":           d.duration(&a.Leeway),
-		"token_cache_size": positive(d, &a.TokenCacheSize),
-		"anonymous":        d.boolean(&a.Anonymous),
-	})
-}
-
-func (d *decoder) issuer(n *yaml.Node, path string, is *Issuer) {
-	d.fields(n, path, map[string]field{
-		"name":           d.str(&is.Name),
-		"issuer_url":     d.str(&is.IssuerURL),
-		"audiences":      d.stringList(&is.Audiences),
-		"tenant_claim":   d.str(&is.TenantClaim),
-		"tenant":         d.str(&is.Tenant),
-		"jwks_url":       d.str(&is.JWKSURL),
-		"algorithms":     d.stringList(&is.Algorithms),
-		"require_at_jwt": d.boolean(&is.RequireATJWT),
-	})
-}
-
-func (d *decoder) tenant(n *yaml.Node, path string, t *Tenant) {
-	d.fields(n, path, map[string]field{
-		"id": d.str(&t.ID),
-		"upstreams": orNone(d, &t.Upstreams, "leave the key out for every upstream, or write [] for none",
-			func(v *yaml.Node, p string) { mappings(d, v, p, &t.Upstreams, d.tenantUpstream) }),
-	})
-}
-
-func (d *decoder) tenantUpstream(n *yaml.Node, path string, u *TenantUpstream) {
-	d.fields(n, path, map[string]field{
-		"name":            d.str(&u.Name),
-		"tools":           d.rules(&u.Tools),
-		"prompts":         d.rules(&u.Prompts),
-		"resources":       d.rules(&u.Resources),
-		"required_scopes": func(v *yaml.Node, p string) { d.requiredScopes(v, p, &u.RequiredScopes) },
-		"annotations":     func(v *yaml.Node, p string) { d.annotations(v, p, &u.Annotations) },
-	})
-}
-
-func (d *decoder) rules(r *Rules) field {
-	return func(n *yaml.Node, path string) {
-		d.fields(n, path, map[string]field{
-			"allow": orNone(d, &r.Allow, "leave the key out to allow everything, or write [] to allow nothing",
-				d.stringList(&r.Allow)),
-			"deny": d.stringList(&r.Deny),
-		})
+// decodeBool decodes a YAML boolean. Strings such as "true" or "yes" are
+// errors: a quoted "false" read as true would be a nasty surprise.
+func (d *decoder) decodeBool(n *yaml.Node, path string) (bool, bool) {
+	if !d.scalar(n, path, "true or false") {
+		return false, false
 	}
-}
-
-// requiredScopes decodes a mapping of tool name to a list of scopes.
-func (d *decoder) requiredScopes(n *yaml.Node, path string, out *map[string][]string) {
-	d.entries(n, path, func(name string) string { return keyPath(path, name) },
-		func(name string, k, v *yaml.Node) {
-			p := keyPath(path, name)
-			d.mark(p, k)
-			var scopes []string
-			d.stringList(&scopes)(resolve(v), p)
-			if *out == nil {
-				*out = make(map[string][]string)
-			}
-			(*out)[name] = scopes
-		})
-}
-
-// annotations decodes a mapping of tool name to annotations, whose keys
-// are MCP's camelCase ones.
-func (d *decoder) annotations(n *yaml.Node, path string, out *map[string]ToolAnnotations) {
-	d.entries(n, path, func(name string) string { return keyPath(path, name) },
-		func(name string, k, v *yaml.Node) {
-			p := keyPath(path, name)
-			d.mark(p, k)
-			var a ToolAnnotations
-			d.fields(resolve(v), p, map[string]field{
-				"title":           d.strPtr(&a.Title),
-				"readOnlyHint":    d.boolPtr(&a.ReadOnlyHint),
-				"destructiveHint": d.boolPtr(&a.DestructiveHint),
-				"idempotentHint":  d.boolPtr(&a.IdempotentHint),
-				"openWorldHint":   d.boolPtr(&a.OpenWorldHint),
-			})
-			if *out == nil {
-				*out = make(map[string]ToolAnnotations)
-			}
-			(*out)[name] = a
-		})
-}
-
-func (d *decoder) upstream(n *yaml.Node, path string, u *Upstream) {
-	d.fields(n, path, map[string]field{
-		"name":            d.str(&u.Name),
-		"url":             d.str(&u.URL),
-		"prefix":          d.strPtr(&u.Prefix),
-		"timeout":         d.duration(&u.Timeout),
-		"headers":         func(v *yaml.Node, p string) { d.headers(v, p, &u.Headers) },
-		"audit_arguments": d.str(&u.AuditArguments),
-		"watch":           d.boolPtr(&u.Watch),
-		"lists":           d.str(&u.Lists),
-	})
-}
-
-func (d *decoder) telemetry(n *yaml.Node, path string, t *Telemetry) {
-	d.fields(n, path, map[string]field{
-		"tracing": func(v *yaml.Node, p string) {
-			d.fields(v, p, map[string]field{
-				"enabled":      d.boolean(&t.Tracing.Enabled),
-				"endpoint":     d.str(&t.Tracing.Endpoint),
-				"sample_ratio": d.ratio(&t.Tracing.SampleRatio),
-			})
-		},
-		"audit": func(v *yaml.Node, p string) {
-			d.fields(v, p, map[string]field{
-				"output": d.nonEmptyStr(&t.Audit.Output, fmt.Sprintf("leave the key out for %q, or write %q", DefaultAuditOutput, AuditOff)),
-			})
-		},
-		"pprof": d.boolean(&t.Pprof),
-	})
-}
-
-// ratio decodes a number from 0 to 1 into a *float64, leaving it nil for
-// null so that an explicit 0 (sample nothing) is not taken for "unset".
-func (d *decoder) ratio(out **float64) field {
-	return func(n *yaml.Node, path string) {
-		if !d.scalar(n, path, "a number from 0 to 1") {
-			return
-		}
-		var v float64
-		// Check the tag first: yaml.v3 would decode the string "0.5" too.
-		if tag := n.ShortTag(); (tag != "!!float" && tag != "!!int") || n.Decode(&v) != nil {
-			d.fail(n, path, fmt.Sprintf("must be a number from 0 to 1, got %q", n.Value))
-			return
-		}
-		// The validator checks the range, for configs built in code too.
-		*out = &v
+	var b bool
+	if n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
+		d.fail(n, path, fmt.Sprintf("must be true or false, got %q", n.Value))
+		return false, false
 	}
+	return b, true
+}
+
+// duration decodes a positive Go duration string.
+func (d *decoder) duration(n *yaml.Node, path string) (Duration, bool) {
+	if !d.scalar(n, path, `a duration such as "30s"`) {
+		return 0, false
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		d.errorf(n, path, `must be a duration such as "30s" or "1m30s", got %q`, n.Value)
+		return 0, false
+	}
+	if v <= 0 {
+		d.errorf(n, path, "must be positive")
+		return 0, false
+	}
+	return Duration(v), true
+}
+
+// ratio decodes a number from 0 to 1 into v.
+func (d *decoder) ratio(n *yaml.Node, path string, v reflect.Value) bool {
+	if !d.scalar(n, path, "a number from 0 to 1") {
+		return false
+	}
+	var f float64
+	// Check the tag first: yaml.v3 would decode the string "0.5" too.
+	if tag := n.ShortTag(); (tag != "!!float" && tag != "!!int") || n.Decode(&f) != nil {
+		d.fail(n, path, fmt.Sprintf("must be a number from 0 to 1, got %q", n.Value))
+		return false
+	}
+	// The validator checks the range, for configs built in code too.
+	v.SetFloat(f)
+	return true
 }
 
 // headers decodes and expands header values. The values are secrets, so

@@ -5,6 +5,11 @@
 // reload and each request keeps the snapshot it started with. Decoding is
 // strict (unknown keys, wrong types and duplicates are errors) and every
 // problem is reported at once with its file and line.
+//
+// The types below are the YAML schema: a key is a struct field, named by
+// its yaml tag, decoded as its type says, with a cfg tag for what the type
+// cannot say (positive, secret, nonempty=HINT, ornone=WHAT, ratio,
+// headers; see option in load.go).
 package config
 
 import (
@@ -56,7 +61,7 @@ type Server struct {
 	// AdminListen is the address of /metrics, /healthz, /readyz. Empty: off.
 	AdminListen string `yaml:"admin_listen"`
 	// MaxBodyBytes bounds a POST body. Default 4 MiB.
-	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	MaxBodyBytes int64 `yaml:"max_body_bytes" cfg:"positive"`
 	// RequestTimeout bounds one client request end to end, including a
 	// streamed response. Default 5m.
 	RequestTimeout Duration `yaml:"request_timeout"`
@@ -77,17 +82,17 @@ type Sessions struct {
 	// IdleTTL expires a session unused for this long. Default 30m.
 	IdleTTL Duration `yaml:"idle_ttl"`
 	// MaxSessions bounds the memory store. Default 100000.
-	MaxSessions int `yaml:"max_sessions"`
+	MaxSessions int `yaml:"max_sessions" cfg:"positive"`
 	// MaxPerPrincipal bounds the live sessions of one principal (issuer,
 	// subject, tenant), in either store. Default 100.
-	MaxPerPrincipal int `yaml:"max_per_principal"`
+	MaxPerPrincipal int `yaml:"max_per_principal" cfg:"positive"`
 	// MaxPerTenant bounds the live sessions of one tenant, in either store.
 	// Default 10000.
-	MaxPerTenant int `yaml:"max_per_tenant"`
+	MaxPerTenant int `yaml:"max_per_tenant" cfg:"positive"`
 	// MailboxMessages bounds the messages one mailbox holds. Default 64.
-	MailboxMessages int `yaml:"mailbox_messages"`
+	MailboxMessages int `yaml:"mailbox_messages" cfg:"positive"`
 	// MailboxBytes bounds the bytes one mailbox holds. Default 8 MiB.
-	MailboxBytes int64 `yaml:"mailbox_bytes"`
+	MailboxBytes int64 `yaml:"mailbox_bytes" cfg:"positive"`
 	// Redis configures the Redis store (store: redis).
 	Redis Redis `yaml:"redis"`
 }
@@ -102,11 +107,11 @@ type Redis struct {
 	Username   string `yaml:"username"`
 	// Password is a secret, ${VAR}-expanded like upstream headers; never
 	// logged or printed.
-	Password string `yaml:"password"`
+	Password string `yaml:"password" cfg:"secret"`
 	DB       int    `yaml:"db"`
 	TLS      bool   `yaml:"tls"`
 	// KeyPrefix prefixes every key the gateway writes. Default "mcpgw:".
-	KeyPrefix string `yaml:"key_prefix"`
+	KeyPrefix string `yaml:"key_prefix" cfg:"nonempty=leave the key out for the default \"mcpgw:\""`
 	// Timeout bounds each Redis command (dial, read, write). Default 500ms:
 	// a request that needs session state fails fast when Redis is down.
 	Timeout Duration `yaml:"timeout"`
@@ -125,7 +130,7 @@ type Auth struct {
 	Leeway Duration `yaml:"leeway"`
 	// TokenCacheSize bounds the cache of verified tokens (keyed by the
 	// token's SHA-256, kept until the token expires). Default 10000.
-	TokenCacheSize int `yaml:"token_cache_size"`
+	TokenCacheSize int `yaml:"token_cache_size" cfg:"positive"`
 	// Anonymous serves without authentication: every caller is one
 	// anonymous principal of tenant "default". For local development only;
 	// it excludes Issuers.
@@ -166,7 +171,7 @@ type Tenant struct {
 	ID string `yaml:"id"`
 	// Upstreams are the upstreams that exist for the tenant. nil (the key
 	// absent) means every upstream, with no rules; an empty list means none.
-	Upstreams []TenantUpstream `yaml:"upstreams"`
+	Upstreams []TenantUpstream `yaml:"upstreams" cfg:"ornone=leave the key out for every upstream, or write [] for none"`
 }
 
 // TenantUpstream is one upstream a tenant may use, and its rules.
@@ -189,7 +194,7 @@ type TenantUpstream struct {
 // original names or URIs. Deny wins over Allow; a nil Allow means every
 // item.
 type Rules struct {
-	Allow []string `yaml:"allow"`
+	Allow []string `yaml:"allow" cfg:"ornone=leave the key out to allow everything, or write [] to allow nothing"`
 	Deny  []string `yaml:"deny"`
 }
 
@@ -216,7 +221,7 @@ type Upstream struct {
 	Timeout Duration `yaml:"timeout"`
 	// Headers are sent on every request to this upstream, after ${ENV}
 	// expansion. They are secrets: never logged or printed.
-	Headers map[string]string `yaml:"headers"`
+	Headers map[string]string `yaml:"headers" cfg:"headers"`
 	// AuditArguments says what the audit log records of this upstream's
 	// tool arguments: "none" (default), "hash" (SHA-256 of the arguments'
 	// JSON) or "redacted" (the JSON with every string and number replaced).
@@ -242,26 +247,26 @@ type Limits struct {
 	// StreamsPerPrincipal bounds the server-to-client streams (GET streams
 	// and subscriptions/listen) one principal holds open on one replica.
 	// Default 32.
-	StreamsPerPrincipal int `yaml:"streams_per_principal"`
+	StreamsPerPrincipal int `yaml:"streams_per_principal" cfg:"positive"`
 	// StreamsPerTenant bounds those of one tenant on one replica. Default
 	// 10000.
-	StreamsPerTenant int `yaml:"streams_per_tenant"`
+	StreamsPerTenant int `yaml:"streams_per_tenant" cfg:"positive"`
 	// BatchMessages bounds the messages in one JSON-RPC batch. Default 50.
-	BatchMessages int `yaml:"batch_messages"`
+	BatchMessages int `yaml:"batch_messages" cfg:"positive"`
 	// ClientInfoBytes bounds an initialize's clientInfo. Default 8 KiB.
-	ClientInfoBytes int `yaml:"client_info_bytes"`
+	ClientInfoBytes int `yaml:"client_info_bytes" cfg:"positive"`
 	// ClientCapabilitiesBytes bounds a client's capabilities (initialize,
 	// or a 2026-07-28 request's _meta). Default 64 KiB.
-	ClientCapabilitiesBytes int `yaml:"client_capabilities_bytes"`
+	ClientCapabilitiesBytes int `yaml:"client_capabilities_bytes" cfg:"positive"`
 	// ParkedCallsPerPrincipal bounds the calls of one principal left
 	// waiting, on one replica, for a 2026-07-28 client's answer to an
 	// upstream's request for input (input_required). Default 16.
-	ParkedCallsPerPrincipal int `yaml:"parked_calls_per_principal"`
+	ParkedCallsPerPrincipal int `yaml:"parked_calls_per_principal" cfg:"positive"`
 	// ListPages bounds the pages of one upstream list. Default 100.
-	ListPages int `yaml:"list_pages"`
+	ListPages int `yaml:"list_pages" cfg:"positive"`
 	// ListBytes bounds the bytes of one upstream list, all pages together.
 	// Default 16 MiB.
-	ListBytes int64 `yaml:"list_bytes"`
+	ListBytes int64 `yaml:"list_bytes" cfg:"positive"`
 }
 
 // Watches reports whether the upstream is watched (see Upstream.Watch).
@@ -296,7 +301,7 @@ type Tracing struct {
 	Endpoint string `yaml:"endpoint"`
 	// SampleRatio is the parent-based ratio sampler's ratio, 0 to 1.
 	// Default 1.
-	SampleRatio *float64 `yaml:"sample_ratio"`
+	SampleRatio *float64 `yaml:"sample_ratio" cfg:"ratio"`
 }
 
 // Audit configures the audit log: one JSON record per tool call, prompt
@@ -304,7 +309,7 @@ type Tracing struct {
 type Audit struct {
 	// Output is "stderr" (default), "stdout", "off", or a file path
 	// (appended to).
-	Output string `yaml:"output"`
+	Output string `yaml:"output" cfg:"nonempty=leave the key out for \"stderr\", or write \"off\""`
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string
