@@ -172,7 +172,9 @@ func TestReloadUnderLoad(t *testing.T) {
 // Generation A has acme (alpha) and globex (beta); B has acme (beta) and
 // initech (alpha). Each answer must come whole from the generation whose
 // auth admitted the request: the router never refuses a tenant the auth
-// accepted, and no list holds the other generation's tools.
+// accepted, and no list holds the other generation's tools. Where a
+// reload lands in a request is left to chance here;
+// TestReloadMidRequestKeepsItsGeneration pins it.
 func TestReloadOneGenerationPerRequest(t *testing.T) {
 	lab := newLabIssuer(t)
 	a := testkit.NewUpstreamWith(t, "alpha", testkit.UpstreamOptions{JSONResponse: true})
