@@ -43,13 +43,20 @@ type labIssuer struct {
 	key *rsa.PrivateKey
 }
 
-func newLabIssuer(t *testing.T) *labIssuer {
+func newLabIssuer(t *testing.T) *labIssuer { return newLabIssuerWith(t, nil) }
+
+// newLabIssuerWith is newLabIssuer whose key set fetches call before, if
+// not nil, before they are answered.
+func newLabIssuerWith(t *testing.T, before func()) *labIssuer {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
 	jwks, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "lab-1", Algorithm: "RS256", Use: "sig"}}})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if before != nil {
+			before()
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(jwks)
 	}))

@@ -75,12 +75,14 @@ type Gateway struct {
 	watch  watchState // the config file's watch, started by Run
 }
 
-// live is what a reload replaces: the config and what is built from it
-// outside the router.
+// live is what a reload replaces: one config generation, the router's
+// snapshot of it and the auth chain in front of that snapshot. A request
+// loads it once, when it enters /mcp, and keeps it: its tenant is checked
+// and routed against the same config, whatever reloads happen meanwhile.
 type live struct {
 	cfg      *config.Config
 	verifier *auth.Verifier // nil with auth.anonymous
-	authn    http.Handler   // the auth middleware in front of the router
+	authn    http.Handler   // the auth middleware in front of the router's snapshot of cfg
 	metadata http.Handler   // RFC 9728 document; nil with auth.anonymous
 }
 
@@ -144,12 +146,12 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	expire.Store(rt)
 	g := &Gateway{log: log, opts: opts, store: store, router: rt, metrics: metrics}
-	l, err := g.buildLive(cfg, nil)
+	v, err := g.verifierFor(cfg, nil)
 	if err != nil {
 		g.Close()
 		return nil, err
 	}
-	g.live.Store(l)
+	g.live.Store(g.buildLive(cfg, v, rt.Current()))
 	g.reload.generation = 1
 	g.reload.loaded = time.Now()
 	metrics.ConfigLoaded()
@@ -157,27 +159,34 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	return g, nil
 }
 
-// buildLive builds the auth chain for cfg, keeping prev's verifier (and its
-// caches and discovered keys) when the auth settings did not change.
-func (g *Gateway) buildLive(cfg *config.Config, prev *live) (*live, error) {
-	l := &live{cfg: cfg}
+// verifierFor returns the token verifier for cfg: prev's (with its caches
+// and discovered keys) when the auth settings did not change, none with
+// auth.anonymous. It is the part of a generation that can fail, so it is
+// built before anything is swapped.
+func (g *Gateway) verifierFor(cfg *config.Config, prev *live) (*auth.Verifier, error) {
 	if cfg.Auth.Anonymous {
-		l.authn = auth.Anonymous(tenant.DefaultID)(g.router)
-		return l, nil
+		return nil, nil
 	}
 	if prev != nil && prev.verifier != nil && reflect.DeepEqual(prev.cfg.Auth, cfg.Auth) && prev.cfg.Server.PublicURL == cfg.Server.PublicURL {
-		l.verifier = prev.verifier
-	} else {
-		v, err := auth.NewVerifier(cfg, auth.Options{HTTPClient: g.opts.IdPClient, Logger: g.log})
-		if err != nil {
-			return nil, err
-		}
-		l.verifier = v
+		return prev.verifier, nil
 	}
-	l.authn = auth.Middleware(l.verifier, auth.MiddlewareOptions{
+	return auth.NewVerifier(cfg, auth.Options{HTTPClient: g.opts.IdPClient, Logger: g.log})
+}
+
+// buildLive builds the auth chain for cfg, verifying with v (nil with
+// auth.anonymous), in front of rt, the router's snapshot of the same cfg:
+// the middleware's tenant check asks rt, so it accepts exactly the tenants
+// rt routes.
+func (g *Gateway) buildLive(cfg *config.Config, v *auth.Verifier, rt *router.Snapshot) *live {
+	l := &live{cfg: cfg, verifier: v}
+	if cfg.Auth.Anonymous {
+		l.authn = auth.Anonymous(tenant.DefaultID)(rt)
+		return l
+	}
+	l.authn = auth.Middleware(v, auth.MiddlewareOptions{
 		ResourceMetadataURL: auth.MetadataURL(cfg.Server.PublicURL),
 		RequiredScopes:      cfg.Auth.RequiredScopes,
-		KnownTenant:         g.router.KnownTenant,
+		KnownTenant:         rt.KnownTenant,
 		Logger:              g.log,
 		OnFailure: func(reason string) {
 			g.metrics.AuthFailure(reason)
@@ -186,9 +195,9 @@ func (g *Gateway) buildLive(cfg *config.Config, prev *live) (*live, error) {
 				Outcome: audit.OutcomeDenied, Reason: reason,
 			})
 		},
-	})(g.router)
+	})(rt)
 	l.metadata = auth.MetadataHandler(cfg, scopesSupported(cfg))
-	return l, nil
+	return l
 }
 
 // Config returns the configuration in force.
@@ -212,15 +221,18 @@ func (g *Gateway) newMux() http.Handler {
 	r.Use(recoverer(g.log))
 	r.Use(middleware.RequestID)
 	r.With(telemetry.HTTPMiddleware(g.opts.TracerProvider, "/mcp")).Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The request's one snapshot of the config: the deadline below,
+		// the auth chain and the router behind it all read this one.
+		l := g.live.Load()
 		// The body's read deadline starts here, before authentication:
 		// a request refused with 401 leaves its body for net/http to
 		// discard, and a client sending it slowly must not hold the
 		// connection for that. The router sets it again, and clears it
 		// once it has read the body.
-		if t := g.live.Load().cfg.Server.ReadBodyTimeout.D(); t > 0 && r.Method == http.MethodPost {
+		if t := l.cfg.Server.ReadBodyTimeout.D(); t > 0 && r.Method == http.MethodPost {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(t))
 		}
-		g.live.Load().authn.ServeHTTP(w, r)
+		l.authn.ServeHTTP(w, r)
 	}))
 	// The metadata paths depend on server.public_url, which a reload does
 	// not change (it is the listener's identity).

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/router"
 	"github.com/mcpgw/gateway/internal/telemetry"
 )
 
@@ -25,12 +26,17 @@ import (
 // A new config is loaded and validated completely before anything changes;
 // an invalid one is refused with the problems `gateway validate` prints, and
 // the gateway keeps serving the last good one. The swap is atomic: requests
-// in flight finish with the config they started with.
+// in flight finish with the config they started with, and a request sees
+// one config from its authentication to its last upstream call.
 
 // reloadInterval is how often Run looks at the config file.
 const reloadInterval = 2 * time.Second
 
 type reloadState struct {
+	// swap serializes Reload: the router's generation and the auth chain
+	// in front of it must be replaced in the same order.
+	swap sync.Mutex
+
 	mu         sync.Mutex
 	generation int
 	loaded     time.Time
@@ -43,16 +49,19 @@ type reloadState struct {
 // Settings that only a restart can change (listeners, public URL, session
 // store) keep their running values; the reload says so in the log.
 func (g *Gateway) Reload(cfg *config.Config) error {
+	g.reload.swap.Lock()
+	defer g.reload.swap.Unlock()
 	prev := g.live.Load()
 	cfg = keepRestartOnly(prev.cfg, cfg, g.log.Warn)
-	next, err := g.buildLive(cfg, prev)
+	v, err := g.verifierFor(cfg, prev)
 	if err != nil {
 		g.refused(err)
 		return err
 	}
 	g.metrics.ConfigReload(telemetry.ReloadOK)
-	g.router.SetConfig(cfg)
-	g.live.Store(next)
+	// The new auth chain is built around the router's new generation and
+	// published as one: a request entering /mcp gets both or neither.
+	g.router.SetConfig(cfg, func(rt *router.Snapshot) { g.live.Store(g.buildLive(cfg, v, rt)) })
 	g.reload.mu.Lock()
 	g.reload.generation++
 	g.reload.loaded = time.Now()

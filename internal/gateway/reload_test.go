@@ -3,7 +3,11 @@ package gateway_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,5 +163,192 @@ func TestReloadUnderLoad(t *testing.T) {
 	wg.Wait()
 	if calls.Load() == 0 || failures.Load() != 0 {
 		t.Errorf("%d calls, %d failures", calls.Load(), failures.Load())
+	}
+}
+
+// TestReloadOneGenerationPerRequest flips the config between two
+// generations that differ in which tenants exist and which upstreams they
+// see, while principals of every tenant list tools (run it with -race).
+// Generation A has acme (alpha) and globex (beta); B has acme (beta) and
+// initech (alpha). Each answer must come whole from the generation whose
+// auth admitted the request: the router never refuses a tenant the auth
+// accepted, and no list holds the other generation's tools. Where a
+// reload lands in a request is left to chance here;
+// TestReloadMidRequestKeepsItsGeneration pins it.
+func TestReloadOneGenerationPerRequest(t *testing.T) {
+	lab := newLabIssuer(t)
+	a := testkit.NewUpstreamWith(t, "alpha", testkit.UpstreamOptions{JSONResponse: true})
+	b := testkit.NewUpstreamWith(t, "beta", testkit.UpstreamOptions{JSONResponse: true})
+	sees := func(up string) []config.TenantUpstream { return []config.TenantUpstream{{Name: up}} }
+	genA := []config.Tenant{{ID: "acme", Upstreams: sees("alpha")}, {ID: "globex", Upstreams: sees("beta")}}
+	genB := []config.Tenant{{ID: "acme", Upstreams: sees("beta")}, {ID: "initech", Upstreams: sees("alpha")}}
+	g, url := startGatewayG(t, []upstreamSpec{spec(a), spec(b)}, labAuth(lab), func(c *config.Config) { c.Tenants = genA })
+
+	// What each tenant may see: the prefix of every tool of one answer,
+	// per generation that has the tenant.
+	want := map[string][]string{"acme": {"alpha__", "beta__"}, "globex": {"beta__"}, "initech": {"alpha__"}}
+	// list sends a 2026-07-28 tools/list; it runs outside the test's
+	// goroutine, so it reports a failed exchange as status 0.
+	list := func(token string) (status int, challenge, body string, names []string) {
+		req := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/list")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err.Error(), nil
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var res struct {
+			Result struct {
+				Tools []struct{ Name string } `json:"tools"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(b, &res) == nil {
+			for _, tl := range res.Result.Tools {
+				names = append(names, tl.Name)
+			}
+		}
+		return resp.StatusCode, resp.Header.Get("WWW-Authenticate"), string(b), names
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var answered, refused atomic.Int64
+	var wg sync.WaitGroup
+	for _, tn := range []string{"acme", "globex", "initech"} {
+		for i := range 2 {
+			token := labToken(t, lab, url, fmt.Sprintf("%s-%d", tn, i), tn)
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					status, challenge, body, names := list(token)
+					switch {
+					case status == http.StatusForbidden && strings.Contains(challenge, "tenant not configured") && tn != "acme":
+						refused.Add(1) // the auth's refusal: a generation without the tenant
+						continue
+					case status != http.StatusOK || len(names) == 0:
+						t.Errorf("%s: %d %s", tn, status, body)
+						cancel()
+						return
+					}
+					answered.Add(1)
+					up, _, _ := strings.Cut(names[0], "__")
+					prefix := up + "__"
+					if !slices.Contains(want[tn], prefix) {
+						t.Errorf("%s sees %v", tn, names)
+					}
+					for _, n := range names {
+						if !strings.HasPrefix(n, prefix) {
+							t.Errorf("%s: one answer mixes the generations: %v", tn, names)
+							break
+						}
+					}
+				}
+			})
+		}
+	}
+	for i := 0; i < 200 && ctx.Err() == nil; i++ {
+		next := *g.Config()
+		next.Tenants = genB
+		if i%2 == 1 {
+			next.Tenants = genA
+		}
+		if err := g.Reload(&next); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	t.Logf("%d answers, %d refusals by the auth over 200 reloads", answered.Load(), refused.Load())
+	if answered.Load() == 0 || refused.Load() == 0 {
+		t.Errorf("%d answers, %d refusals by the auth: the flips were not observed", answered.Load(), refused.Load())
+	}
+}
+
+// TestReloadMidRequestKeepsItsGeneration reloads while a request is held
+// inside its authentication (the issuer's key set is being fetched): the
+// request is authenticated, checked and routed with the generation it
+// entered with, never the one that replaced it meanwhile. Generation A has
+// acme (alpha) and globex (beta); B has acme (beta) and initech (alpha).
+func TestReloadMidRequestKeepsItsGeneration(t *testing.T) {
+	sees := func(up string) []config.TenantUpstream { return []config.TenantUpstream{{Name: up}} }
+	genA := []config.Tenant{{ID: "acme", Upstreams: sees("alpha")}, {ID: "globex", Upstreams: sees("beta")}}
+	genB := []config.Tenant{{ID: "acme", Upstreams: sees("beta")}, {ID: "initech", Upstreams: sees("alpha")}}
+	a := testkit.NewUpstreamWith(t, "alpha", testkit.UpstreamOptions{JSONResponse: true})
+	b := testkit.NewUpstreamWith(t, "beta", testkit.UpstreamOptions{JSONResponse: true})
+	for _, tc := range []struct {
+		tenant     string
+		status     int
+		tool       string // the first tool listed, with status 200
+		challenged string // in WWW-Authenticate, with status 403
+	}{
+		{tenant: "acme", status: http.StatusOK, tool: "alpha__"},                               // B would list beta's
+		{tenant: "globex", status: http.StatusOK, tool: "beta__"},                              // B would refuse the tenant
+		{tenant: "initech", status: http.StatusForbidden, challenged: "tenant not configured"}, // B would list alpha's
+	} {
+		t.Run(tc.tenant, func(t *testing.T) {
+			// The first request's key set fetch is held until the
+			// reload is done; the issuer is fetched once (the verifier
+			// outlives the reload: its settings are unchanged).
+			fetching, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			lab := newLabIssuerWith(t, func() {
+				once.Do(func() { close(fetching) })
+				<-release
+			})
+			g, url := startGatewayG(t, []upstreamSpec{spec(a), spec(b)}, labAuth(lab), func(c *config.Config) { c.Tenants = genA })
+			req := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+			req.Header.Set("Authorization", "Bearer "+labToken(t, lab, url, "held", tc.tenant))
+			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+			req.Header.Set("Mcp-Method", "tools/list")
+			type answer struct {
+				resp *http.Response
+				body string
+			}
+			done := make(chan answer, 1)
+			go func() {
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					done <- answer{body: err.Error()}
+					return
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				done <- answer{resp, string(body)}
+			}()
+			select {
+			case <-fetching:
+			case <-time.After(10 * time.Second):
+				close(release)
+				t.Fatal("the request never fetched the issuer's keys")
+			}
+			next := *g.Config()
+			next.Tenants = genB
+			err := g.Reload(&next)
+			close(release)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ans := <-done
+			if ans.resp == nil {
+				t.Fatal(ans.body)
+			}
+			if ans.resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", ans.resp.StatusCode, tc.status, ans.body)
+			}
+			if c := ans.resp.Header.Get("WWW-Authenticate"); !strings.Contains(c, tc.challenged) {
+				t.Errorf("challenge %q, want one with %q", c, tc.challenged)
+			}
+			if tc.tool != "" && !strings.Contains(ans.body, `"name":"`+tc.tool) {
+				t.Errorf("listed %s, want %s tools only", ans.body, tc.tool)
+			}
+			if tc.tool != "" {
+				other := map[string]string{"alpha__": "beta__", "beta__": "alpha__"}[tc.tool]
+				if strings.Contains(ans.body, `"name":"`+other) {
+					t.Errorf("listed the other generation's tools: %s", ans.body)
+				}
+			}
+		})
 	}
 }

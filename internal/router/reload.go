@@ -16,7 +16,14 @@ import (
 // Sessions with an open GET stream whose tenant now sees something else are
 // told so with list_changed notifications; streams of tenants that no
 // longer exist are ended.
-func (h *Handler) SetConfig(cfg *config.Config) {
+//
+// publish, if not nil, is called with the new generation once it is the
+// router's and before anything of the previous one is released or
+// notified: the caller makes it the generation requests enter with there
+// (see [Snapshot]), so that no request starts with a replaced upstream's
+// client, and a client told that its lists changed finds the new ones.
+// Calls must not overlap.
+func (h *Handler) SetConfig(cfg *config.Config, publish func(*Snapshot)) {
 	prev := h.state.Load()
 	next := h.build(cfg, prev)
 	h.catalog.configure(cfg)
@@ -26,6 +33,9 @@ func (h *Handler) SetConfig(cfg *config.Config) {
 		}
 	}
 	h.state.Store(next)
+	if publish != nil {
+		publish(&Snapshot{h: h, st: next})
+	}
 	h.syncWatches(next)
 
 	for name, old := range prev.byName {

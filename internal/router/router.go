@@ -239,12 +239,34 @@ func (h *Handler) Close() error {
 	return errors.Join(errs...)
 }
 
-// KnownTenant reports whether the current config names tenant id.
-func (h *Handler) KnownTenant(id string) bool { return h.state.Load().tenants.Known(id) }
+// A Snapshot is one generation of the router's config, served as is:
+// whatever reloads happen meanwhile, [Snapshot.KnownTenant] and
+// [Snapshot.ServeHTTP] answer from that generation alone. The gateway
+// builds each generation's auth chain around one, so that the tenant check
+// at the edge and the routing behind it always see the same config, at the
+// cost of the one atomic load that picks the chain.
+type Snapshot struct {
+	h  *Handler
+	st *state
+}
 
-// ServeHTTP implements http.Handler for the MCP endpoint.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	st := h.state.Load()
+// Current returns the generation in force.
+func (h *Handler) Current() *Snapshot { return &Snapshot{h: h, st: h.state.Load()} }
+
+// KnownTenant reports whether the snapshot's config names tenant id.
+func (s *Snapshot) KnownTenant(id string) bool { return s.st.tenants.Known(id) }
+
+// ServeHTTP serves the MCP endpoint with the snapshot's config.
+func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.serve(w, r, s.st) }
+
+// ServeHTTP implements http.Handler for the MCP endpoint, with the config
+// in force when the request arrives. A caller that checks the request
+// against the config first (as the auth middleware checks its tenant)
+// serves it with the [Snapshot] it checked against instead.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r, h.state.Load()) }
+
+// serve serves one request with st, the config it keeps to the end.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *state) {
 	// A POST's body must arrive within server.read_body_timeout. The
 	// listener sets that read deadline before authentication (see
 	// gateway.newMux), so that the body of a request refused early, which
