@@ -189,6 +189,12 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *request,
 		return
 	}
 	defer h.streams.remove(s)
+	// A reload that removed the tenant after this request took its
+	// snapshot stops the streams it finds registered; one registered just
+	// now, after that sweep, sees the new config here instead.
+	if cur := h.state.Load(); cur != rq.st && !cur.tenants.Known(rq.principal.Tenant) {
+		return
+	}
 	out := newResponder(w)
 	out.onSSE = h.metrics.SSEStreamOpened
 	out.startSSE()
