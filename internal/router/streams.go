@@ -193,6 +193,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *request,
 	// snapshot stops the streams it finds registered; one registered just
 	// now, after that sweep, sees the new config here instead.
 	if cur := h.state.Load(); cur != rq.st && !cur.tenants.Known(rq.principal.Tenant) {
+		writeError(w, http.StatusForbidden, id, jsonrpc.CodeInvalidRequest, "Forbidden: unknown tenant")
 		return
 	}
 	out := newResponder(w)
