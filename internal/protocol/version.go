@@ -26,7 +26,7 @@ const (
 
 // Versions lists every revision the gateway speaks, newest first;
 // SessionVersions and StatelessVersions split them by whether a revision
-// has initialize and sessions.
+// has initialize and sessions. Callers must not modify them.
 var (
 	Versions          = []Version{V2026_07_28, V2025_11_25, V2025_06_18, V2025_03_26}
 	SessionVersions   = []Version{V2025_11_25, V2025_06_18, V2025_03_26}

@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"encoding/json"
-	"net/http"
 	"slices"
 	"testing"
 )
@@ -138,11 +137,15 @@ func TestVersionJSON(t *testing.T) {
 	}
 }
 
-// The header names are canonical, so they index an http.Header as they are.
-func TestHeadersCanonical(t *testing.T) {
-	for _, h := range []string{HeaderSessionID, HeaderProtocolVersion, HeaderLastEventID, HeaderMethod, HeaderName, HeaderParamPrefix + "Region"} {
-		if c := http.CanonicalHeaderKey(h); c != h {
-			t.Errorf("%q is not canonical (%q)", h, c)
+// ParseVersion, Listed and String of a listed Version run on every request:
+// they must not allocate.
+func TestVersionNoAllocs(t *testing.T) {
+	s := string([]byte("2025-11-25")) // not a constant the compiler could fold
+	if n := testing.AllocsPerRun(100, func() {
+		if !Listed(s, SessionVersions) || LatestStateless.String() == "" {
+			t.Fatal("not listed")
 		}
+	}); n != 0 {
+		t.Errorf("%v allocations per run, want 0", n)
 	}
 }

@@ -83,7 +83,7 @@ func metaOf(params json.RawMessage) *jsonx.Object {
 // returns the message's _meta (nil if none), parsed once for the request.
 func isStateless(r *http.Request, msg *jsonrpc.Message) (*jsonx.Object, bool) {
 	meta := metaOf(msg.Params)
-	if v := r.Header.Get(protocol.HeaderProtocolVersion); v != "" && statelessName(v) {
+	if v := r.Header.Get(protocol.HeaderProtocolVersion); v != "" && statelessVersion(v) {
 		return meta, true
 	}
 	if msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize" {
@@ -93,17 +93,17 @@ func isStateless(r *http.Request, msg *jsonrpc.Message) (*jsonx.Object, bool) {
 		return nil, false
 	}
 	v, ok := meta.GetString(protocol.MetaProtocolVersion)
-	return meta, ok && statelessName(v)
+	return meta, ok && statelessVersion(v)
 }
 
-// statelessName reports whether a version a client sent is to be served as
-// the stateless revision: a date of 2026-07-28 or later (an unknown later
-// one gets UnsupportedProtocolVersion, with the versions to pick from). A
-// string that is not a date names no revision; it is placed by its bytes
-// against "2026-07-28", which is where a client that compares version
-// strings places it (a draft's "DRAFT-2026-v1" after, "1.0" before), and
-// where the gateway has always placed it.
-func statelessName(s string) bool {
+// statelessVersion reports whether a version a client sent is served by the
+// stateless revision's rules: a date of 2026-07-28 or later (an unknown
+// later one is answered UnsupportedProtocolVersion, with the versions to
+// pick from). A string that is not a date names no revision; it goes by its
+// bytes against "2026-07-28", where a client comparing version strings
+// places it: a draft's "DRAFT-2026-v1" after, so that it too is told the
+// versions to pick from, "1.0" before, to the session-based transport's 400.
+func statelessVersion(s string) bool {
 	if v, ok := protocol.ParseVersion(s); ok {
 		return v.Stateless()
 	}
