@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/mcpgw/gateway/internal/protocol"
 )
 
 // maxNameLen bounds upstream names and prefixes, which end up in every
@@ -368,7 +370,7 @@ func (v *validator) headers(path string, h map[string]string) {
 var reservedHeaders = map[string]bool{
 	"Accept": true, "Content-Type": true, "Content-Length": true, "Host": true,
 	"Connection": true, "Transfer-Encoding": true, "Te": true, "Upgrade": true,
-	"Mcp-Session-Id": true, "Mcp-Protocol-Version": true, "Last-Event-Id": true,
+	protocol.HeaderSessionID: true, protocol.HeaderProtocolVersion: true, protocol.HeaderLastEventID: true,
 	"Traceparent": true, "Tracestate": true, "Baggage": true,
 }
 

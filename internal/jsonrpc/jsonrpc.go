@@ -19,20 +19,13 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonx"
 )
 
-// Standard JSON-RPC 2.0 error codes, and the MCP codes the gateway emits.
+// The JSON-RPC 2.0 error codes; MCP's own are in internal/protocol.
 const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
 	CodeMethodNotFound = -32601
 	CodeInvalidParams  = -32602
 	CodeInternalError  = -32603
-
-	// CodeResourceNotFound is MCP's code for resources/read of an unknown URI
-	// (2025-11-25 server/resources, "Error Handling").
-	CodeResourceNotFound = -32002
-	// CodeSessionNotFound is returned in the body of a 404 for an unknown
-	// Mcp-Session-Id; the TypeScript SDK uses the same value.
-	CodeSessionNotFound = -32001
 )
 
 // An Error is a JSON-RPC error object. It implements error, and two Errors

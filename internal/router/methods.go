@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upstream"
@@ -109,8 +110,8 @@ func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request, rq *re
 	}
 	// 2025-11-25 basic/lifecycle, "Version Negotiation": the client's
 	// version if we support it, else our latest.
-	version := latestVersion
-	if slices.Contains(supportedVersions, clientVersion) {
+	version := protocol.LatestSession.String()
+	if protocol.Listed(clientVersion, protocol.SessionVersions) {
 		version = clientVersion
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), rq.st.cfg.Server.RequestTimeout.D())
@@ -168,7 +169,7 @@ func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request, rq *re
 		Capabilities    map[string]json.RawMessage `json:"capabilities"`
 		ServerInfo      map[string]string          `json:"serverInfo"`
 	}{version, rq.capabilities(ups), map[string]string{"name": "mcp-gateway", "version": h.version}})
-	w.Header().Set(headerSessionID, rec.ID)
+	w.Header().Set(protocol.HeaderSessionID, rec.ID)
 	h.log.Info("session started", "session_id", rec.ID, "tenant", rec.Principal.Tenant,
 		"protocol_version", version, "upstreams", len(rec.Upstreams))
 	writeJSON(w, http.StatusOK, jsonrpc.AppendResult(nil, msg.ID, result))
@@ -259,7 +260,7 @@ func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Me
 	outcome := h.observeRequest(ctx, rq, c, err, span, start)
 	var hm *headerMismatchError
 	if errors.As(err, &hm) && !out.discard && !out.started() {
-		out.final(http.StatusBadRequest, jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: codeHeaderMismatch, Message: hm.Error()}))
+		out.final(http.StatusBadRequest, jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: protocol.CodeHeaderMismatch, Message: hm.Error()}))
 		return nil
 	}
 	var se *scopeError
@@ -276,7 +277,7 @@ func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Me
 			return nil
 		}
 		e := h.toJSONRPCError(ctx, msg.Method, err)
-		if rq.stateless && e.Code == jsonrpc.CodeResourceNotFound {
+		if rq.stateless && e.Code == protocol.CodeResourceNotFound {
 			// 2026-07-28 changelog, minor change 6.
 			e = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message, Data: e.Data}
 		}
@@ -512,7 +513,7 @@ func (h *Handler) toJSONRPCError(ctx context.Context, method string, err error) 
 	case errors.As(err, &re):
 		code := int64(jsonrpc.CodeInvalidParams)
 		if (re.kind == kindResources || re.kind == kindTemplates) && len(re.conflict) == 0 {
-			code = jsonrpc.CodeResourceNotFound
+			code = protocol.CodeResourceNotFound
 		}
 		return &jsonrpc.Error{Code: code, Message: re.Error()}
 	case errors.As(err, &je):
@@ -959,7 +960,7 @@ func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 		if err != nil {
 			return nil, err
 		}
-		if us.ProtocolVersion != upstream.ModernVersion {
+		if !upstream.IsModern(us) {
 			// Only a retry carries these: most calls skip the parse.
 			if bytes.Contains(params, []byte(`"requestState"`)) || bytes.Contains(params, []byte(`"inputResponses"`)) {
 				if p, err := jsonx.ParseValidObject(params); err == nil {
@@ -989,7 +990,7 @@ func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 		if err != nil || parked {
 			return res, err
 		}
-		if !rq.stateless && us.ProtocolVersion == upstream.ModernVersion && mrtrMethod(c.method) && inputRequired(res) {
+		if !rq.stateless && upstream.IsModern(us) && mrtrMethod(c.method) && inputRequired(res) {
 			// A 2026-07-28 upstream asks a session client for input.
 			if round > maxInputRounds {
 				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input more than %d times", up.cfg.Name, maxInputRounds)

@@ -48,7 +48,6 @@ import (
 	"net/url"
 	"os"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,25 +60,11 @@ import (
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
 	"github.com/mcpgw/gateway/internal/upstream"
-)
-
-// Protocol versions the endpoint speaks, newest first (2025-11-25
-// basic/lifecycle, "Version Negotiation").
-var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
-
-const (
-	latestVersion = "2025-11-25"
-	// defaultVersion is assumed for a request with no MCP-Protocol-Version
-	// header and no other way to tell (2025-11-25 basic/transports,
-	// "Protocol Version Header").
-	defaultVersion = "2025-03-26"
-
-	headerSessionID       = "Mcp-Session-Id"
-	headerProtocolVersion = "Mcp-Protocol-Version"
 )
 
 // Options configure a Handler.
@@ -394,7 +379,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 		if !h.loadSession(w, r, rq) {
 			return
 		}
-		if rq.version >= "2025-06-18" {
+		if v, _ := protocol.ParseVersion(rq.version); v.AtLeast(protocol.V2025_06_18) {
 			// The 2025-06-18 changelog removed JSON-RPC batching.
 			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
 				"Bad Request: JSON-RPC batches are not supported in protocol version "+rq.version)
@@ -425,7 +410,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 		return
 	}
 	if msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize" {
-		if r.Header.Get(headerSessionID) != "" {
+		if r.Header.Get(protocol.HeaderSessionID) != "" {
 			writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidRequest,
 				"Bad Request: initialize must not carry an Mcp-Session-Id")
 			return
@@ -526,16 +511,16 @@ func isTimeout(err error) bool {
 // request and loads the session into rq. It writes the error response and
 // returns false when the request must stop.
 func (h *Handler) loadSession(w http.ResponseWriter, r *http.Request, rq *request) bool {
-	id := r.Header.Get(headerSessionID)
+	id := r.Header.Get(protocol.HeaderSessionID)
 	if id == "" {
 		// 2025-11-25 basic/transports, "Session Management" 2.
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
 			"Bad Request: Mcp-Session-Id header is required")
 		return false
 	}
-	if v := r.Header.Get(headerProtocolVersion); v != "" && !slices.Contains(supportedVersions, v) {
+	if v := r.Header.Get(protocol.HeaderProtocolVersion); v != "" && !protocol.Listed(v, protocol.SessionVersions) {
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-			fmt.Sprintf("Bad Request: unsupported MCP-Protocol-Version %q (supported: %s)", v, strings.Join(supportedVersions, ", ")))
+			fmt.Sprintf("Bad Request: unsupported MCP-Protocol-Version %q (supported: %s)", v, protocol.Join(protocol.SessionVersions, ", ")))
 		return false
 	}
 	var rec *session.Record
@@ -553,7 +538,7 @@ func (h *Handler) loadSession(w http.ResponseWriter, r *http.Request, rq *reques
 		err = session.ErrNotFound
 	}
 	if errors.Is(err, session.ErrNotFound) {
-		writeError(w, http.StatusNotFound, jsonrpc.ID{}, jsonrpc.CodeSessionNotFound, "Not Found: session not found")
+		writeError(w, http.StatusNotFound, jsonrpc.ID{}, protocol.CodeSessionNotFound, "Not Found: session not found")
 		return false
 	}
 	if err != nil {
@@ -566,7 +551,7 @@ func (h *Handler) loadSession(w http.ResponseWriter, r *http.Request, rq *reques
 	// says (an absent header only means 2025-03-26 when nothing else tells).
 	rq.version = rec.ProtocolVersion
 	if rq.version == "" {
-		rq.version = defaultVersion
+		rq.version = protocol.Assumed.String()
 	}
 	return true
 }

@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upstream"
@@ -34,31 +34,9 @@ import (
 // that speak the session-based revisions. It is never shared between
 // principals and never accepted as an Mcp-Session-Id.
 
-const (
-	statelessVersion = "2026-07-28"
-
-	metaProtocolVersion = upstream.MetaProtocolVersion
-	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
-	metaLogLevel        = "io.modelcontextprotocol/logLevel"
-	metaSubscriptionID  = "io.modelcontextprotocol/subscriptionId"
-
-	headerMethod = "Mcp-Method"
-	headerName   = "Mcp-Name"
-
-	// Error codes of the 2026-07-28 revision (basic/index, "Error Codes").
-	codeHeaderMismatch             = -32020
-	codeUnsupportedProtocolVersion = -32022
-
-	// statelessPrefix marks the records the gateway keeps for stateless
-	// callers; no session id handed to a client starts with it.
-	statelessPrefix = "p-"
-)
-
-// statelessVersions are the revisions served without a session.
-var statelessVersions = []string{statelessVersion}
-
-// allVersions is what server/discover and UnsupportedProtocolVersion list.
-var allVersions = append(append([]string{}, statelessVersions...), supportedVersions...)
+// statelessPrefix marks the records the gateway keeps for stateless
+// callers; no session id handed to a client starts with it.
+const statelessPrefix = "p-"
 
 // statelessMethods is the method table of the stateless revision: the
 // session-based one without initialize, ping, logging/setLevel and
@@ -105,7 +83,7 @@ func metaOf(params json.RawMessage) *jsonx.Object {
 // returns the message's _meta (nil if none), parsed once for the request.
 func isStateless(r *http.Request, msg *jsonrpc.Message) (*jsonx.Object, bool) {
 	meta := metaOf(msg.Params)
-	if v := r.Header.Get(headerProtocolVersion); v != "" && v >= statelessVersion {
+	if v := r.Header.Get(protocol.HeaderProtocolVersion); v != "" && statelessVersion(v) {
 		return meta, true
 	}
 	if msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize" {
@@ -114,8 +92,22 @@ func isStateless(r *http.Request, msg *jsonrpc.Message) (*jsonx.Object, bool) {
 	if meta == nil {
 		return nil, false
 	}
-	v, ok := meta.GetString(metaProtocolVersion)
-	return meta, ok && v >= statelessVersion
+	v, ok := meta.GetString(protocol.MetaProtocolVersion)
+	return meta, ok && statelessVersion(v)
+}
+
+// statelessVersion reports whether a version a client sent is served by the
+// stateless revision's rules: a date of 2026-07-28 or later (an unknown
+// later one is answered UnsupportedProtocolVersion, with the versions to
+// pick from). A string that is not a date names no revision; it goes by its
+// bytes against "2026-07-28", where a client comparing version strings
+// places it: a draft's "DRAFT-2026-v1" after, so that it too is told the
+// versions to pick from, "1.0" before, to the session-based transport's 400.
+func statelessVersion(s string) bool {
+	if v, ok := protocol.ParseVersion(s); ok {
+		return v.Stateless()
+	}
+	return s >= protocol.V2026_07_28.String()
 }
 
 // writeRPCError answers with a JSON-RPC error carrying data.
@@ -137,31 +129,31 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 		return
 	}
 	mismatch := func(format string, args ...any) {
-		writeRPCError(w, http.StatusBadRequest, msg.ID, codeHeaderMismatch, "Header mismatch: "+fmt.Sprintf(format, args...), nil)
+		writeRPCError(w, http.StatusBadRequest, msg.ID, protocol.CodeHeaderMismatch, "Header mismatch: "+fmt.Sprintf(format, args...), nil)
 	}
-	header := r.Header.Get(headerProtocolVersion)
+	header := r.Header.Get(protocol.HeaderProtocolVersion)
 	var body string
 	var hasBody bool
 	if meta != nil {
-		body, hasBody = meta.GetString(metaProtocolVersion)
+		body, hasBody = meta.GetString(protocol.MetaProtocolVersion)
 	}
 	switch {
 	case header == "":
 		mismatch("required header MCP-Protocol-Version is missing")
 		return
 	case !hasBody:
-		mismatch("params._meta[%q] is missing", metaProtocolVersion)
+		mismatch("params._meta[%q] is missing", protocol.MetaProtocolVersion)
 		return
 	case header != body:
 		mismatch("MCP-Protocol-Version header value %q does not match body value %q", header, body)
 		return
 	}
-	if !slices.Contains(statelessVersions, body) {
-		writeRPCError(w, http.StatusBadRequest, msg.ID, codeUnsupportedProtocolVersion, "Unsupported protocol version",
-			map[string]any{"supported": allVersions, "requested": body})
+	if !protocol.Listed(body, protocol.StatelessVersions) {
+		writeRPCError(w, http.StatusBadRequest, msg.ID, protocol.CodeUnsupportedProtocolVersion, "Unsupported protocol version",
+			map[string]any{"supported": protocol.Versions, "requested": body})
 		return
 	}
-	if m := r.Header.Get(headerMethod); m == "" {
+	if m := r.Header.Get(protocol.HeaderMethod); m == "" {
 		mismatch("required header Mcp-Method is missing")
 		return
 	} else if m != msg.Method {
@@ -180,7 +172,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 		if p, err := jsonx.ParseValidObject(msg.Params); err == nil {
 			bodyName, _ = p.GetString(key)
 		}
-		hv, ok := r.Header[http.CanonicalHeaderKey(headerName)]
+		hv, ok := r.Header[protocol.HeaderName]
 		if !ok || len(hv) != 1 {
 			mismatch("required header Mcp-Name is missing")
 			return
@@ -200,13 +192,13 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 	rq.stateless = true
 	rq.header = r.Header
 	if meta != nil {
-		rq.metaCaps = meta.Get(upstream.MetaClientCapabilities)
+		rq.metaCaps = meta.Get(protocol.MetaClientCapabilities)
 		// The same bound as an initialize's capabilities: they are parsed,
 		// and their parse cached (see capSet), for each input request.
 		if max := rq.st.cfg.Limits.ClientCapabilitiesBytes; len(rq.metaCaps) > max {
 			h.limitHit(r.Context(), rq, telemetry.LimitClientCapabilities, msg.Method)
 			writeRPCError(w, http.StatusOK, msg.ID, jsonrpc.CodeInvalidParams,
-				fmt.Sprintf("Invalid params: _meta[%q] exceeds limits.client_capabilities_bytes (%d bytes)", upstream.MetaClientCapabilities, max), nil)
+				fmt.Sprintf("Invalid params: _meta[%q] exceeds limits.client_capabilities_bytes (%d bytes)", protocol.MetaClientCapabilities, max), nil)
 			return
 		}
 	}
@@ -221,7 +213,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 	} else {
 		rq.sess = &session.Record{ID: "discover"}
 	}
-	if meta != nil && meta.Get(metaLogLevel) != nil {
+	if meta != nil && meta.Get(protocol.MetaLogLevel) != nil {
 		rq.wantsLogs = true
 	}
 	if msg.Method == "subscriptions/listen" {
@@ -268,7 +260,7 @@ func (h *Handler) principalRecord(ctx context.Context, rq *request) (*session.Re
 	}
 	now := time.Now()
 	rec = &session.Record{
-		ID: id, ProtocolVersion: statelessVersion, Created: now, LastSeen: now,
+		ID: id, ProtocolVersion: protocol.LatestStateless.String(), Created: now, LastSeen: now,
 		Principal: session.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant},
 	}
 	switch err := h.store.Create(ctx, rec); {
@@ -299,7 +291,7 @@ func (h *Handler) decorate(rq *request, method string, res json.RawMessage) json
 		}
 	}
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
-	meta.Set(metaServerInfo, info)
+	meta.Set(protocol.MetaServerInfo, info)
 	o.Set("_meta", meta.Bytes())
 	switch method {
 	case "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover":
@@ -318,7 +310,7 @@ func discover(ctx context.Context, rq *request, c *call) (json.RawMessage, error
 	caps := rq.capabilities(rq.upstreams())
 	delete(caps, "logging") // per-request _meta in this revision
 	return json.Marshal(map[string]any{
-		"supportedVersions": allVersions,
+		"supportedVersions": protocol.Versions,
 		"capabilities":      caps,
 	})
 }
@@ -353,7 +345,7 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, rq *reques
 	}
 	subID := json.RawMessage(msg.ID.Raw())
 	tag := func(method string, extra map[string]any) []byte {
-		p := map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionID: subID}}
+		p := map[string]any{"_meta": map[string]json.RawMessage{protocol.MetaSubscriptionID: subID}}
 		for k, v := range extra {
 			p[k] = v
 		}
@@ -368,7 +360,7 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, rq *reques
 
 	// A graceful closure, when the gateway ends the subscription, is a
 	// response to the listen request.
-	closed, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{metaSubscriptionID: subID}})
+	closed, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{protocol.MetaSubscriptionID: subID}})
 	h.runStream(w, r, rq, "listen:"+session.NewID(), msg.ID, msg.Method, streamHooks{
 		first: tag("notifications/subscriptions/acknowledged", map[string]any{"notifications": agreed}),
 		shape: func(raw []byte) []byte {
@@ -382,17 +374,13 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, rq *reques
 	})
 }
 
-// protocolMetaPrefix prefixes the _meta keys the protocol reserves for a
-// hop: the version, client capabilities and identity, log level.
-const protocolMetaPrefix = "io.modelcontextprotocol/"
-
 // stripProtocolMeta removes the protocol's own _meta keys from params: they
 // describe the client's hop to the gateway, not the gateway's hop to an
 // upstream, which speaks its own revision (a 2025-11-25 upstream that knows
 // 2026-07-28 would take them for a request of that revision). Every other
 // byte of params and _meta stays.
 func stripProtocolMeta(params json.RawMessage) json.RawMessage {
-	if len(params) == 0 || !strings.Contains(string(params), protocolMetaPrefix) {
+	if len(params) == 0 || !strings.Contains(string(params), protocol.MetaPrefix) {
 		return params
 	}
 	p, err := jsonx.ParseValidObject(params)
@@ -409,7 +397,7 @@ func stripProtocolMeta(params json.RawMessage) json.RawMessage {
 	}
 	kept := meta.Members[:0]
 	for _, m := range meta.Members {
-		if !strings.HasPrefix(m.Name, protocolMetaPrefix) {
+		if !strings.HasPrefix(m.Name, protocol.MetaPrefix) {
 			kept = append(kept, m)
 		}
 	}

@@ -143,7 +143,7 @@ func (h *Handler) capSet(caps json.RawMessage) map[string]bool {
 func (rq *request) modern(up *upstreamRef) bool {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
-	return rq.sess.Upstreams[up.cfg.Name].ProtocolVersion == upstream.ModernVersion
+	return upstream.IsModern(rq.sess.Upstreams[up.cfg.Name])
 }
 
 // upstreamSession returns the session's upstream session with up, opening
@@ -265,7 +265,7 @@ func (rq *request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID,
 // from the client's session (2026-07-28 basic/versioning: every request
 // carries its version, client info and capabilities).
 func (rq *request) upstreamParams(us session.Upstream, params json.RawMessage) json.RawMessage {
-	if us.ProtocolVersion != upstream.ModernVersion {
+	if !upstream.IsModern(us) {
 		if rq.stateless {
 			return stripProtocolMeta(params)
 		}

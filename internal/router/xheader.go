@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -139,7 +140,7 @@ func validToken(s string) bool {
 func checkParamHeaders(hs []paramHeader, args json.RawMessage, header http.Header) string {
 	for _, h := range hs {
 		val := valueAt(args, h.path)
-		hv, present := header[http.CanonicalHeaderKey("Mcp-Param-"+h.name)]
+		hv, present := header[http.CanonicalHeaderKey(protocol.HeaderParamPrefix+h.name)]
 		if val == nil || string(val) == "null" {
 			if present {
 				return fmt.Sprintf("Mcp-Param-%s header present but the argument is absent", h.name)
@@ -220,7 +221,7 @@ func paramHeaderValues(hs []paramHeader, args json.RawMessage) http.Header {
 		if out == nil {
 			out = make(http.Header, len(hs))
 		}
-		out.Set("Mcp-Param-"+h.name, upstream.EncodeHeaderValue(s))
+		out.Set(protocol.HeaderParamPrefix+h.name, upstream.EncodeHeaderValue(s))
 	}
 	return out
 }

@@ -57,6 +57,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 )
 
@@ -116,12 +117,6 @@ type Error struct {
 func (e *Error) Error() string { return "upstream " + e.Upstream + ": " + e.Op + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-// Protocol versions. The client asks for the newest and accepts the older
-// ones an upstream may answer with (lifecycle, "Version Negotiation").
-const latestProtocolVersion = "2025-11-25"
-
-var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
-
 const (
 	defaultTimeout         = 30 * time.Second
 	defaultMaxMessageBytes = 16 << 20
@@ -138,17 +133,10 @@ const (
 	maxSessionIDLen = 1024
 )
 
-// The header names of the protocol (transports, "Session Management",
-// "Protocol Version Header", "Resumability and Redelivery").
-const (
-	headerSessionID       = "Mcp-Session-Id"
-	headerProtocolVersion = "Mcp-Protocol-Version"
-	headerLastEventID     = "Last-Event-Id"
-)
-
 // protocolHeaders are the headers this package sets itself; the config's
 // headers cannot replace them.
-var protocolHeaders = []string{"Accept", "Content-Type", "Content-Length", headerSessionID, headerProtocolVersion, headerLastEventID}
+var protocolHeaders = []string{"Accept", "Content-Type", "Content-Length",
+	protocol.HeaderSessionID, protocol.HeaderProtocolVersion, protocol.HeaderLastEventID}
 
 // A Client talks to one upstream MCP server over Streamable HTTP. Its methods
 // are safe for use by multiple goroutines.
@@ -256,7 +244,7 @@ func New(cfg config.Upstream, opts Options) *Client {
 	if len(caps) == 0 {
 		caps = json.RawMessage(`{}`)
 	}
-	p := append([]byte(`{"protocolVersion":"`+latestProtocolVersion+`","capabilities":`), caps...)
+	p := append([]byte(`{"protocolVersion":"`+protocol.LatestSession.String()+`","capabilities":`), caps...)
 	p = append(p, `,"clientInfo":`...)
 	p = append(p, info...)
 	c.initParams = append(p, '}')
@@ -317,7 +305,7 @@ func (c *Client) Initialize(ctx context.Context) (*InitResult, error) {
 		// Notifications before the result (logging) have no one to go to, and
 		// a request (ping) cannot be answered before initialized.
 	}
-	sid := r.header.Get(headerSessionID)
+	sid := r.header.Get(protocol.HeaderSessionID)
 	r.Close()
 
 	if final.Kind == jsonrpc.KindErrorResponse {
@@ -337,7 +325,9 @@ func (c *Client) Initialize(ctx context.Context) (*InitResult, error) {
 		c.terminateInBackground(ctx, sid)
 		return nil, c.error(op, 0, fmt.Errorf("invalid initialize result: %v", err))
 	}
-	if !slices.Contains(supportedProtocolVersions, res.ProtocolVersion) {
+	// The client asks for the newest revision and accepts the older ones
+	// an upstream may answer with (lifecycle, "Version Negotiation").
+	if !protocol.Listed(res.ProtocolVersion, protocol.SessionVersions) {
 		// The spec says the client SHOULD disconnect; the session is useless.
 		c.terminateInBackground(ctx, sid)
 		return nil, c.error(op, 0, fmt.Errorf("unsupported protocol version %q", excerpt([]byte(res.ProtocolVersion), 40)))
@@ -397,7 +387,7 @@ func replayable(method string) bool { return method != "tools/call" }
 func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, method string, params json.RawMessage, cancellable bool, extra http.Header) (*Response, error) {
 	tctx, stop := c.withTimeout(ctx)
 	r := &Response{c: c, s: s, id: id, method: method, ctx: ctx, tctx: tctx, stop: stop, cancellable: cancellable}
-	if s.ProtocolVersion == ModernVersion && !bytes.Contains(params, []byte(MetaProtocolVersion)) {
+	if IsModern(s) && !bytes.Contains(params, []byte(protocol.MetaProtocolVersion)) {
 		// A request of the gateway's own (a list for the catalog): it
 		// speaks for itself.
 		params = WithModernMeta(params, c.info, c.caps)
@@ -408,7 +398,7 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 		stop()
 		return nil, c.error(method, 0, err)
 	}
-	if s.ProtocolVersion == ModernVersion {
+	if IsModern(s) {
 		setModernHeaders(req.Header, method, params, extra)
 	}
 	if replayable(method) {
@@ -538,7 +528,7 @@ func (c *Client) resume(ctx context.Context, s session.Upstream, op, lastEventID
 		return nil, c.error(op, 0, err)
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set(headerLastEventID, lastEventID)
+	req.Header.Set(protocol.HeaderLastEventID, lastEventID)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, c.transportError(ctx, op, err)
@@ -584,10 +574,10 @@ func (c *Client) newRequest(ctx context.Context, method string, s session.Upstre
 		req.Header.Set("Accept", "application/json, text/event-stream")
 	}
 	if s.SessionID != "" {
-		req.Header.Set(headerSessionID, s.SessionID)
+		req.Header.Set(protocol.HeaderSessionID, s.SessionID)
 	}
 	if s.ProtocolVersion != "" {
-		req.Header.Set(headerProtocolVersion, s.ProtocolVersion)
+		req.Header.Set(protocol.HeaderProtocolVersion, s.ProtocolVersion)
 	}
 	return req, nil
 }
@@ -684,7 +674,7 @@ func (c *Client) statusError(op string, resp *http.Response, sentSession bool) *
 	if m, err := jsonrpc.Decode(body); err == nil && m.Kind == jsonrpc.KindErrorResponse {
 		rpc := c.secrets.rpcError(m.Error)
 		e.RPC = shortened(rpc)
-		if rpc.Code == codeUnsupportedProtocolVersion && len(rpc.Data) <= maxErrorBody {
+		if rpc.Code == protocol.CodeUnsupportedProtocolVersion && len(rpc.Data) <= maxErrorBody {
 			e.RPC.Data = rpc.Data // the supported versions (see discover)
 		}
 	}

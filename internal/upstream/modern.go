@@ -7,7 +7,8 @@ package upstream
 // The Client learns, once per upstream, which era the upstream is of, and
 // then speaks its language: Open returns either a legacy session (after
 // initialize) or a session.Upstream with no id whose ProtocolVersion is
-// ModernVersion, which the caller keeps and passes to Call like any other.
+// modernVersion (see IsModern), which the caller keeps and passes to Call
+// like any other.
 
 import (
 	"context"
@@ -21,19 +22,19 @@ import (
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 )
 
-// ModernVersion is the revision without sessions the client speaks to
+// modernVersion is the revision without sessions the client speaks to
 // upstreams that support it.
-const ModernVersion = "2026-07-28"
+const modernVersion = protocol.LatestStateless
 
-// The _meta keys of a 2026-07-28 request (basic/index, "_meta").
-const (
-	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
-	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
-	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-)
+// IsModern reports whether s is a session with an upstream of a revision
+// without sessions: s has no id, and every request carries its version.
+func IsModern(s session.Upstream) bool {
+	return protocol.Listed(s.ProtocolVersion, protocol.StatelessVersions)
+}
 
 // What the client knows of an upstream's era.
 const (
@@ -42,19 +43,11 @@ const (
 	eraLegacy
 )
 
-// The error codes that only a modern server answers with (2026-07-28
-// schema): seeing one identifies the upstream as modern.
-const (
-	codeHeaderMismatch             = -32020
-	codeMissingClientCapability    = -32021
-	codeUnsupportedProtocolVersion = -32022
-)
-
 // Open returns a session with the upstream in the revision it speaks. The
 // first time, it probes with server/discover (basic/versioning, "Backward
 // Compatibility with Initialization-Based Versions"): a result that lists
-// ModernVersion makes the upstream modern, and Open returns a session with
-// no id and ProtocolVersion ModernVersion; any answer that is not a
+// modernVersion makes the upstream modern, and Open returns a session with
+// no id and ProtocolVersion modernVersion; any answer that is not a
 // recognized modern one makes it legacy, and Open initializes. The finding
 // is kept ("a property of the server"), and forgotten when it fails: a
 // failed Open, or a modern session the upstream no longer takes (see
@@ -81,13 +74,13 @@ func (c *Client) Open(ctx context.Context) (*InitResult, error) {
 
 // discover probes the upstream with server/discover. It returns the modern
 // session, or nil and no error when the upstream is legacy (or modern but
-// without ModernVersion while it offers a legacy one), or an error when the
+// without modernVersion while it offers a legacy one), or an error when the
 // upstream could not be reached or refused both eras.
 func (c *Client) discover(ctx context.Context) (*InitResult, error) {
 	const op = "server/discover"
 	ctx, stop := c.withTimeout(ctx)
 	defer stop()
-	s := session.Upstream{ProtocolVersion: ModernVersion}
+	s := session.Upstream{ProtocolVersion: modernVersion.String()}
 	r, err := c.call(ctx, s, initializeID, op, c.discoverParams, false, nil)
 	if err != nil {
 		var e *Error
@@ -118,13 +111,14 @@ func (c *Client) discover(ctx context.Context) (*InitResult, error) {
 		Capabilities      json.RawMessage `json:"capabilities"`
 		Instructions      string          `json:"instructions"`
 		Meta              struct {
+			// protocol.MetaServerInfo: a tag cannot name a constant.
 			ServerInfo json.RawMessage `json:"io.modelcontextprotocol/serverInfo"`
 		} `json:"_meta"`
 	}
 	if err := json.Unmarshal(final.Result, &res); err != nil {
 		return nil, nil // not a DiscoverResult: not a modern server
 	}
-	if !slices.Contains(res.SupportedVersions, ModernVersion) {
+	if !slices.Contains(res.SupportedVersions, modernVersion.String()) {
 		return nil, nil
 	}
 	caps := res.Capabilities
@@ -132,7 +126,7 @@ func (c *Client) discover(ctx context.Context) (*InitResult, error) {
 		caps = json.RawMessage(`{}`)
 	}
 	return &InitResult{
-		Session:      session.Upstream{ProtocolVersion: ModernVersion, Capabilities: caps},
+		Session:      session.Upstream{ProtocolVersion: modernVersion.String(), Capabilities: caps},
 		ServerInfo:   res.Meta.ServerInfo,
 		Instructions: res.Instructions,
 	}, nil
@@ -142,7 +136,7 @@ func (c *Client) discover(ctx context.Context) (*InitResult, error) {
 // back to initialize) unless it is a modern error that rules out both eras.
 func (c *Client) modernRefusal(op string, e *jsonrpc.Error) error {
 	switch e.Code {
-	case codeUnsupportedProtocolVersion:
+	case protocol.CodeUnsupportedProtocolVersion:
 		// A modern server without our modern version: fine if it still
 		// speaks a legacy one we speak too.
 		var data struct {
@@ -150,12 +144,13 @@ func (c *Client) modernRefusal(op string, e *jsonrpc.Error) error {
 		}
 		_ = json.Unmarshal(e.Data, &data)
 		for _, v := range data.Supported {
-			if slices.Contains(supportedProtocolVersions, v) {
+			if protocol.Listed(v, protocol.SessionVersions) {
 				return nil
 			}
 		}
 		return c.error(op, 0, fmt.Errorf("upstream supports none of our protocol versions: %v", excerpt([]byte(strings.Join(data.Supported, ", ")), 80)))
-	case codeHeaderMismatch, codeMissingClientCapability:
+	case protocol.CodeHeaderMismatch, protocol.CodeMissingClientCapability:
+		// Codes only a modern server answers with (2026-07-28 schema).
 		return c.error(op, 0, shortened(e))
 	}
 	return nil
@@ -168,16 +163,16 @@ func (c *Client) modernRefusal(op string, e *jsonrpc.Error) error {
 // probes again.
 func (c *Client) callStatusError(op string, resp *http.Response, s session.Upstream) *Error {
 	e := c.statusError(op, resp, s.SessionID != "")
-	if s.ProtocolVersion == ModernVersion && e.RPC == nil && e.Status >= 400 && e.Status <= 499 &&
+	if IsModern(s) && e.RPC == nil && e.Status >= 400 && e.Status <= 499 &&
 		e.Status != http.StatusTooManyRequests && e.Status != http.StatusUnauthorized && e.Status != http.StatusForbidden {
 		c.era.Store(eraUnknown)
-		e.Err = fmt.Errorf("%w: the upstream no longer takes %s requests (%v)", ErrSessionExpired, ModernVersion, e.Err)
+		e.Err = fmt.Errorf("%w: the upstream no longer takes %s requests (%v)", ErrSessionExpired, modernVersion, e.Err)
 	}
 	return e
 }
 
 // WithModernMeta returns params (nil for none) with the per-request protocol
-// fields of ModernVersion set in its _meta: the version, client info (if
+// fields of modernVersion set in its _meta: the version, client info (if
 // any) and capabilities. Every other member of params and _meta stays as it
 // is; protocol keys already there are replaced.
 func WithModernMeta(params, info, caps json.RawMessage) json.RawMessage {
@@ -193,14 +188,14 @@ func WithModernMeta(params, info, caps json.RawMessage) json.RawMessage {
 			meta = m
 		}
 	}
-	meta.SetString(MetaProtocolVersion, ModernVersion)
+	meta.SetString(protocol.MetaProtocolVersion, modernVersion.String())
 	if len(info) > 0 {
-		meta.Set(MetaClientInfo, info)
+		meta.Set(protocol.MetaClientInfo, info)
 	}
 	if len(caps) == 0 {
 		caps = json.RawMessage(`{}`)
 	}
-	meta.Set(MetaClientCapabilities, caps)
+	meta.Set(protocol.MetaClientCapabilities, caps)
 	p.Set("_meta", meta.Bytes())
 	return p.Bytes()
 }
@@ -209,16 +204,16 @@ func WithModernMeta(params, info, caps json.RawMessage) json.RawMessage {
 // body (basic/transports/streamable-http, "Standard Headers"), and the
 // Mcp-Param-* headers of extra.
 func setModernHeaders(h http.Header, method string, params json.RawMessage, extra http.Header) {
-	h.Set("Mcp-Method", method)
+	h.Set(protocol.HeaderMethod, method)
 	if key := NameKey(method); key != "" {
 		if o, err := jsonx.ParseValidObject(params); err == nil {
 			if v, ok := o.GetString(key); ok {
-				h.Set("Mcp-Name", EncodeHeaderValue(v))
+				h.Set(protocol.HeaderName, EncodeHeaderValue(v))
 			}
 		}
 	}
 	for k, v := range extra {
-		if strings.HasPrefix(http.CanonicalHeaderKey(k), "Mcp-Param-") {
+		if strings.HasPrefix(http.CanonicalHeaderKey(k), protocol.HeaderParamPrefix) {
 			h[http.CanonicalHeaderKey(k)] = v
 		}
 	}

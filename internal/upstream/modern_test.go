@@ -99,7 +99,7 @@ func TestOpenLearnsTheEra(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := res.Session.ProtocolVersion == ModernVersion; got != tc.modern {
+				if got := res.Session.ProtocolVersion == modernVersion.String(); got != tc.modern {
 					t.Fatalf("modern = %v, want %v (session %+v)", got, tc.modern, res.Session)
 				}
 			}
@@ -144,7 +144,7 @@ func TestModernCalls(t *testing.T) {
 	s.mu.Lock()
 	h := s.headers[len(s.headers)-1]
 	s.mu.Unlock()
-	if h.Get("Mcp-Protocol-Version") != ModernVersion || h.Get("Mcp-Method") != "tools/call" || h.Get("Mcp-Name") != "na me" ||
+	if h.Get("Mcp-Protocol-Version") != modernVersion.String() || h.Get("Mcp-Method") != "tools/call" || h.Get("Mcp-Name") != "na me" ||
 		h.Get("Mcp-Param-Region") != "eu" || h.Get("X-Other") != "" || h.Get("Mcp-Session-Id") != "" {
 		t.Errorf("headers %v", h)
 	}
@@ -165,7 +165,7 @@ func TestModernCalls(t *testing.T) {
 		t.Fatalf("call to an upstream no longer modern: %v", err)
 	}
 	res, err = c.Open(context.Background())
-	if err != nil || res.Session.ProtocolVersion == ModernVersion || res.Session.SessionID != "legacy-1" {
+	if err != nil || res.Session.ProtocolVersion == modernVersion.String() || res.Session.SessionID != "legacy-1" {
 		t.Fatalf("reopened: %+v %v", res, err)
 	}
 }
@@ -195,7 +195,7 @@ func TestOpenGoSDKServers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := res.Session.ProtocolVersion == ModernVersion; got != stateless {
+		if got := res.Session.ProtocolVersion == modernVersion.String(); got != stateless {
 			t.Errorf("stateless %v: session %+v", stateless, res.Session)
 		}
 		r, err := c.Call(context.Background(), res.Session, jsonrpc.IntID(1), "tools/list", nil)

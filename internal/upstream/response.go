@@ -300,7 +300,7 @@ func (r *Response) Close() error {
 // cancelUpstream sends notifications/cancelled for the request, once, in the
 // background, if the request may be running upstream and may be cancelled.
 func (r *Response) cancelUpstream() {
-	if !r.cancellable || !r.inFlight || r.s.ProtocolVersion == ModernVersion {
+	if !r.cancellable || !r.inFlight || IsModern(r.s) {
 		// 2026-07-28 basic/patterns/cancellation: a request without a
 		// session is cancelled by closing its stream, which Close does.
 		return

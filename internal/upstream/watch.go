@@ -39,7 +39,7 @@ func (c *Client) Watch(ctx context.Context, s session.Upstream) (*Stream, error)
 	const op = "watch"
 	var req *http.Request
 	var err error
-	if s.ProtocolVersion == ModernVersion {
+	if IsModern(s) {
 		params := WithModernMeta(watchParams, c.info, c.caps)
 		req, err = c.newRequest(ctx, http.MethodPost, s, jsonrpc.AppendRequest(nil, jsonrpc.StringID("watch"), "subscriptions/listen", params))
 		if err == nil {
@@ -51,14 +51,14 @@ func (c *Client) Watch(ctx context.Context, s session.Upstream) (*Stream, error)
 	if err != nil {
 		return nil, c.error(op, 0, err)
 	}
-	if s.ProtocolVersion != ModernVersion {
+	if !IsModern(s) {
 		req.Header.Set("Accept", "text/event-stream")
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, c.transportError(ctx, op, err)
 	}
-	if resp.StatusCode == http.StatusMethodNotAllowed && s.ProtocolVersion != ModernVersion {
+	if resp.StatusCode == http.StatusMethodNotAllowed && !IsModern(s) {
 		discard(resp.Body)
 		return nil, c.error(op, resp.StatusCode, ErrNoStream)
 	}
