@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -106,6 +107,67 @@ func TestCallAfterUpstreamClosedIdleConnections(t *testing.T) {
 	}
 }
 
+// closingListener closes the first connection it accepts at once, and
+// tells closed.
+type closingListener struct {
+	net.Listener
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (l *closingListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		first := false
+		l.once.Do(func() { first = true })
+		if !first {
+			return c, nil
+		}
+		c.Close()
+		close(l.closed)
+	}
+}
+
+// TestCallOnConnectionClosedBeforeUse: a connection the upstream closed
+// before the client wrote anything on it (one dialed for a call that then
+// went out on another, left in the pool) is one net/http will not send a
+// request on again, since it was never used. The call goes again on
+// another, and reaches the upstream once.
+func TestCallOnConnectionClosedBeforeUse(t *testing.T) {
+	for i := range 20 {
+		u := &callCounter{calls: map[string]int{}}
+		srv := httptest.NewUnstartedServer(u)
+		ln := &closingListener{Listener: srv.Listener, closed: make(chan struct{})}
+		srv.Listener = ln
+		srv.Start()
+		c := newTestClient(t, srv.URL, 5*time.Second, nil, Options{})
+		dial := c.own.DialContext
+		c.own.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err == nil {
+				// The first connection is handed over once the upstream
+				// has closed it.
+				select {
+				case <-ln.closed:
+				case <-ctx.Done():
+				}
+			}
+			return conn, err
+		}
+		args := `{"n":` + strconv.Itoa(i) + `}`
+		if err := callOnce(c, 1, args); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if n := u.count(args); n != 1 {
+			t.Fatalf("call %d reached the upstream %d times, want 1", i, n)
+		}
+		srv.Close()
+	}
+}
+
 // TestCallLostMidRequestIsNotResent: a connection that breaks after the
 // upstream received the call (it died before answering) may have run the
 // tool: the call fails and is never sent again.
@@ -175,9 +237,42 @@ func TestDeadConnection(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	// After a read, a write that would start a request fails with nothing
-	// written.
-	if n, err := c.Write([]byte("POST")); n != 0 || err == nil {
+	// A write that would start a request fails with nothing written, and
+	// a connection on which nothing was written says so when read.
+	if n, err := c.Write([]byte("POST")); n != 0 || !errors.Is(err, errClosedBeforeSent) {
 		t.Errorf("write on a connection the peer closed: %d, %v", n, err)
+	}
+	if _, err := c.Read(buf); !errors.Is(err, errClosedBeforeSent) {
+		t.Errorf("read on a connection the peer closed before any write: %v", err)
+	}
+}
+
+// A connection that was written on reports a read error as it is: the
+// upstream may have received something.
+func TestUsedConnectionReadsEOF(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newLiveConn(raw)
+	defer c.Close()
+	peer := <-accepted
+	if _, err := c.Write([]byte("GET")); err != nil {
+		t.Fatal(err)
+	}
+	peer.Close()
+	// EOF, or a reset: the peer closed with our bytes unread.
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, errClosedBeforeSent) {
+		t.Errorf("read: %v, want the connection's own error", err)
 	}
 }

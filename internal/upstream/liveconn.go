@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -32,22 +33,31 @@ func liveDialer(dial func(ctx context.Context, network, addr string) (net.Conn, 
 // and net/http can only say that it got EOF after writing it, which is also
 // what an upstream dying mid-call looks like. So before the first write
 // that follows a read (on HTTP/1.1, the start of the next request on a
-// reused connection) and before the first write of all (a connection
-// dialed for a request that then went out on another one may wait in the
-// pool unused) the connection checks, without blocking, whether the
-// upstream's end of it has arrived; if so the write fails with nothing
-// written. net/http then sends the request again on another connection, as
-// it does for any request of which nothing was written and whose body can
-// be rewound, if the connection had been used before; else the caller does
+// reused connection) and before the first write of all, the connection
+// checks, without blocking, whether the upstream's end of it has arrived;
+// if so the write fails with nothing written. net/http then sends the
+// request again on another connection, as it does for any request of which
+// nothing was written on a connection used before, if its body can be
+// rewound.
+//
+// It does not for a connection never used (one dialed for a request that
+// then went out on another may wait in the pool unused): a liveConn on
+// which nothing was written reports any read error, as well as a refused
+// write, as errClosedBeforeSent, and the caller sends the request again
 // (see replayable).
 type liveConn struct {
 	net.Conn
 	raw syscall.RawConn // nil if the connection has no file descriptor
 
-	// read is set by Read (and at first) and cleared by Write: the next
-	// write starts a request. The transport reads and writes in different
-	// goroutines.
+	// read is set by Read and cleared by Write: the next write starts a
+	// request. The transport reads and writes in different goroutines.
 	read atomic.Bool
+
+	// used is set, under mu, once a write got past the check: from then on
+	// bytes may have reached the upstream. mu orders the first write
+	// against a failed read.
+	mu   sync.Mutex
+	used atomic.Bool
 
 	// peek is c.peekFD, bound once so that a check allocates nothing;
 	// closed is its result. Both belong to the writing goroutine.
@@ -57,7 +67,6 @@ type liveConn struct {
 
 func newLiveConn(c net.Conn) *liveConn {
 	lc := &liveConn{Conn: c}
-	lc.read.Store(true)
 	if sc, ok := c.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			lc.raw = raw
@@ -82,11 +91,31 @@ func (c *liveConn) peerClosed() bool {
 func (c *liveConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	c.read.Store(true)
+	if err != nil && !c.used.Load() {
+		c.mu.Lock()
+		if !c.used.Load() {
+			// Nothing was written, and a write from now on finds the
+			// connection closed.
+			err = errClosedBeforeSent
+		}
+		c.mu.Unlock()
+	}
 	return n, err
 }
 
 func (c *liveConn) Write(b []byte) (int, error) {
-	if c.read.Swap(false) && c.peerClosed() {
+	if !c.used.Load() {
+		c.mu.Lock()
+		if !c.used.Load() {
+			if c.peerClosed() {
+				c.mu.Unlock()
+				return 0, errClosedBeforeSent
+			}
+			c.used.Store(true)
+		}
+		c.mu.Unlock()
+		c.read.Store(false)
+	} else if c.read.Swap(false) && c.peerClosed() {
 		return 0, errClosedBeforeSent
 	}
 	return c.Conn.Write(b)
