@@ -44,7 +44,9 @@ func liveDialer(dial func(ctx context.Context, network, addr string) (net.Conn, 
 // then went out on another may wait in the pool unused): a liveConn on
 // which nothing was written reports any read error, as well as a refused
 // write, as errClosedBeforeSent, and the caller sends the request again
-// (see replayable).
+// (see replayable). Over TLS the handshake is written first, so a TLS
+// connection never used for a request is not told apart: a request that
+// finds one closed fails as it would without the check.
 type liveConn struct {
 	net.Conn
 	raw syscall.RawConn // nil if the connection has no file descriptor
