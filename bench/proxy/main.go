@@ -10,8 +10,7 @@
 // http://ADDR/mcp when the upstream's is at /mcp.
 //
 // To be a fair and correct baseline rather than a strawman, it has the two
-// fixes an MCP deployment of ReverseProxy needs (see shared/DESIGN.md,
-// "Known pitfalls"):
+// fixes an MCP deployment of ReverseProxy needs:
 //
 //   - The request body is read into memory (bounded by -max-body) before
 //     forwarding, and sent with its Content-Length and a GetBody. A plain

@@ -482,17 +482,34 @@ func TestUpstreamRestartAcrossReplicas(t *testing.T) {
 	}
 
 	c.alpha.Restart()
-	// Restart is instantaneous; a real process takes longer to come back
-	// than the replicas take to notice that their idle keep-alive
-	// connections to it were closed. Without this pause a tools/call, which
-	// the gateway never sends twice, may be written on such a connection
-	// before its replica noticed, and fail with EOF (see the report on
+	// At once: the restart closed the replicas' keep-alive connections to
+	// alpha, and the first call must not be lost on one of them (see
 	// internal/upstream's replayable).
-	time.Sleep(100 * time.Millisecond)
 	from := len(c.lb.Log())
 	mustEcho(t, cs, "alpha", "first-after")
 	if n := initializes(c.alpha); n != 2 {
 		t.Errorf("alpha saw %d initialize requests after the first call, want 2", n)
+	}
+	// It ran once: on the new upstream session (the one the last
+	// notifications/initialized opened), and nowhere else but on the
+	// forgotten one, which alpha refused.
+	var fresh string
+	for _, r := range c.alpha.Requests() {
+		if r.RPCMethod == "notifications/initialized" {
+			fresh = r.Header.Get("Mcp-Session-Id")
+		}
+	}
+	received, ran := 0, 0
+	for _, r := range c.alpha.Requests() {
+		if r.RPCMethod == "tools/call" && strings.Contains(string(r.Body), `"first-after"`) {
+			received++
+			if r.Header.Get("Mcp-Session-Id") == fresh {
+				ran++
+			}
+		}
+	}
+	if received != 2 || ran != 1 {
+		t.Errorf("alpha received the first call after its restart %d times and ran it %d times, want 2 and 1", received, ran)
 	}
 	for i := range 2 * replicas {
 		mustEcho(t, cs, "alpha", fmt.Sprint("after-", i))

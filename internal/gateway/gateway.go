@@ -253,12 +253,21 @@ func (g *Gateway) newMux() http.Handler {
 	return r
 }
 
-// recoverer turns a panic in a handler into a JSON-RPC internal error and a
-// log line, never a crash. It lets http.ErrAbortHandler through: that is how
-// a handler aborts a stream.
+// recoverer turns a panic in a handler into a log line, never a crash.
+// Before the response has started it answers 500 with a JSON-RPC internal
+// error. After it has started (an SSE stream whose headers and first events
+// are out) a status can no longer be sent, and writing an error into the
+// stream would read as part of it: it aborts the connection with
+// http.ErrAbortHandler instead, so the client sees a broken stream, not a
+// complete one. A handler's own http.ErrAbortHandler goes on unlogged: that
+// is how a handler aborts a stream.
+//
+// The handler gets a telemetry.ResponseWriter, which tells whether the
+// response has started; the telemetry middleware inside reuses it.
 func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rw := telemetry.WrapResponseWriter(w)
 			defer func() {
 				v := recover()
 				if v == nil {
@@ -267,12 +276,16 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
+				if rw.Started() {
+					log.Error("panic serving request", "panic", fmt.Sprint(v), "path", r.URL.Path, "response", "aborted")
+					panic(http.ErrAbortHandler)
+				}
 				log.Error("panic serving request", "panic", fmt.Sprint(v), "path", r.URL.Path)
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusInternalServerError)
 				_, _ = w.Write(jsonrpc.AppendError(nil, jsonrpc.ID{}, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error"}))
 			}()
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(rw, r)
 		})
 	}
 }

@@ -57,12 +57,31 @@ func TestSessionSharedAcrossReplicas(t *testing.T) {
 	// The upstream forgets its sessions; replica two re-initializes and
 	// stores the new upstream session for replica one too.
 	a.Restart()
-	// The restart also closed the replicas' idle connections to alpha. A
-	// tools/call is sent at most once, so one racing that close would fail
-	// with EOF; a real restart takes longer than this pause.
-	time.Sleep(100 * time.Millisecond)
+	// The restart also closed the replicas' idle connections to alpha: the
+	// call right after it goes out on a live one.
 	if resp, out := do(t, post(t, two, sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"s"}}}`)); resp.StatusCode != 200 || !strings.Contains(out, "alpha:s") {
 		t.Fatalf("call after upstream restart: %d %s", resp.StatusCode, out)
+	}
+	// The call reached alpha twice: on the session it forgot (refused with
+	// 404, which the gateway answers by re-initializing) and on the new
+	// one, where the tool ran. It ran once.
+	var fresh string
+	for _, r := range a.Requests() {
+		if r.RPCMethod == "notifications/initialized" {
+			fresh = r.Header.Get("Mcp-Session-Id")
+		}
+	}
+	received, ran := 0, 0
+	for _, r := range a.Requests() {
+		if r.RPCMethod == "tools/call" && strings.Contains(string(r.Body), `"text":"s"`) {
+			received++
+			if r.Header.Get("Mcp-Session-Id") == fresh {
+				ran++
+			}
+		}
+	}
+	if received != 2 || ran != 1 {
+		t.Errorf("alpha received the call after its restart %d times and ran it %d times, want 2 and 1", received, ran)
 	}
 	if resp, out := do(t, post(t, one, sid, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"t"}}}`)); resp.StatusCode != 200 || !strings.Contains(out, "alpha:t") {
 		t.Fatalf("call on replica one after the re-initialization: %d %s", resp.StatusCode, out)

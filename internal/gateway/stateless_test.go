@@ -243,10 +243,79 @@ func TestStatelessProtocol(t *testing.T) {
 	if _, code := rpcError(t, body); resp.StatusCode != 200 || code != -32602 {
 		t.Errorf("unknown resource: %d %s", resp.StatusCode, body)
 	}
-	// Log messages only for requests that ask for them.
-	_, body = do(t, post2026(t, url, 5, "tools/call", `"name":"alpha__progress","arguments":{"steps":1}`, set("Mcp-Name", "alpha__progress")))
-	if strings.Contains(body, "notifications/message") {
-		t.Errorf("a log message for a request that did not ask: %s", body)
+}
+
+// TestStatelessLogMessagesOnlyWhenAsked: a 2026-07-28 request gets the log
+// messages of its call only if its _meta asks for them with logLevel
+// (server/utilities/logging, "Per-request log level"), on its own response
+// stream before the response. The upstream logs during every call, so an
+// absent message was withheld, not missing.
+func TestStatelessLogMessagesOnlyWhenAsked(t *testing.T) {
+	a := testkit.NewUpstreamWith(t, "alpha", testkit.UpstreamOptions{Tools: []string{"log"}})
+	url := startGateway(t, []upstreamSpec{spec(a)})
+	validate := schemaValidator(t)
+	call := func(id int, logLevel string) string {
+		t.Helper()
+		meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}`
+		if logLevel != "" {
+			meta += `,"io.modelcontextprotocol/logLevel":"` + logLevel + `"`
+		}
+		req := post(t, url, "", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{%s},"name":"alpha__log","arguments":{"text":"hello %d"}}}`, id, meta, id))
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "alpha__log")
+		resp, body := do(t, req)
+		if resp.StatusCode != 200 {
+			t.Fatalf("call %d: %d %s", id, resp.StatusCode, body)
+		}
+		last := lastData(body)
+		if last == "" {
+			last = body // a JSON answer
+		}
+		validate("CallToolResultResponse", last)
+		if !strings.Contains(last, `"text":"logged"`) || !strings.Contains(last, fmt.Sprintf(`"id":%d`, id)) {
+			t.Fatalf("call %d: the last message is not its result: %s", id, body)
+		}
+		return body
+	}
+	for i, logLevel := range []string{"", "info", "", "debug"} {
+		id := i + 1
+		body := call(id, logLevel)
+		if logLevel == "" {
+			if strings.Contains(body, "notifications/message") {
+				t.Errorf("call %d: a log message for a request that did not ask: %s", id, body)
+			}
+			continue
+		}
+		var events []string
+		for _, line := range strings.Split(body, "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				events = append(events, d)
+			}
+		}
+		// The log message, then the response.
+		if len(events) != 2 {
+			t.Fatalf("call %d (logLevel %s): want a log message and the response: %s", id, logLevel, body)
+		}
+		validate("LoggingMessageNotification", events[0])
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Level  string `json:"level"`
+				Logger string `json:"logger"`
+				Data   string `json:"data"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal([]byte(events[0]), &msg); err != nil {
+			t.Fatal(err)
+		}
+		if msg.Method != "notifications/message" || msg.Params.Level != "info" || msg.Params.Logger != "alpha" || msg.Params.Data != fmt.Sprintf("hello %d", id) {
+			t.Errorf("call %d: log message %s", id, events[0])
+		}
+	}
+	// Each call reached the upstream, and logged there, exactly once.
+	if n := a.Count("tools/call"); n != 4 {
+		t.Errorf("the upstream saw %d calls, want 4", n)
 	}
 }
 

@@ -346,8 +346,10 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 		return
 	}
 	// Read the whole (small) body before doing anything with it: nothing is
-	// streamed from the client to an upstream (see DESIGN.md on Go issue
-	// 40747).
+	// streamed from the client to an upstream. A body relayed while it is
+	// still arriving is closed by net/http once the upstream has answered,
+	// and the relay's last read of it then drops the upstream connection
+	// mid-response (Go issue 40747).
 	limit := rq.st.cfg.Server.MaxBodyBytes
 	body, err := readBody(w, r, limit)
 	if err != nil {

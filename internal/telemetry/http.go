@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -25,12 +26,12 @@ const (
 // context of the request's traceparent/tracestate/baggage headers. The
 // span's context is in the request context the next handler gets; its
 // status is Error for 5xx responses and for a handler that panics (the
-// panic goes on). A nil tp gives a no-op tracer, which
-// still carries the headers' context through to the handler.
+// panic goes on). A nil tp gives a no-op tracer, which still carries the
+// headers' context through to the handler.
 //
-// The ResponseWriter the next handler gets records the status and
-// forwards everything else: it implements Unwrap for
-// http.ResponseController (flushing SSE, deadlines) and Flush.
+// The next handler gets a [ResponseWriter]: w itself if it is one
+// already (a middleware outside this one wrapped it, and one wrapper per
+// request is enough), else a new one.
 func HTTPMiddleware(tp trace.TracerProvider, route string) func(http.Handler) http.Handler {
 	tracer := Tracer(tp)
 	return func(next http.Handler) http.Handler {
@@ -46,16 +47,18 @@ func HTTPMiddleware(tp trace.TracerProvider, route string) func(http.Handler) ht
 				))
 			defer span.End()
 			defer func() {
-				// A handler that fails mid-stream panics with
-				// http.ErrAbortHandler (STYLE.md, "Failing mid-stream"):
-				// record it, and let the panic go on to net/http.
+				// The handler panicked: with http.ErrAbortHandler, net/http's
+				// way to break off a response, or with a bug. Either way the
+				// request failed: record it, and let the panic go on to
+				// whatever recovers it outside (net/http at the latest),
+				// which answers or aborts the connection.
 				if p := recover(); p != nil {
 					span.SetAttributes(AttrErrorType.String("aborted"))
 					span.SetStatus(codes.Error, fmt.Sprint(p))
 					panic(p)
 				}
 			}()
-			sw := &statusWriter{ResponseWriter: w}
+			sw := WrapResponseWriter(w)
 			next.ServeHTTP(sw, r.WithContext(ctx))
 			status := sw.status
 			if status == 0 {
@@ -70,13 +73,35 @@ func HTTPMiddleware(tp trace.TracerProvider, route string) func(http.Handler) ht
 	}
 }
 
-// statusWriter records the status code written through it.
-type statusWriter struct {
+// A ResponseWriter records the status written through it, so that a
+// middleware can tell what was answered, and whether the answer has
+// started: once it has, the status line and headers are on the wire and a
+// failure can no longer be reported with a status of its own. It forwards
+// everything else, and implements Unwrap for http.ResponseController
+// (flushing SSE, deadlines) and Flush for code that asserts http.Flusher.
+type ResponseWriter struct {
 	http.ResponseWriter
-	status int
+	status int // 0 until the response has started
 }
 
-func (w *statusWriter) WriteHeader(code int) {
+// WrapResponseWriter returns w if it is a *ResponseWriter already, else a
+// new one around w.
+func WrapResponseWriter(w http.ResponseWriter) *ResponseWriter {
+	if rw, ok := w.(*ResponseWriter); ok {
+		return rw
+	}
+	return &ResponseWriter{ResponseWriter: w}
+}
+
+// Status is the status the response started with, or 0 if it has not
+// started.
+func (w *ResponseWriter) Status() int { return w.status }
+
+// Started reports whether the status line has been written (by
+// WriteHeader with a final status, a Write or a Flush).
+func (w *ResponseWriter) Started() bool { return w.status != 0 }
+
+func (w *ResponseWriter) WriteHeader(code int) {
 	// 1xx responses are informational; the final status comes later.
 	if w.status == 0 && code >= 200 {
 		w.status = code
@@ -84,7 +109,7 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
+func (w *ResponseWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
@@ -92,10 +117,14 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *ResponseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// Flush flushes the underlying writer, for code that asserts
-// http.Flusher rather than using http.ResponseController.
-func (w *statusWriter) Flush() {
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
+// Flush flushes the underlying writer, for code that asserts http.Flusher
+// and for http.ResponseController, which prefers Flush to Unwrap. A flush
+// sends the headers, with 200 if no status was written.
+func (w *ResponseWriter) Flush() {
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	if w.status == 0 && !errors.Is(err, http.ErrNotSupported) {
+		w.status = http.StatusOK
+	}
 }

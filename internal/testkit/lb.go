@@ -51,7 +51,9 @@ type LBRequest struct {
 // An LB is a round-robin HTTP load balancer on 127.0.0.1, like a plain
 // load balancer in front of gateway replicas: each request goes to the next
 // backend in rotation, with no stickiness at all. It reads the whole request
-// body before forwarding it with its Content-Length (see DESIGN.md on Go
+// body before forwarding it with its Content-Length (a body streamed from
+// the incoming request is closed by net/http once the backend has answered,
+// and the last read of it drops the backend's connection mid-response: Go
 // issue 40747), and relays the response as it arrives, flushing after every
 // read, so an SSE stream passes event by event. When a backend cannot be
 // reached the client gets 502; when a backend's response breaks off, the

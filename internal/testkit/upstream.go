@@ -24,7 +24,7 @@ var UpstreamTools = []string{"ask", "block", "echo", "fail", "gate", "headers", 
 
 // OptionalTools are tools an [Upstream] registers only when
 // [UpstreamOptions.Tools] names them.
-var OptionalTools = []string{"region"}
+var OptionalTools = []string{"log", "region"}
 
 // UpstreamOptions configures an [Upstream]. The zero value registers every
 // tool in [UpstreamTools] and answers with SSE.
@@ -72,6 +72,11 @@ type RecordedRequest struct {
 //   - headers: the JSON of the HTTP headers of this call's request, as text.
 //   - meta: structuredContent {"meta": <params._meta as received>}.
 //   - fail: a tool error result (isError true).
+//   - log {text} (optional): one log message (level "info", logger
+//     <name>, data text) however the client set its level, then "logged".
+//     The SDK sends log messages only once logging/setLevel has set a level,
+//     so the upstream sets its session's level to "debug" first: from then
+//     on every tool of that session logs.
 //   - region {region, text} (optional): "<upstream>:<region>:<text>"; region
 //     is marked x-mcp-header "Region", so a 2026-07-28 caller must mirror it
 //     in Mcp-Param-Region (the SDK's server checks).
@@ -468,6 +473,34 @@ func (u *Upstream) addTools(g *generation) {
 					return nil, err
 				}
 				return &mcp.CallToolResult{Content: text(name + ":" + in.Region + ":" + in.Text)}, nil
+			})
+		},
+		"log": func() {
+			type args struct {
+				Text string `json:"text"`
+			}
+			mcp.AddTool(s, &mcp.Tool{Name: "log", Description: "Sends one log message."},
+				func(ctx context.Context, req *mcp.CallToolRequest, in args) (*mcp.CallToolResult, any, error) {
+					//lint:ignore SA1019 logging is deprecated only from 2026-07-28; the 2025-11-25 sessions the gateway serves still use it
+					if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: name, Data: in.Text}); err != nil {
+						return nil, nil, err
+					}
+					return &mcp.CallToolResult{Content: text("logged")}, nil, nil
+				})
+			// A session's level is set only by logging/setLevel, which a
+			// gateway relaying 2026-07-28 requests never sends: set it
+			// through the SDK's own handler of that method before a log call.
+			s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+				return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+					if call, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && call.Params.Name == "log" {
+						//lint:ignore SA1019 logging/setLevel is 2025-11-25's, the revision of this session
+						setLevel := &mcp.ServerRequest[*mcp.SetLoggingLevelParams]{Session: call.Session, Params: &mcp.SetLoggingLevelParams{Level: "debug"}}
+						if _, err := next(ctx, "logging/setLevel", setLevel); err != nil {
+							return nil, err
+						}
+					}
+					return next(ctx, method, req)
+				}
 			})
 		},
 		"fail": func() {

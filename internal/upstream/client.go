@@ -195,7 +195,7 @@ func New(cfg config.Upstream, opts Options) *Client {
 	}
 	if c.hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 64
+		t.MaxIdleConnsPerHost = idleConnsPerHost
 		t.MaxIdleConns = 256
 		// Without this the transport adds Accept-Encoding: gzip, a header
 		// neither the config nor the protocol asked for, and compressing
@@ -205,6 +205,9 @@ func New(cfg config.Upstream, opts Options) *Client {
 		// (and allocate a 32 KiB copy buffer for the second), and its
 		// answer into several reads.
 		t.WriteBufferSize, t.ReadBufferSize = 32<<10, 32<<10
+		// A tools/call must not be lost on a connection the upstream
+		// closed while it was idle (see replayable).
+		t.DialContext = liveDialer(t.DialContext)
 		c.own = t
 		c.hc = &http.Client{
 			Transport: t,
@@ -377,10 +380,53 @@ func (c *Client) CallWith(ctx context.Context, s session.Upstream, id jsonrpc.ID
 	return c.call(ctx, s, id, method, params, true, extra)
 }
 
+// idleConnsPerHost is how many idle connections to its upstream a client's
+// own transport keeps.
+const idleConnsPerHost = 64
+
 // replayable reports whether sending a request of this method twice does
 // no harm. Every method the gateway sends is, but tools/call: a tool may act
 // on the world, and is sent at most once.
+//
+// At most once, not at most one attempt: a tools/call is sent again when
+// the upstream provably never received it, which is when the connection it
+// went out on was closed by the upstream before a byte of it was written.
+// An upstream that restarted, or dropped idle keep-alive connections, leaves
+// such connections in the pool, and without this the first call after it
+// would fail with EOF. Two cases are provable:
+//   - The connections of the client's own transport are liveConns, which
+//     fail the first write of a request with nothing written when the
+//     upstream's end of the connection has already arrived. net/http resends
+//     a request of which nothing was written on a connection used before, if
+//     its body can be rewound (ours can: GetBody); on a connection never
+//     used it returns errClosedBeforeSent, and call sends it again.
+//   - net/http's "server closed idle connection": its reader saw the
+//     upstream close the connection while no request was on it, and closed
+//     it before this request was handed to it. net/http resends only
+//     idempotent requests then; call sends a tools/call again.
+//
+// Each such failure uses up one dead connection of the pool, so call tries
+// at most as many times as the pool holds connections, plus one.
+//
+// EOF after the request was written (the upstream may have died while
+// running the tool) is never a reason to send it again.
 func replayable(method string) bool { return method != "tools/call" }
+
+// notSent reports whether err proves that nothing of the request reached
+// the upstream: errClosedBeforeSent, or net/http's "server closed idle
+// connection" (unexported: matched by its text), which the transport
+// returns only for a connection the upstream closed before the request was
+// put on it.
+func notSent(err error) bool {
+	if errors.Is(err, errClosedBeforeSent) {
+		return true
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return err.Error() == "http: server closed idle connection"
+}
 
 // call starts a request. cancellable is false for initialize, which must not
 // be cancelled.
@@ -414,6 +460,10 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 		return nil, c.error(method, 0, context.Cause(tctx))
 	}
 	resp, err := c.hc.Do(req)
+	for try := 0; err != nil && try < idleConnsPerHost && notSent(err) && tctx.Err() == nil; try++ {
+		// Nothing of it reached the upstream (see replayable).
+		resp, err = c.callAgain(tctx, req)
+	}
 	if err != nil {
 		err = c.transportError(tctx, method, err)
 		if tctx.Err() != nil {
@@ -447,6 +497,17 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 		return nil, c.error(method, resp.StatusCode, err)
 	}
 	return r, nil
+}
+
+// callAgain sends req, which was not sent, once more with its body rewound.
+func (c *Client) callAgain(ctx context.Context, req *http.Request) (*http.Response, error) {
+	again := req.Clone(ctx)
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, err
+	}
+	again.Body = body
+	return c.hc.Do(again)
 }
 
 // Notify sends a notification on upstream session s. The upstream should

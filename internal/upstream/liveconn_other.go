@@ -1,0 +1,8 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+
+package upstream
+
+// peekFD cannot tell on this platform: the request is written, and if the
+// connection turns out to be closed the call fails as it would without the
+// check.
+func (c *liveConn) peekFD(uintptr) {}
