@@ -1,7 +1,6 @@
 package testkit
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -149,28 +148,8 @@ func (u *HostileUpstream) LastHeader(method string) http.Header {
 type hostileItem map[string]any
 
 func (u *HostileUpstream) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.Method {
-	case http.MethodPost:
-	case http.MethodDelete:
-		w.WriteHeader(http.StatusNoContent)
-		return
-	default:
-		w.Header().Set("Allow", "POST, DELETE")
-		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-	}
-	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' || json.Unmarshal(body, &msg) != nil {
-		writeRaw(w, http.StatusBadRequest, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`)
+	msg, _, ok := readRawMessage(w, r)
+	if !ok {
 		return
 	}
 	sid := r.Header.Get("Mcp-Session-Id")

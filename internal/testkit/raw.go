@@ -83,29 +83,45 @@ func (u *RawUpstream) LastHeader(method string) http.Header {
 	return u.headers[method].Clone()
 }
 
-func (u *RawUpstream) serveHTTP(w http.ResponseWriter, r *http.Request) {
+// rawMessage is what a hand-written test upstream routes a JSON-RPC
+// message on.
+type rawMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// readRawMessage serves the transport part of a hand-written upstream's
+// request: DELETE ends a session (204), anything but POST gets 405, and a
+// POST body of at most 64 MiB must be one JSON-RPC message (not a batch).
+// It answers the request itself and returns ok false when the request
+// stops there.
+func readRawMessage(w http.ResponseWriter, r *http.Request) (msg rawMessage, body []byte, ok bool) {
 	switch r.Method {
 	case http.MethodPost:
 	case http.MethodDelete:
 		w.WriteHeader(http.StatusNoContent)
-		return
+		return msg, nil, false
 	default:
 		w.Header().Set("Allow", "POST, DELETE")
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
-		return
+		return msg, nil, false
 	}
-	body, err := io.ReadAll(r.Body)
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
+		return msg, nil, false
 	}
 	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' || json.Unmarshal(body, &msg) != nil {
 		writeRaw(w, http.StatusBadRequest, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error (batches are not supported)"}}`)
+		return msg, nil, false
+	}
+	return msg, body, true
+}
+
+func (u *RawUpstream) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	msg, body, ok := readRawMessage(w, r)
+	if !ok {
 		return
 	}
 	u.mu.Lock()
