@@ -178,30 +178,7 @@ func TestInputRequiredRaw(t *testing.T) {
 	a := testkit.NewUpstream(t, "alpha")
 	url := startGateway(t, []upstreamSpec{spec(a)})
 	validate := schemaValidator(t)
-	withCaps := func(r *http.Request) {
-		r.Header.Set("Mcp-Name", "alpha__ask")
-		b, _ := io.ReadAll(r.Body)
-		b = []byte(strings.Replace(string(b), `clientCapabilities":{}`, `clientCapabilities":{"elicitation":{}}`, 1))
-		r.Body, r.ContentLength = io.NopCloser(strings.NewReader(string(b))), int64(len(b))
-	}
-	call := func(id int, extra string) map[string]any {
-		t.Helper()
-		resp, body := do(t, post2026(t, url, id, "tools/call", `"name":"alpha__ask"`+extra, withCaps))
-		if d := lastData(body); d != "" {
-			body = d
-		}
-		if resp.StatusCode != 200 {
-			t.Fatalf("status %d: %s", resp.StatusCode, body)
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(body), &m); err != nil {
-			t.Fatalf("%v: %s", err, body)
-		}
-		if m["result"] != nil {
-			validate("CallToolResultResponse", body)
-		}
-		return m
-	}
+	call := askCaller(t, url, func(body string) { validate("CallToolResultResponse", body) })
 	first := call(1, "")
 	res, _ := first["result"].(map[string]any)
 	if res["resultType"] != "input_required" {
@@ -236,6 +213,38 @@ func TestInputRequiredRaw(t *testing.T) {
 	// The state was used up by the retry that used it.
 	if e, _ := call(5, answer("Eve")+`,"requestState":"`+state+`"`)["error"].(map[string]any); e == nil || e["code"].(float64) != -32602 {
 		t.Errorf("replayed state: %v", e)
+	}
+}
+
+// askCaller returns a function that calls alpha__ask as a 2026-07-28
+// client that declares elicitation, with extra appended to the params
+// (inputResponses, requestState), and returns the JSON-RPC answer (the
+// last event of a stream). onResult, if set, sees the body of every
+// answer that has a result.
+func askCaller(t *testing.T, url string, onResult func(body string)) func(id int, extra string) map[string]any {
+	withCaps := func(r *http.Request) {
+		r.Header.Set("Mcp-Name", "alpha__ask")
+		b, _ := io.ReadAll(r.Body)
+		b = []byte(strings.Replace(string(b), `clientCapabilities":{}`, `clientCapabilities":{"elicitation":{}}`, 1))
+		r.Body, r.ContentLength = io.NopCloser(strings.NewReader(string(b))), int64(len(b))
+	}
+	return func(id int, extra string) map[string]any {
+		t.Helper()
+		resp, body := do(t, post2026(t, url, id, "tools/call", `"name":"alpha__ask"`+extra, withCaps))
+		if d := lastData(body); d != "" {
+			body = d
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(body), &m); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		if m["result"] != nil && onResult != nil {
+			onResult(body)
+		}
+		return m
 	}
 }
 

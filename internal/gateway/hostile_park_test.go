@@ -1,9 +1,6 @@
 package gateway_test
 
 import (
-	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -21,27 +18,7 @@ func TestParkedCallsPerPrincipal(t *testing.T) {
 	g, url := startGatewayG(t, []upstreamSpec{spec(a)}, func(c *config.Config) {
 		c.Limits.ParkedCallsPerPrincipal = 2
 	})
-	withCaps := func(r *http.Request) {
-		r.Header.Set("Mcp-Name", "alpha__ask")
-		b, _ := io.ReadAll(r.Body)
-		b = []byte(strings.Replace(string(b), `clientCapabilities":{}`, `clientCapabilities":{"elicitation":{}}`, 1))
-		r.Body, r.ContentLength = io.NopCloser(strings.NewReader(string(b))), int64(len(b))
-	}
-	call := func(id int, extra string) map[string]any {
-		t.Helper()
-		resp, body := do(t, post2026(t, url, id, "tools/call", `"name":"alpha__ask"`+extra, withCaps))
-		if d := lastData(body); d != "" {
-			body = d
-		}
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("status %d: %s", resp.StatusCode, body)
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(body), &m); err != nil {
-			t.Fatalf("%v: %s", err, body)
-		}
-		return m
-	}
+	call := askCaller(t, url, nil)
 	parked := func(m map[string]any) (state, key string) {
 		t.Helper()
 		res, _ := m["result"].(map[string]any)

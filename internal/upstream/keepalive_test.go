@@ -192,8 +192,10 @@ func TestCallLostMidRequestIsNotResent(t *testing.T) {
 	}
 }
 
-// TestDeadConnection: the check a liveConn makes before a request.
-func TestDeadConnection(t *testing.T) {
+// liveConnPair returns a liveConn on a loopback connection, and the
+// connection's other end; both are closed when the test ends.
+func liveConnPair(t *testing.T) (*liveConn, net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -209,8 +211,17 @@ func TestDeadConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newLiveConn(raw)
-	defer c.Close()
 	peer := <-accepted
+	if peer == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { c.Close(); peer.Close() })
+	return c, peer
+}
+
+// TestDeadConnection: the check a liveConn makes before a request.
+func TestDeadConnection(t *testing.T) {
+	c, peer := liveConnPair(t)
 	if c.peerClosed() {
 		t.Fatal("an open connection looks closed")
 	}
@@ -233,6 +244,9 @@ func TestDeadConnection(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for !c.peerClosed() {
 		if time.Now().After(deadline) {
+			if peekSupported {
+				t.Fatal("a connection the peer closed still looks open")
+			}
 			t.Skip("cannot tell a closed connection on this platform")
 		}
 		time.Sleep(time.Millisecond)
@@ -250,23 +264,7 @@ func TestDeadConnection(t *testing.T) {
 // A connection that was written on reports a read error as it is: the
 // upstream may have received something.
 func TestUsedConnectionReadsEOF(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	raw, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newLiveConn(raw)
-	defer c.Close()
-	peer := <-accepted
+	c, peer := liveConnPair(t)
 	if _, err := c.Write([]byte("GET")); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,9 @@
 
 package upstream
 
+// peekSupported says peekFD can tell a closed connection on this platform.
+const peekSupported = false
+
 // peekFD cannot tell on this platform: the request is written, and if the
 // connection turns out to be closed the call fails as it would without the
 // check.

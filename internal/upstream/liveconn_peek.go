@@ -4,6 +4,9 @@ package upstream
 
 import "syscall"
 
+// peekSupported says peekFD can tell a closed connection on this platform.
+const peekSupported = true
+
 // peekFD peeks one byte without blocking: no data and no error is the
 // peer's end of the stream, ECONNRESET its reset. Anything else (data, "would
 // block", another error) proves nothing, and the request goes ahead.
