@@ -227,8 +227,8 @@ func (g *Gateway) newMux() http.Handler {
 		// The body's read deadline starts here, before authentication:
 		// a request refused with 401 leaves its body for net/http to
 		// discard, and a client sending it slowly must not hold the
-		// connection for that. The router sets it again, and clears it
-		// once it has read the body.
+		// connection for that. net/http clears it when the body reaches
+		// EOF, as the router's read of it always does.
 		if t := l.cfg.Server.ReadBodyTimeout.D(); t > 0 && r.Method == http.MethodPost {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(t))
 		}

@@ -281,11 +281,16 @@ func (c *catalog) key(up *upstreamRef, k kind, scope string) (key listKey, ok bo
 func (c *catalog) fresh(up *upstreamRef, k kind, scope string) *listing {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key, ok := c.key(up, k, scope)
-	if !ok {
-		return nil
+	key := listKey{up.cfg.Name, k, ""}
+	l := c.lists[key] // one lookup on every call's path, for a shared list
+	if !up.cfg.SharedLists() || l != nil && l.private {
+		// As key does: the session's own listing.
+		if scope == "" {
+			return nil
+		}
+		key.scope = scope
+		l = c.lists[key]
 	}
-	l := c.lists[key]
 	if l == nil || l.private || c.now().Sub(l.fetched) >= c.ttl {
 		return nil
 	}
@@ -400,7 +405,11 @@ func (c *catalog) run(ctx context.Context, up *upstreamRef, k kind, key listKey,
 		}
 	default:
 		delete(c.failures, key)
-		old = c.lists[key]
+		if key.scope == "" {
+			// Only a shared listing's change is every session's news; a
+			// session's own is refetched when it asks.
+			old = c.lists[key]
+		}
 		c.store(key, l)
 	}
 	if c.walks[key] == w {
@@ -512,7 +521,8 @@ func (c *catalog) invalidate(upstream string, ks ...kind) {
 		delete(c.failures, listKey{upstream, k, ""})
 	}
 	for _, keys := range c.scoped {
-		for _, key := range keys {
+		// A copy: dropScoped deletes from the slice being ranged over.
+		for _, key := range slices.Clone(keys) {
 			if key.upstream == upstream && slices.Contains(ks, key.kind) {
 				c.dropScoped(key)
 			}

@@ -165,3 +165,23 @@ func TestCatalogScopedBound(t *testing.T) {
 		t.Errorf("%d scoped listings (%d entries), want %d", n, entries, maxScopedLists)
 	}
 }
+
+// TestCatalogInvalidateScoped: invalidating an upstream drops every
+// per-session listing it has, however many kinds one session cached.
+func TestCatalogInvalidateScoped(t *testing.T) {
+	c := testCatalog(t, time.Hour)
+	up := testRef("u", config.ListsPerSession)
+	fetch := func(context.Context, listBounds) ([]json.RawMessage, bool, error) { return tools("x"), false, nil }
+	for _, k := range []kind{kindTools, kindPrompts, kindResources, kindTemplates} {
+		if _, err := c.get(context.Background(), up, k, "s1", fetch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.invalidate("u", kindTools, kindPrompts, kindResources, kindTemplates)
+	c.mu.Lock()
+	n, entries, scopes := c.nScoped, len(c.lists), len(c.scoped)
+	c.mu.Unlock()
+	if n != 0 || entries != 0 || scopes != 0 {
+		t.Errorf("after invalidate: %d scoped listings, %d entries, %d sessions; want none", n, entries, scopes)
+	}
+}

@@ -66,9 +66,9 @@ func sessionLimit(err error) (limit string, max int64, ok bool) {
 		return "", 0, false
 	}
 	switch le.Limit {
-	case "max_per_principal":
+	case session.LimitMaxPerPrincipal:
 		return telemetry.LimitSessionsPrincipal, le.Max, true
-	case "max_per_tenant":
+	case session.LimitMaxPerTenant:
 		return telemetry.LimitSessionsTenant, le.Max, true
 	}
 	return le.Limit, le.Max, true

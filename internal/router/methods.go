@@ -157,8 +157,11 @@ func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request, rq *re
 	if failed != nil {
 		// Never hand out an id whose record could not be completed.
 		h.log.Error("creating session", "error", failed)
-		_ = h.store.Delete(context.WithoutCancel(ctx), rec.ID)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
+		_ = h.store.Delete(dctx, rec.ID)
+		cancel()
 		rec.Upstreams = opened
+		h.catalog.endSession(rec.ID)
 		h.terminateUpstreams(ctx, rq.st, rec)
 		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
 		return

@@ -18,6 +18,12 @@ import (
 // of expiryQueue sessions served by at most expiryWorkers goroutines, so a
 // mass expiry costs a fixed number of goroutines and upstream connections
 // (expiryWorkers × the upstreams of a session) whatever its size.
+//
+// Two kinds have owners of their own, with the same contract: a list walk
+// belongs to the catalog (one per upstream and list, bounded by the
+// upstream's timeout, ended and waited for by catalog.close), and a watch
+// to the watchers (one per upstream, ended by stopWatches). Handler.Close
+// closes all three.
 
 const (
 	// expiryWorkers bounds the goroutines ending expired sessions'

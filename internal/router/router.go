@@ -46,7 +46,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -252,12 +251,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w,
 
 // serve serves one request with st, the config it keeps to the end.
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *state) {
-	// A POST's body must arrive within server.read_body_timeout. The
-	// listener sets that read deadline before authentication (see
-	// gateway.newMux), so that the body of a request refused early, which
-	// net/http then discards (up to 256 KiB), is bounded by it as well;
-	// servePOST clears it once the body is in.
-	bodyDeadline := st.cfg.Server.ReadBodyTimeout > 0 && r.Method == http.MethodPost
 	// DNS-rebinding protection (2025-11-25 basic/transports, "Security
 	// Warning"): an Origin, when present, must be one we accept.
 	if o := r.Header.Get("Origin"); o != "" && !st.origins[strings.ToLower(o)] {
@@ -276,7 +269,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *state) {
 		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Forbidden: unknown tenant")
 		return
 	}
-	rq := &request{h: h, st: st, principal: p, view: view, bodyDeadline: bodyDeadline}
+	rq := &request{h: h, st: st, principal: p, view: view}
 	switch r.Method {
 	case http.MethodPost:
 		h.servePOST(w, r, rq)
@@ -303,11 +296,8 @@ type request struct {
 	// then the record the gateway keeps for the principal. wantsLogs says
 	// such a request asked for log messages (_meta logLevel).
 	stateless, wantsLogs bool
-	// bodyDeadline says a read deadline is set on the connection until the
-	// body is read (server.read_body_timeout).
-	bodyDeadline bool
-	header       http.Header     // the request's, for Mcp-Param-* checks
-	metaCaps     json.RawMessage // a stateless request's client capabilities
+	header               http.Header     // the request's, for Mcp-Param-* checks
+	metaCaps             json.RawMessage // a stateless request's client capabilities
 
 	// mu guards sess.Upstreams, which requests fanned out to several
 	// upstreams update concurrently.
@@ -350,6 +340,12 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 	// still arriving is closed by net/http once the upstream has answered,
 	// and the relay's last read of it then drops the upstream connection
 	// mid-response (Go issue 40747).
+	// The body must arrive within server.read_body_timeout: the listener
+	// set that read deadline before authentication (see gateway.newMux),
+	// so that a body net/http discards after an early refusal is bounded
+	// too. Nothing clears it here: net/http's server does when the body
+	// reaches EOF, which readBody always reads to, so a streamed answer
+	// outlives it.
 	limit := rq.st.cfg.Server.MaxBodyBytes
 	body, err := readBody(w, r, limit)
 	if err != nil {
@@ -373,9 +369,6 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Bad Request: could not read body")
 		}
 		return
-	}
-	if rq.bodyDeadline {
-		setReadDeadline(w, time.Time{})
 	}
 	if jsonrpc.IsBatch(body) {
 		if !h.loadSession(w, r, rq) {
@@ -446,7 +439,8 @@ const bodyChunk = 64 << 10
 // A body of a known length up to bodyChunk is read into one buffer of that
 // size, instead of growing one as io.ReadAll does: for a 10 KB call that is
 // five allocations and copies fewer. A longer one starts at bodyChunk and
-// doubles as bytes arrive, up to its Content-Length.
+// doubles as bytes arrive, up to its Content-Length. Either way it reads
+// up to the body's EOF.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if n := r.ContentLength; n > limit {
 		// Refused before a byte is read or a buffer allocated.
@@ -491,22 +485,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	}
 }
 
-// setReadDeadline sets the read deadline of the request's connection (the
-// stream's, in HTTP/2), reporting whether it could. The zero time clears
-// it. A response that outlives its body must not keep it: net/http's
-// HTTP/1 server watches an idle connection with a background read, whose
-// failure cancels the request's context. That server clears the deadline
-// itself when the body reaches EOF (as readBody's always does), so
-// servePOST's clearing is not what saves a stream today; it keeps the
-// stream safe from how a server implementation happens to behave.
-func setReadDeadline(w http.ResponseWriter, t time.Time) bool {
-	return http.NewResponseController(w).SetReadDeadline(t) == nil
-}
-
 // isTimeout reports whether err is a read deadline that fired.
 func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	var ne net.Error // os.ErrDeadlineExceeded is one
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // loadSession checks the session and version headers of a non-initialize
@@ -584,6 +566,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, rq *reques
 		return
 	}
 	h.streams.end(rq.sess.ID)
+	h.catalog.endSession(rq.sess.ID)
 	h.terminateUpstreams(r.Context(), rq.st, rq.sess)
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -596,9 +579,6 @@ const terminateTimeout = 5 * time.Second
 // (one goroutine per upstream, waited for) and bounded in time, whatever
 // happens to ctx.
 func (h *Handler) terminateUpstreams(ctx context.Context, st *state, rec *session.Record) {
-	if rec.ID != "" { // an expiry's (see Expire) has none
-		h.catalog.endSession(rec.ID)
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -219,10 +219,14 @@ func (m *Memory) admitLocked(rec *compact, now time.Time, expired *[]*entry) err
 		*expired = append(*expired, e)
 	}
 	swept := false
+	// A refusal first sweeps expired records, at most a sweeper's batch
+	// of them: a client at its cap must not make its request remove (and
+	// report) a whole store's worth under the lock. Expired records past
+	// the batch count until the sweeper takes them.
 	sweep := func() {
 		if !swept {
 			swept = true
-			*expired = m.removeExpiredLocked(now, *expired, m.max)
+			*expired = m.removeExpiredLocked(now, *expired, sweepBatch)
 		}
 	}
 	if len(m.byID) >= m.max {
@@ -232,12 +236,12 @@ func (m *Memory) admitLocked(rec *compact, now time.Time, expired *[]*entry) err
 	}
 	if m.maxPrin > 0 && m.perPrin[rec.principal] >= m.maxPrin {
 		if sweep(); m.perPrin[rec.principal] >= m.maxPrin {
-			return &LimitError{Limit: "max_per_principal", Max: int64(m.maxPrin)}
+			return &LimitError{Limit: LimitMaxPerPrincipal, Max: int64(m.maxPrin)}
 		}
 	}
 	if m.maxTenant > 0 && m.perTenant[rec.principal.Tenant] >= m.maxTenant {
 		if sweep(); m.perTenant[rec.principal.Tenant] >= m.maxTenant {
-			return &LimitError{Limit: "max_per_tenant", Max: int64(m.maxTenant)}
+			return &LimitError{Limit: LimitMaxPerTenant, Max: int64(m.maxTenant)}
 		}
 	}
 	return nil
@@ -655,13 +659,13 @@ func (m *Memory) Post(ctx context.Context, key string, msg []byte, ttl time.Dura
 		return nil
 	}
 	if len(b.msgs) >= m.boxMsgs {
-		return &LimitError{Limit: "mailbox_messages", Max: int64(m.boxMsgs)}
+		return &LimitError{Limit: LimitMailboxMessages, Max: int64(m.boxMsgs)}
 	}
 	if b.size+int64(len(msg)) > m.boxBytes {
 		if len(b.msgs) == 0 {
 			delete(m.boxes, key) // do not keep the empty box just made
 		}
-		return &LimitError{Limit: "mailbox_bytes", Max: m.boxBytes}
+		return &LimitError{Limit: LimitMailboxBytes, Max: m.boxBytes}
 	}
 	b.msgs = append(b.msgs, msg)
 	b.size += int64(len(msg))

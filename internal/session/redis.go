@@ -605,9 +605,9 @@ func (r *Redis) reserve(ctx context.Context, id string, p Principal, now time.Ti
 			res.added = [2]bool{a0 == 1, a1 == 1}
 			return res, nil
 		}
-		limit = &LimitError{Limit: "max_per_principal", Max: int64(r.maxPrin)}
+		limit = &LimitError{Limit: LimitMaxPerPrincipal, Max: int64(r.maxPrin)}
 		if which == 2 {
-			limit = &LimitError{Limit: "max_per_tenant", Max: int64(r.maxTenant)}
+			limit = &LimitError{Limit: LimitMaxPerTenant, Max: int64(r.maxTenant)}
 		}
 		stale, _ := reply[1].([]any)
 		if len(stale) == 0 {
@@ -801,9 +801,9 @@ func (r *Redis) Post(ctx context.Context, key string, msg []byte, ttl time.Durat
 	case err != nil:
 		return unavailable("post", err)
 	case n == -1:
-		return &LimitError{Limit: "mailbox_messages", Max: int64(r.boxMsgs)}
+		return &LimitError{Limit: LimitMailboxMessages, Max: int64(r.boxMsgs)}
 	case n == -2:
-		return &LimitError{Limit: "mailbox_bytes", Max: r.boxBytes}
+		return &LimitError{Limit: LimitMailboxBytes, Max: r.boxBytes}
 	}
 	return nil
 }

@@ -61,10 +61,17 @@ var ErrFull = errors.New("session store is full")
 // *[LimitError] naming the limit; errors.Is(err, ErrLimit) holds.
 var ErrLimit = errors.New("session limit reached")
 
+// The limits a *LimitError names.
+const (
+	LimitMaxPerPrincipal = "max_per_principal"
+	LimitMaxPerTenant    = "max_per_tenant"
+	LimitMailboxMessages = "mailbox_messages"
+	LimitMailboxBytes    = "mailbox_bytes"
+)
+
 // LimitError says which limit refused a Create or a Post.
 type LimitError struct {
-	// Limit is the config key's last element: "max_per_principal",
-	// "max_per_tenant", "mailbox_messages" or "mailbox_bytes".
+	// Limit is one of the Limit* constants, the config key's last element.
 	Limit string
 	// Max is the limit's value.
 	Max int64

@@ -406,11 +406,20 @@ const idleConnsPerHost = 64
 //     idempotent requests then; call sends a tools/call again.
 //
 // Each such failure uses up one dead connection of the pool, so call tries
-// at most as many times as the pool holds connections, plus one.
+// at most as many times as the pool holds connections, plus one. A
+// connection never used that the upstream closed may as well be a fresh
+// one, dialed for this request, to an upstream that accepts and closes at
+// once (a load balancer with no backend): that case is sent again at most
+// neverUsedRetries times, so such an upstream costs each call a few dials,
+// not a pool's worth.
 //
 // EOF after the request was written (the upstream may have died while
 // running the tool) is never a reason to send it again.
 func replayable(method string) bool { return method != "tools/call" }
+
+// neverUsedRetries bounds the resends after errClosedBeforeSent (see
+// replayable).
+const neverUsedRetries = 2
 
 // notSent reports whether err proves that nothing of the request reached
 // the upstream: errClosedBeforeSent, or net/http's "server closed idle
@@ -460,7 +469,12 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 		return nil, c.error(method, 0, context.Cause(tctx))
 	}
 	resp, err := c.hc.Do(req)
-	for try := 0; err != nil && try < idleConnsPerHost && notSent(err) && tctx.Err() == nil; try++ {
+	for try, neverUsed := 0, 0; err != nil && try < idleConnsPerHost && notSent(err) && tctx.Err() == nil; try++ {
+		if errors.Is(err, errClosedBeforeSent) {
+			if neverUsed++; neverUsed > neverUsedRetries {
+				break
+			}
+		}
 		// Nothing of it reached the upstream (see replayable).
 		resp, err = c.callAgain(tctx, req)
 	}
@@ -668,8 +682,10 @@ func isTimeout(ctx context.Context) bool {
 // secrets; errors.Is and errors.As still see err.
 func (c *Client) error(op string, status int, err error) *Error {
 	if err != nil {
-		if msg := err.Error(); c.secrets.Replace(msg) != msg {
-			err = &scrubbedError{msg: c.secrets.Replace(msg), err: err}
+		if msg := err.Error(); c.secrets != nil {
+			if clean := c.secrets.Replace(msg); clean != msg {
+				err = &scrubbedError{msg: clean, err: err}
+			}
 		}
 	}
 	return &Error{Upstream: c.name, Op: op, Status: status, Err: err}

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -272,5 +273,37 @@ func TestUsedConnectionReadsEOF(t *testing.T) {
 	// EOF, or a reset: the peer closed with our bytes unread.
 	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, errClosedBeforeSent) {
 		t.Errorf("read: %v, want the connection's own error", err)
+	}
+}
+
+// TestUpstreamThatClosesAtOnce: an upstream that accepts every connection
+// and closes it at once (a load balancer with no backend) fails a call
+// after a few dials, not a pool's worth: a call is sent again on a fresh
+// connection at most neverUsedRetries times.
+func TestUpstreamThatClosesAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	c := newTestClient(t, "http://"+ln.Addr().String()+"/mcp", 5*time.Second, nil, Options{})
+	for i := range 20 {
+		if err := callOnce(c, i, `{}`); err == nil {
+			t.Fatal("a call to an upstream that closes every connection succeeded")
+		}
+	}
+	if n := accepted.Load(); n > 20*(1+neverUsedRetries) {
+		t.Errorf("20 calls dialed %d connections, want at most %d", n, 20*(1+neverUsedRetries))
 	}
 }

@@ -102,7 +102,10 @@ func (r *Response) Next() (msg *jsonrpc.Message, raw []byte, err error) {
 		if e := r.c.secrets.rpcError(msg.Error); e != msg.Error {
 			m := *msg
 			m.Error = e
-			msg, raw = &m, []byte(r.c.secrets.Replace(string(raw)))
+			// The message is written again from the scrubbed error, so
+			// that what is relayed raw (a parked call's answer) is as
+			// clean, and valid JSON, whatever the secret looked like.
+			msg, raw = &m, jsonrpc.AppendError(nil, msg.ID, e)
 		}
 	}
 	if err != nil {
