@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"text/tabwriter"
 
+	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
@@ -56,13 +57,13 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 			continue
 		}
 		caps, _ := jsonx.ParseObject(res.Session.Capabilities)
-		for _, k := range []kind{kindTools, kindPrompts, kindResources, kindTemplates} {
-			info := kinds[k]
-			if caps == nil || caps.Get(info.capability) == nil {
+		for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources, catalog.Templates} {
+			info := k.Info()
+			if caps == nil || caps.Get(info.Capability) == nil {
 				continue
 			}
-			items, err := listAll(ctx, c, res.Session, k, listBounds{pages: cfg.Limits.ListPages, bytes: cfg.Limits.ListBytes})
-			fmt.Fprintf(w, "  %s\n", info.field)
+			items, err := listAll(ctx, c, res.Session, k, catalog.Bounds{Pages: cfg.Limits.ListPages, Bytes: cfg.Limits.ListBytes})
+			fmt.Fprintf(w, "  %s\n", info.Field)
 			if err != nil {
 				fmt.Fprintf(w, "    failed: %v\n", err)
 				continue
@@ -75,7 +76,7 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 					mark = "+"
 				}
 				note := d.Rule
-				if k == kindTools && d.Allowed {
+				if k == catalog.Tools && d.Allowed {
 					if s := view.RequiredScopes(u.Name, orig); len(s) > 0 {
 						note += fmt.Sprintf("; requires scopes %v", s)
 					}
@@ -83,7 +84,7 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 						note += "; admin-asserted annotations"
 					}
 				}
-				fmt.Fprintf(tw, "    %s %s\t%s\t%s\n", mark, k.expose(prefix, orig), orig, note)
+				fmt.Fprintf(tw, "    %s %s\t%s\t%s\n", mark, k.Expose(prefix, orig), orig, note)
 			}
 			tw.Flush()
 		}
@@ -95,7 +96,7 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 
 // listAll returns the original keys (names or URIs) of every item of kind
 // k an upstream lists, following pagination.
-func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k kind, b listBounds) ([]string, error) {
+func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k catalog.Kind, b catalog.Bounds) ([]string, error) {
 	raw, _, err := listOn(ctx, c, us, k, "explain", b)
 	if err != nil {
 		return nil, err
@@ -103,7 +104,7 @@ func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k kin
 	var out []string
 	for _, e := range raw {
 		if o, err := jsonx.ParseValidObject(e); err == nil {
-			if key, ok := o.GetString(kinds[k].key); ok {
+			if key, ok := o.GetString(k.Info().Key); ok {
 				out = append(out, key)
 			}
 		}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
-	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
@@ -60,12 +60,12 @@ var methods map[string]methodFunc
 func init() {
 	methods = map[string]methodFunc{
 		"ping":                     func(context.Context, *request, *call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil },
-		"tools/list":               listMethod(kindTools),
-		"prompts/list":             listMethod(kindPrompts),
-		"resources/list":           listMethod(kindResources),
-		"resources/templates/list": listMethod(kindTemplates),
-		"tools/call":               namedCall(kindTools),
-		"prompts/get":              namedCall(kindPrompts),
+		"tools/list":               listMethod(catalog.Tools),
+		"prompts/list":             listMethod(catalog.Prompts),
+		"resources/list":           listMethod(catalog.Resources),
+		"resources/templates/list": listMethod(catalog.Templates),
+		"tools/call":               namedCall(catalog.Tools),
+		"prompts/get":              namedCall(catalog.Prompts),
 		"resources/read":           readResource,
 		"resources/subscribe":      uriCall,
 		"resources/unsubscribe":    uriCall,
@@ -161,7 +161,7 @@ func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request, rq *re
 		_ = h.store.Delete(dctx, rec.ID)
 		cancel()
 		rec.Upstreams = opened
-		h.catalog.endSession(rec.ID)
+		h.catalog.EndSession(rec.ID)
 		h.terminateUpstreams(ctx, rq.st, rec)
 		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
 		return
@@ -261,7 +261,7 @@ func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Me
 		}
 	}
 	outcome := h.observeRequest(ctx, rq, c, err, span, start)
-	var hm *headerMismatchError
+	var hm *catalog.HeaderMismatchError
 	if errors.As(err, &hm) && !out.discard && !out.started() {
 		out.final(http.StatusBadRequest, jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: protocol.CodeHeaderMismatch, Message: hm.Error()}))
 		return nil
@@ -300,7 +300,7 @@ func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Me
 // fixed string: never an error text, which may quote the request or an
 // upstream.
 func failureReason(err error) string {
-	var re *resolveError
+	var re *catalog.ResolveError
 	var ue *upstream.Error
 	var je *jsonrpc.Error
 	switch {
@@ -311,7 +311,7 @@ func failureReason(err error) string {
 	case errors.Is(err, context.Canceled):
 		return "cancelled"
 	case errors.As(err, &re):
-		if len(re.conflict) > 0 {
+		if len(re.Conflict) > 0 {
 			return "name conflict"
 		}
 		return "unknown name"
@@ -331,7 +331,7 @@ func (h *Handler) observeRequest(ctx context.Context, rq *request, c *call, err 
 	d := time.Since(start)
 	outcome := telemetry.OutcomeOK
 	decision := audit.DecisionAllow
-	var re *resolveError
+	var re *catalog.ResolveError
 	var je *jsonrpc.Error
 	switch {
 	case err == nil && c.isError:
@@ -341,10 +341,10 @@ func (h *Handler) observeRequest(ctx context.Context, rq *request, c *call, err 
 	case errors.Is(context.Cause(ctx), errCancelledByClient):
 		outcome = telemetry.OutcomeCancelled
 		telemetry.SetError(span, err)
-	case errors.As(err, &re) && re.deniedBy != "":
+	case errors.As(err, &re) && re.DeniedBy != "":
 		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
-		c.upstream, c.original = re.deniedBy, re.deniedName
-		h.metrics.PolicyDenial(rq.view.ID, re.deniedBy, kinds[re.kind].noun)
+		c.upstream, c.original = re.DeniedBy, re.DeniedName
+		h.metrics.PolicyDenial(rq.view.ID, re.DeniedBy, re.Kind.Info().Noun)
 		telemetry.SetJSONRPCError(span, jsonrpc.CodeInvalidParams, "denied by policy")
 	case errors.As(err, new(*scopeError)):
 		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
@@ -508,14 +508,14 @@ func (e *scopeError) Error() string {
 // client. It is the one place where internal errors get their wire code.
 func (h *Handler) toJSONRPCError(ctx context.Context, method string, err error) *jsonrpc.Error {
 	var je *jsonrpc.Error
-	var re *resolveError
+	var re *catalog.ResolveError
 	var ue *upstream.Error
 	switch {
 	case errors.As(err, new(*scopeError)):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	case errors.As(err, &re):
 		code := int64(jsonrpc.CodeInvalidParams)
-		if (re.kind == kindResources || re.kind == kindTemplates) && len(re.conflict) == 0 {
+		if (re.Kind == catalog.Resources || re.Kind == catalog.Templates) && len(re.Conflict) == 0 {
 			code = protocol.CodeResourceNotFound
 		}
 		return &jsonrpc.Error{Code: code, Message: re.Error()}
@@ -569,7 +569,7 @@ func (h *Handler) notification(ctx context.Context, rq *request, msg *jsonrpc.Me
 }
 
 // listMethod serves one of the four list methods from the catalog.
-func listMethod(k kind) methodFunc {
+func listMethod(k catalog.Kind) methodFunc {
 	return func(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
 		if len(c.params) > 0 {
 			p, err := jsonx.ParseValidObject(c.params)
@@ -582,25 +582,26 @@ func listMethod(k kind) methodFunc {
 				return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: invalid cursor")
 			}
 		}
-		info := kinds[k]
-		var ups []*upstreamRef
-		for _, up := range rq.upstreams() {
-			if rq.hasCap(up, info.capability) {
-				ups = append(ups, up)
+		info := k.Info()
+		tu := rq.tenantUpstreams()
+		var ups []*catalog.Upstream
+		for i, up := range tu.refs {
+			if rq.hasCap(up, info.Capability) {
+				ups = append(ups, tu.cats[i])
 			}
 		}
-		ls := make([]*listing, len(ups))
+		ls := make([]*catalog.Listing, len(ups))
 		var wg sync.WaitGroup
 		for i, up := range ups {
-			if l := rq.cachedListing(up, k); l != nil {
+			if l := rq.h.catalog.Fresh(up, k, rq.listScope()); l != nil {
 				ls[i] = l // the common case: no goroutine, no upstream
 				continue
 			}
 			wg.Go(func() {
-				l, err := rq.listing(ctx, up, k)
+				l, err := rq.Listing(ctx, up, k)
 				if err != nil {
 					// One failing upstream never breaks the others.
-					rq.h.log.Warn("listing failed", "upstream", up.cfg.Name, "rpc_method", info.listMethod, "error", err)
+					rq.h.log.Warn("listing failed", "upstream", up.Name, "rpc_method", info.ListMethod, "error", err)
 					return
 				}
 				ls[i] = l
@@ -616,31 +617,15 @@ func listMethod(k kind) methodFunc {
 				return e.body, nil
 			}
 		}
-		items := rq.h.catalog.merge(k, ups, ls, func(up *upstreamRef, it *item) bool {
-			return rq.visible(k, up, it.original)
-		})
-		if k == kindTools {
+		items := rq.h.catalog.Merge(k, ups, ls, rq)
+		if k == catalog.Tools {
 			for i := range items {
-				if a, ok := rq.view.Annotations(items[i].upstream, items[i].original); ok {
-					items[i].raw = assertAnnotations(items[i].raw, a)
+				if a, ok := rq.view.Annotations(items[i].Upstream, items[i].Original); ok {
+					items[i].Raw = catalog.AssertAnnotations(items[i].Raw, a)
 				}
 			}
 		}
-		n := 64
-		for _, it := range items {
-			n += len(it.raw) + 1
-		}
-		buf := make([]byte, 0, n)
-		buf = append(buf, `{"`...)
-		buf = append(buf, info.field...)
-		buf = append(buf, `":[`...)
-		for i, it := range items {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			buf = append(buf, it.raw...)
-		}
-		buf = append(buf, "]}"...)
+		buf := catalog.Encode(k, items)
 		rq.st.merged.Store(key, &mergedEntry{ups: ups, ls: ls, body: buf})
 		return buf, nil
 	}
@@ -649,56 +634,19 @@ func listMethod(k kind) methodFunc {
 // mergedKey names a merged list in a config snapshot.
 type mergedKey struct {
 	tenant string
-	kind   kind
+	kind   catalog.Kind
 }
 
 // mergedEntry is a merged list and what it was made from. Its body is
 // shared by every response that uses it and must not be modified.
 type mergedEntry struct {
-	ups  []*upstreamRef
-	ls   []*listing
+	ups  []*catalog.Upstream
+	ls   []*catalog.Listing
 	body []byte
 }
 
-func (e *mergedEntry) matches(ups []*upstreamRef, ls []*listing) bool {
+func (e *mergedEntry) matches(ups []*catalog.Upstream, ls []*catalog.Listing) bool {
 	return slices.Equal(e.ups, ups) && slices.Equal(e.ls, ls)
-}
-
-// assertAnnotations overlays admin-asserted annotations on a listed tool:
-// each asserted field replaces the upstream's, the others stay as the
-// upstream sent them.
-func assertAnnotations(tool json.RawMessage, a config.ToolAnnotations) json.RawMessage {
-	o, err := jsonx.ParseValidObject(tool)
-	if err != nil {
-		return tool
-	}
-	ann := &jsonx.Object{}
-	if cur := o.Get("annotations"); cur != nil {
-		if p, err := jsonx.ParseValidObject(cur); err == nil {
-			ann = p
-		}
-	}
-	set := func(name string, v any) {
-		b, _ := json.Marshal(v)
-		ann.Set(name, b)
-	}
-	if a.Title != nil {
-		set("title", *a.Title)
-	}
-	if a.ReadOnlyHint != nil {
-		set("readOnlyHint", *a.ReadOnlyHint)
-	}
-	if a.DestructiveHint != nil {
-		set("destructiveHint", *a.DestructiveHint)
-	}
-	if a.IdempotentHint != nil {
-		set("idempotentHint", *a.IdempotentHint)
-	}
-	if a.OpenWorldHint != nil {
-		set("openWorldHint", *a.OpenWorldHint)
-	}
-	o.Set("annotations", ann.Bytes())
-	return o.Bytes()
 }
 
 // routedParams parses params as an object and refuses case variants of the
@@ -720,35 +668,35 @@ func routedParams(params json.RawMessage, key string) (*jsonx.Object, string, er
 
 // namedCall serves tools/call and prompts/get: resolve the exposed name,
 // forward with the upstream's own name, relay the answer untouched.
-func namedCall(k kind) methodFunc {
+func namedCall(k catalog.Kind) methodFunc {
 	return func(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
 		p, name, err := routedParams(c.params, "name")
 		if err != nil {
 			return nil, err
 		}
 		c.target = name
-		up, it, err := rq.resolveItem(ctx, k, name)
+		up, it, err := rq.resolve(ctx, k, name)
 		if err != nil {
 			return nil, err
 		}
-		orig := it.original
+		orig := it.Original
 		c.upstream, c.original = up.cfg.Name, orig
-		if k == kindTools {
+		if k == catalog.Tools {
 			c.arguments = p.Get("arguments")
 			if rq.stateless {
-				if msg := checkParamHeaders(it.headers, c.arguments, rq.header); msg != "" {
-					return nil, &headerMismatchError{msg: msg}
+				if msg := catalog.CheckParamHeaders(it.Headers, c.arguments, rq.header); msg != "" {
+					return nil, &catalog.HeaderMismatchError{Msg: msg}
 				}
 			}
-			c.upHeader = paramHeaderValues(it.headers, c.arguments)
+			c.upHeader = catalog.ParamHeaderValues(it.Headers, c.arguments)
 		}
-		if k == kindTools {
+		if k == catalog.Tools {
 			if need := rq.view.RequiredScopes(up.cfg.Name, orig); !rq.principal.HasScopes(need...) {
 				return nil, &scopeError{scopes: append(slices.Clone(rq.st.cfg.Auth.RequiredScopes), need...)}
 			}
 		}
 		p.SetString("name", orig)
-		if k != kindTools {
+		if k != catalog.Tools {
 			return rq.relay(ctx, c, up, p.Bytes(), nil)
 		}
 		return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
@@ -762,52 +710,6 @@ func namedCall(k kind) methodFunc {
 	}
 }
 
-// resolveURI finds the upstream serving a resource URI (or a URI template,
-// for completions). An explicit prefix decides; where empty prefixes make
-// several upstreams possible, the catalog's listings decide.
-func (rq *request) resolveURI(ctx context.Context, k kind, uri string) (*upstreamRef, string, error) {
-	up, orig, err := rq.resolveURIOwner(ctx, k, uri)
-	if err == nil && !rq.visible(k, up, orig) {
-		// Hidden is the same as absent: same code, same message.
-		return nil, "", &resolveError{kind: k, name: uri, deniedBy: up.cfg.Name, deniedName: orig}
-	}
-	return up, orig, err
-}
-
-func (rq *request) resolveURIOwner(ctx context.Context, k kind, uri string) (*upstreamRef, string, error) {
-	var cands, prefixed []*upstreamRef
-	// A URI in a configured prefix's namespace is never an unprefixed
-	// upstream's, whether or not this tenant sees that prefix's upstream.
-	foreign := rq.h.catalog.foreign(uri, true)
-	for _, up := range rq.upstreams() {
-		if up.prefix == "" && foreign {
-			continue
-		}
-		if _, ok := upstreamURI(up.prefix, uri); ok {
-			cands = append(cands, up)
-			if up.prefix != "" {
-				prefixed = append(prefixed, up)
-			}
-		}
-	}
-	pick := func(up *upstreamRef) (*upstreamRef, string, error) {
-		orig, _ := upstreamURI(up.prefix, uri)
-		return up, orig, nil
-	}
-	switch len(cands) {
-	case 0:
-		return nil, "", &resolveError{kind: k, name: uri}
-	case 1:
-		return pick(cands[0])
-	}
-	up, orig, err := rq.resolve(ctx, k, uri)
-	var re *resolveError
-	if errors.As(err, &re) && len(re.conflict) == 0 && len(prefixed) == 1 {
-		return pick(prefixed[0])
-	}
-	return up, orig, err
-}
-
 // readResource serves resources/read; the contents' URIs are rewritten to
 // their exposed form, so the client sees the URI it asked for.
 func readResource(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
@@ -816,14 +718,14 @@ func readResource(ctx context.Context, rq *request, c *call) (json.RawMessage, e
 		return nil, err
 	}
 	c.target = uri
-	up, orig, err := rq.resolveURI(ctx, kindResources, uri)
+	up, orig, err := rq.resolveURI(ctx, catalog.Resources, uri)
 	if err != nil {
 		return nil, err
 	}
 	c.upstream, c.original = up.cfg.Name, orig
 	p.SetString("uri", orig)
 	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
-		return rewriteContents(res, up.prefix)
+		return rewriteContents(res, up.cat.Prefix)
 	})
 }
 
@@ -850,7 +752,7 @@ func rewriteContents(res json.RawMessage, prefix string) (json.RawMessage, error
 			continue
 		}
 		if u, ok := eo.GetString("uri"); ok {
-			eo.SetString("uri", exposedURI(prefix, u))
+			eo.SetString("uri", catalog.ExposedURI(prefix, u))
 			elems[i] = eo.Bytes()
 		}
 	}
@@ -864,7 +766,7 @@ func uriCall(ctx context.Context, rq *request, c *call) (json.RawMessage, error)
 	if err != nil {
 		return nil, err
 	}
-	up, orig, err := rq.resolveURI(ctx, kindResources, uri)
+	up, orig, err := rq.resolveURI(ctx, catalog.Resources, uri)
 	if err != nil {
 		return nil, err
 	}
@@ -894,11 +796,11 @@ func complete(ctx context.Context, rq *request, c *call) (json.RawMessage, error
 		if err != nil {
 			return nil, err
 		}
-		var orig string
-		if up, orig, err = rq.resolve(ctx, kindPrompts, name); err != nil {
+		var it *catalog.Item
+		if up, it, err = rq.resolve(ctx, catalog.Prompts, name); err != nil {
 			return nil, err
 		}
-		r.SetString("name", orig)
+		r.SetString("name", it.Original)
 		p.Set("ref", r.Bytes())
 	case "ref/resource":
 		r, uri, err := routedParams(ref, "uri")
@@ -906,7 +808,7 @@ func complete(ctx context.Context, rq *request, c *call) (json.RawMessage, error
 			return nil, err
 		}
 		var orig string
-		if up, orig, err = rq.resolveURI(ctx, kindTemplates, uri); err != nil {
+		if up, orig, err = rq.resolveURI(ctx, catalog.Templates, uri); err != nil {
 			return nil, err
 		}
 		r.SetString("uri", orig)
@@ -1042,7 +944,7 @@ func (rq *request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 				continue // about the upstream's own requests, of which we relay none
 			}
 			if msg.Method == "notifications/resources/updated" {
-				raw = rewriteUpdated(raw, msg, up.prefix)
+				raw = rewriteUpdated(raw, msg, up.cat.Prefix)
 			}
 			if msg.Method == "notifications/message" && rq.stateless && !rq.wantsLogs {
 				// 2026-07-28: no log messages for requests that did not
@@ -1080,7 +982,7 @@ func rewriteUpdated(raw []byte, msg *jsonrpc.Message, prefix string) []byte {
 		return raw
 	}
 	if u, ok := p.GetString("uri"); ok {
-		p.SetString("uri", exposedURI(prefix, u))
+		p.SetString("uri", catalog.ExposedURI(prefix, u))
 		return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, p.Bytes())
 	}
 	return raw

@@ -102,7 +102,7 @@ func (o *owner) close() {
 // being closed, drops the work: the upstream sessions then expire on the
 // upstreams' own schedule.
 func (h *Handler) Expire(rec *session.Record) {
-	h.catalog.endSession(rec.ID)
+	h.catalog.EndSession(rec.ID)
 	// Only what Terminate needs is kept: the ids, not the capabilities
 	// an upstream chose.
 	var ups map[string]session.Upstream

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 )
 
@@ -26,10 +27,10 @@ import (
 func (h *Handler) SetConfig(cfg *config.Config, publish func(*Snapshot)) {
 	prev := h.state.Load()
 	next := h.build(cfg, prev)
-	h.catalog.configure(cfg)
+	h.catalog.Configure(cfg)
 	for name, old := range prev.byName {
 		if next.byName[name] != old {
-			h.catalog.invalidate(name, kindTools, kindPrompts, kindResources, kindTemplates)
+			h.catalog.Invalidate(name, catalog.Tools, catalog.Prompts, catalog.Resources, catalog.Templates)
 		}
 	}
 	h.state.Store(next)
@@ -60,8 +61,8 @@ func (h *Handler) SetConfig(cfg *config.Config, publish func(*Snapshot)) {
 			return
 		}
 		if tenantChanged(prev, next, s.tenant) {
-			for _, k := range []kind{kindTools, kindPrompts, kindResources} {
-				s.send(listChanged(k))
+			for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
+				s.send(catalog.ListChanged(k))
 			}
 		}
 	})
@@ -101,9 +102,9 @@ func tenantConfig(cfg *config.Config, id string) *config.Tenant {
 
 // upstreamListChanged is the catalog's hook: an upstream's list of kind k
 // changed, so every session whose tenant sees that upstream is told.
-func (h *Handler) upstreamListChanged(upstream string, k kind) {
+func (h *Handler) upstreamListChanged(upstream string, k catalog.Kind) {
 	st := h.state.Load()
-	msg := listChanged(k)
+	msg := catalog.ListChanged(k)
 	h.streams.each(func(s *stream) {
 		if v, err := st.tenants.Get(s.tenant); err == nil && v.Allows(upstream) {
 			s.send(msg)

@@ -57,6 +57,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
+	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/protocol"
@@ -97,7 +98,7 @@ type Handler struct {
 	version string
 	httpc   *http.Client
 
-	catalog  *catalog
+	catalog  *catalog.Catalog
 	watch    watchers
 	streams  streams
 	inflight inflight
@@ -130,13 +131,21 @@ type state struct {
 	origins   map[string]bool // accepted Origin values
 	tenants   *tenant.Set
 	merged    sync.Map // mergedKey → *mergedEntry: lists as each tenant sees them
+	byTenant  sync.Map // tenant id → *tenantUpstreams
 }
 
 // upstreamRef is one configured upstream and its client.
 type upstreamRef struct {
 	cfg    config.Upstream
-	prefix string
+	cat    catalog.Upstream // what the catalog knows of it
 	client *upstream.Client
+}
+
+// tenantUpstreams are the upstreams a tenant may use, in config order, and
+// the same for the catalog; built once per config snapshot and tenant.
+type tenantUpstreams struct {
+	refs []*upstreamRef
+	cats []*catalog.Upstream
 }
 
 // New returns a Handler for opts.
@@ -163,9 +172,9 @@ func New(opts Options) (*Handler, error) {
 		audit:    opts.Audit,
 	}
 	h.mailbox, _ = opts.Store.(session.Mailbox)
-	h.catalog = newCatalog(opts.Config.Server.ListCacheTTL.D(), log, opts.Metrics)
-	h.catalog.configure(opts.Config)
-	h.catalog.onChange = h.upstreamListChanged
+	h.catalog = catalog.New(opts.Config.Server.ListCacheTTL.D(), log, opts.Metrics)
+	h.catalog.Configure(opts.Config)
+	h.catalog.OnChange = h.upstreamListChanged
 	st := h.build(opts.Config, nil)
 	h.state.Store(st)
 	h.syncWatches(st)
@@ -185,7 +194,7 @@ func (h *Handler) build(cfg *config.Config, prev *state) *state {
 				continue
 			}
 		}
-		ref := &upstreamRef{cfg: u, prefix: u.EffectivePrefix()}
+		ref := &upstreamRef{cfg: u, cat: catalog.NewUpstream(&u)}
 		ref.client = upstream.New(u, upstream.Options{
 			HTTPClient: h.httpc,
 			Logger:     h.log.With("upstream", u.Name),
@@ -215,7 +224,7 @@ func (h *Handler) build(cfg *config.Config, prev *state) *state {
 func (h *Handler) Close() error {
 	h.stopWatches()
 	h.own.close()
-	h.catalog.close()
+	h.catalog.Close()
 	var errs []error
 	for _, up := range h.state.Load().upstreams {
 		errs = append(errs, up.client.Close())
@@ -566,7 +575,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, rq *reques
 		return
 	}
 	h.streams.end(rq.sess.ID)
-	h.catalog.endSession(rq.sess.ID)
+	h.catalog.EndSession(rq.sess.ID)
 	h.terminateUpstreams(r.Context(), rq.st, rq.sess)
 	w.WriteHeader(http.StatusNoContent)
 }

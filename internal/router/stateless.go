@@ -17,7 +17,6 @@ import (
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
-	"github.com/mcpgw/gateway/internal/upstream"
 )
 
 // The 2026-07-28 revision, on the same endpoint.
@@ -167,7 +166,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 		writeRPCError(w, http.StatusNotFound, msg.ID, jsonrpc.CodeMethodNotFound, "Method not found: "+msg.Method, nil)
 		return
 	}
-	if key := upstream.NameKey(msg.Method); key != "" {
+	if key := protocol.NameKey(msg.Method); key != "" {
 		var bodyName string
 		if p, err := jsonx.ParseValidObject(msg.Params); err == nil {
 			bodyName, _ = p.GetString(key)
@@ -177,7 +176,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 			mismatch("required header Mcp-Name is missing")
 			return
 		}
-		name, err := upstream.DecodeHeaderValue(hv[0])
+		name, err := protocol.DecodeHeaderValue(hv[0])
 		if err != nil {
 			mismatch("Mcp-Name header value is not valid: %v", err)
 			return

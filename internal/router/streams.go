@@ -148,19 +148,6 @@ func (s *stream) send(msg []byte) {
 	}
 }
 
-// listChangedMethod names, by kind, the notification that its list changed.
-var listChangedMethod = [...]string{
-	kindTools:     "notifications/tools/list_changed",
-	kindPrompts:   "notifications/prompts/list_changed",
-	kindResources: "notifications/resources/list_changed",
-	kindTemplates: "notifications/resources/list_changed",
-}
-
-// listChanged returns the notification that the given kind's list changed.
-func listChanged(k kind) []byte {
-	return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, listChangedMethod[k], nil)
-}
-
 // streamHooks adapt the stream loop to one kind of stream.
 type streamHooks struct {
 	// first, if set, is sent before anything else.

@@ -4,17 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"sync"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
@@ -30,15 +29,24 @@ import (
 // across replicas by the store's compare-and-swap: the loser of a race ends
 // the session it opened and uses the winner's.
 
-// upstreams returns the tenant's upstreams, in config order.
-func (rq *request) upstreams() []*upstreamRef {
-	out := make([]*upstreamRef, 0, len(rq.view.Upstreams))
+// upstreams returns the tenant's upstreams, in config order. The slice is
+// shared: it must not be modified.
+func (rq *request) upstreams() []*upstreamRef { return rq.tenantUpstreams().refs }
+
+// tenantUpstreams returns the tenant's upstreams, made once per snapshot.
+func (rq *request) tenantUpstreams() *tenantUpstreams {
+	if v, ok := rq.st.byTenant.Load(rq.view.ID); ok {
+		return v.(*tenantUpstreams)
+	}
+	tu := &tenantUpstreams{}
 	for _, name := range rq.view.Upstreams {
 		if up := rq.st.byName[name]; up != nil {
-			out = append(out, up)
+			tu.refs = append(tu.refs, up)
+			tu.cats = append(tu.cats, &up.cat)
 		}
 	}
-	return out
+	v, _ := rq.st.byTenant.LoadOrStore(rq.view.ID, tu)
+	return v.(*tenantUpstreams)
 }
 
 // initUpstreams opens sessions with all of ups at once. Failures are logged
@@ -411,114 +419,28 @@ func resultOf(next func() (*jsonrpc.Message, []byte, error), note func(*jsonrpc.
 	}
 }
 
-// listLimitError is a walk cut at one of its bounds; limit names it (a
-// telemetry.Limit* value).
-type listLimitError struct {
-	upstream, method, limit string
-	bound                   int64
-}
-
-func (e *listLimitError) Error() string {
-	return fmt.Sprintf("upstream %s: %s: more than %d %s", e.upstream, e.method, e.bound,
-		strings.TrimPrefix(e.limit, "list_"))
-}
-
 // fetchList returns all items of kind k from up, following nextCursor
 // within b, on the request's own upstream session.
-func (rq *request) fetchList(ctx context.Context, up *upstreamRef, k kind, b listBounds) ([]json.RawMessage, bool, error) {
-	return paginate(up.cfg.Name, k, b, func(params json.RawMessage) (json.RawMessage, error) {
-		return rq.roundTrip(ctx, up, kinds[k].listMethod, params)
+func (rq *request) fetchList(ctx context.Context, up *upstreamRef, k catalog.Kind, b catalog.Bounds) ([]json.RawMessage, bool, error) {
+	return catalog.Paginate(up.cfg.Name, k, b, func(params json.RawMessage) (json.RawMessage, error) {
+		return rq.roundTrip(ctx, up, k.Info().ListMethod, params)
 	})
-}
-
-// paginate collects the items of kind k an upstream lists, asking for one
-// page at a time with page (params carry the cursor, nil for the first),
-// and refusing cursors that loop, more than b.pages pages, and more than
-// b.bytes bytes of pages together: each page is counted as it arrives, and
-// the walk ends at the first that goes over, so what is held never exceeds
-// b.bytes plus one message (itself bounded by the upstream client). The
-// caller bounds the time. private reports that a page said cacheScope
-// "private" (2026-07-28 server/utilities/caching: all pages of a list
-// share one scope, but one private page is enough to keep the whole list
-// unshared).
-func paginate(upstream string, k kind, b listBounds, page func(params json.RawMessage) (json.RawMessage, error)) (items []json.RawMessage, private bool, err error) {
-	info := kinds[k]
-	var params json.RawMessage
-	var seen map[string]bool
-	var total int64
-	for n := 0; ; n++ {
-		if n >= b.pages {
-			return nil, false, &listLimitError{upstream, info.listMethod, telemetry.LimitListPages, int64(b.pages)}
-		}
-		res, err := page(params)
-		if err != nil {
-			return nil, false, err
-		}
-		if total += int64(len(res)); total > b.bytes {
-			return nil, false, &listLimitError{upstream, info.listMethod, telemetry.LimitListBytes, b.bytes}
-		}
-		o, err := jsonx.ParseValidObject(res)
-		if err != nil {
-			return nil, false, fmt.Errorf("upstream %s: %s: malformed result: %w", upstream, info.listMethod, err)
-		}
-		if v := o.Get(info.field); v != nil && string(v) != "null" {
-			elems, err := jsonx.ParseValidArray(v)
-			if err != nil {
-				return nil, false, fmt.Errorf("upstream %s: %s: %s is not an array", upstream, info.listMethod, info.field)
-			}
-			items = append(items, elems...)
-		}
-		if scope, _ := o.GetString("cacheScope"); scope == "private" {
-			private = true
-		}
-		cursor, ok := o.GetString("nextCursor")
-		if !ok || cursor == "" {
-			return items, private, nil
-		}
-		if seen[cursor] {
-			return nil, false, fmt.Errorf("upstream %s: %s: pagination loops", upstream, info.listMethod)
-		}
-		if seen == nil {
-			seen = make(map[string]bool)
-		}
-		seen[cursor] = true
-		params, _ = json.Marshal(map[string]string{"cursor": cursor})
-	}
 }
 
 // listOn lists every item of kind k of an upstream on session us, outside
 // any client's request (gateway explain, the watch): request ids are
 // idPrefix.1, idPrefix.2, … one per page.
-func listOn(ctx context.Context, c *upstream.Client, us session.Upstream, k kind, idPrefix string, b listBounds) ([]json.RawMessage, bool, error) {
+func listOn(ctx context.Context, c *upstream.Client, us session.Upstream, k catalog.Kind, idPrefix string, b catalog.Bounds) ([]json.RawMessage, bool, error) {
 	n := 0
-	return paginate(c.Name(), k, b, func(params json.RawMessage) (json.RawMessage, error) {
+	return catalog.Paginate(c.Name(), k, b, func(params json.RawMessage) (json.RawMessage, error) {
 		n++
-		resp, err := c.Call(ctx, us, jsonrpc.StringID(idPrefix+"."+strconv.Itoa(n)), kinds[k].listMethod, params)
+		resp, err := c.Call(ctx, us, jsonrpc.StringID(idPrefix+"."+strconv.Itoa(n)), k.Info().ListMethod, params)
 		if err != nil {
 			return nil, err
 		}
 		defer resp.Close()
 		return resultOf(resp.Next, nil)
 	})
-}
-
-// listing returns up's listing of kind k through the catalog: the shared
-// one, or, for an upstream whose lists are per session (or private), the
-// one fetched under this session's own upstream session and never served
-// to another.
-func (rq *request) listing(ctx context.Context, up *upstreamRef, k kind) (*listing, error) {
-	scope := rq.listScope()
-	if l := rq.h.catalog.fresh(up, k, scope); l != nil {
-		return l, nil // every call's path: no closure, no allocation
-	}
-	return rq.h.catalog.get(ctx, up, k, scope, func(ctx context.Context, b listBounds) ([]json.RawMessage, bool, error) {
-		return rq.fetchList(ctx, up, k, b)
-	})
-}
-
-// cachedListing is the fresh cached listing listing would return, or nil.
-func (rq *request) cachedListing(up *upstreamRef, k kind) *listing {
-	return rq.h.catalog.fresh(up, k, rq.listScope())
 }
 
 // listScope is the scope of the request's per-session listings: its
@@ -533,107 +455,63 @@ func (rq *request) listScope() string {
 // observe reacts to a notification an upstream sent: a list change marks
 // the catalog's listings of that kind stale. It returns the kinds whose
 // listings were cached.
-func (h *Handler) observe(up *upstreamRef, msg *jsonrpc.Message) []kind {
-	if ks := changedKinds(msg.Method); ks != nil {
-		return h.catalog.stale(up.cfg.Name, ks...)
+func (h *Handler) observe(up *upstreamRef, msg *jsonrpc.Message) []catalog.Kind {
+	if ks := catalog.ChangedKinds(msg.Method); ks != nil {
+		return h.catalog.Stale(up.cfg.Name, ks...)
 	}
 	return nil
 }
 
-// changedKinds returns the kinds of list a list_changed notification is
-// about, nil for any other method.
-func changedKinds(method string) []kind {
-	switch method {
-	case "notifications/tools/list_changed":
-		return []kind{kindTools}
-	case "notifications/prompts/list_changed":
-		return []kind{kindPrompts}
-	case "notifications/resources/list_changed":
-		return []kind{kindResources, kindTemplates}
+// Listing implements catalog.Lookup: up's listing of kind k through the
+// catalog, the shared one, or, for an upstream whose lists are per session
+// (or private), the one fetched under this session's own upstream session
+// and never served to another.
+func (rq *request) Listing(ctx context.Context, up *catalog.Upstream, k catalog.Kind) (*catalog.Listing, error) {
+	scope := rq.listScope()
+	if l := rq.h.catalog.Fresh(up, k, scope); l != nil {
+		return l, nil // every call's path: no closure, no allocation
 	}
-	return nil
+	ref := rq.st.byName[up.Name]
+	return rq.h.catalog.Get(ctx, up, k, scope, func(ctx context.Context, b catalog.Bounds) ([]json.RawMessage, bool, error) {
+		return rq.fetchList(ctx, ref, k, b)
+	})
 }
 
-// visible is the policy decision for the request's tenant: whether it may
-// see, and so use, the item of kind k that up calls name. Lists and calls
-// both ask it (see tenant.View.Decide).
-func (rq *request) visible(k kind, up *upstreamRef, name string) bool {
-	return rq.view.Decide(policyKind(k), up.cfg.Name, name).Allowed
+// Visible implements catalog.Lookup with the tenant's policy: whether it
+// may see, and so use, the item of kind k that up calls name (see
+// tenant.View.Decide).
+func (rq *request) Visible(k catalog.Kind, up *catalog.Upstream, name string) bool {
+	return rq.view.Decide(policyKind(k), up.Name, name).Allowed
 }
 
-func policyKind(k kind) tenant.Kind {
+func policyKind(k catalog.Kind) tenant.Kind {
 	switch k {
-	case kindTools:
+	case catalog.Tools:
 		return tenant.Tool
-	case kindPrompts:
+	case catalog.Prompts:
 		return tenant.Prompt
 	}
 	return tenant.Resource
 }
 
 // resolve finds the upstream exposing name (a tool or prompt name, or a
-// resource URI in the listing of kind k) and the name it has there.
-func (rq *request) resolve(ctx context.Context, k kind, name string) (*upstreamRef, string, error) {
-	up, it, err := rq.resolveItem(ctx, k, name)
+// resource URI in the listing of kind k) and its listed item.
+func (rq *request) resolve(ctx context.Context, k catalog.Kind, name string) (*upstreamRef, *catalog.Item, error) {
+	tu := rq.tenantUpstreams()
+	i, it, err := rq.h.catalog.Resolve(ctx, k, name, tu.cats, rq)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tu.refs[i], it, nil
+}
+
+// resolveURI finds the upstream serving a resource URI (or a URI template,
+// for completions) and the URI it has there.
+func (rq *request) resolveURI(ctx context.Context, k catalog.Kind, uri string) (*upstreamRef, string, error) {
+	tu := rq.tenantUpstreams()
+	i, orig, err := rq.h.catalog.ResolveURI(ctx, k, uri, tu.cats, rq)
 	if err != nil {
 		return nil, "", err
 	}
-	return up, it.original, nil
-}
-
-// resolveItem is resolve returning the listed item itself. It reads each
-// candidate upstream's listing once and never asks an upstream for its list
-// because of the name: a name a client chooses (unknown, hidden, or under
-// a prefix) costs the same lookups, and at most the walk a stale listing
-// would cost anyway, so no answer tells hidden from unknown, and calling
-// names in a loop re-lists nothing before the TTL.
-func (rq *request) resolveItem(ctx context.Context, k kind, name string) (*upstreamRef, *item, error) {
-	var denied *upstreamRef // an upstream that has the name, hidden by policy
-	var deniedName string
-	var owners []*upstreamRef
-	var found *item
-	var lastErr error
-	cands := 0
-	for _, up := range rq.upstreams() {
-		if !k.owns(up.prefix, name) {
-			continue
-		}
-		cands++
-		l, err := rq.listing(ctx, up, k)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		pos, ok := l.index[name]
-		switch {
-		case !ok:
-		case pos < 0:
-			owners = append(owners, up, up) // listed twice by one upstream
-		case rq.visible(k, up, l.items[pos].original):
-			owners = append(owners, up)
-			found = &l.items[pos]
-		default:
-			denied, deniedName = up, l.items[pos].original
-		}
-	}
-	switch {
-	case len(owners) == 1:
-		return owners[0], found, nil
-	case len(owners) > 1:
-		var names []string
-		for _, o := range owners {
-			names = append(names, o.cfg.Name)
-		}
-		rq.h.catalog.reportConflict(k, name, names...)
-		return nil, nil, &resolveError{kind: k, name: name, conflict: names}
-	case lastErr != nil && cands == 1:
-		// The only upstream that could own the name is failing: say so
-		// rather than "unknown", whether the name is listed, hidden or
-		// unknown there.
-		return nil, nil, lastErr
-	case denied != nil:
-		// Hidden by policy: to the client, the same as unknown.
-		return nil, nil, &resolveError{kind: k, name: name, deniedBy: denied.cfg.Name, deniedName: deniedName}
-	}
-	return nil, nil, &resolveError{kind: k, name: name}
+	return tu.refs[i], orig, nil
 }

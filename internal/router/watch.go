@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
@@ -171,7 +172,7 @@ func (h *Handler) watchOnce(ctx context.Context, up *upstreamRef, missed bool, o
 	stop := context.AfterFunc(ctx, func() { st.Close() })
 	defer stop()
 	if missed {
-		h.refresh(ctx, up, us, h.catalog.stale(up.cfg.Name, kindTools, kindPrompts, kindResources, kindTemplates))
+		h.refresh(ctx, up, us, h.catalog.Stale(up.cfg.Name, catalog.Tools, catalog.Prompts, catalog.Resources, catalog.Templates))
 	}
 	onOpen()
 	for {
@@ -217,13 +218,13 @@ func announcesListChanges(caps json.RawMessage) bool {
 // refresh fetches again the listings of kinds ks that the catalog holds
 // for up, on the watch's session, so that the catalog tells the clients
 // whose view changed (catalog.onChange) and has the new lists ready.
-func (h *Handler) refresh(ctx context.Context, up *upstreamRef, us session.Upstream, ks []kind) {
+func (h *Handler) refresh(ctx context.Context, up *upstreamRef, us session.Upstream, ks []catalog.Kind) {
 	for _, k := range ks {
-		_, err := h.catalog.get(ctx, up, k, "", func(ctx context.Context, b listBounds) ([]json.RawMessage, bool, error) {
+		_, err := h.catalog.Get(ctx, &up.cat, k, "", func(ctx context.Context, b catalog.Bounds) ([]json.RawMessage, bool, error) {
 			return listOn(ctx, up.client, us, k, "watch", b)
 		})
 		if err != nil {
-			h.log.Debug("refreshing a changed list", "upstream", up.cfg.Name, "list", kinds[k].listMethod, "error", err)
+			h.log.Debug("refreshing a changed list", "upstream", up.cfg.Name, "list", k.Info().ListMethod, "error", err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package router
+package catalog
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
-	"github.com/mcpgw/gateway/internal/upstream"
 )
 
 // Custom headers from tool parameters (2026-07-28
@@ -23,17 +22,17 @@ import (
 // gateway drops tool definitions whose annotations break the rules, as a
 // conforming client must, and checks the headers of stateless calls.
 
-// paramHeader is one x-mcp-header annotation: the header's name part and
+// ParamHeader is one x-mcp-header annotation: the header's name part and
 // the chain of properties leading to the annotated parameter.
-type paramHeader struct {
+type ParamHeader struct {
 	name string
 	path []string
 	typ  string // "string", "integer" or "boolean"
 }
 
-// paramHeaders returns the x-mcp-header annotations of a tool definition, or
+// ParamHeaders returns the x-mcp-header annotations of a tool definition, or
 // an error if any breaks the rules (then the tool must not be offered).
-func paramHeaders(tool json.RawMessage) ([]paramHeader, error) {
+func ParamHeaders(tool json.RawMessage) ([]ParamHeader, error) {
 	if !bytes.Contains(tool, []byte("x-mcp-header")) {
 		return nil, nil // the common case, without parsing
 	}
@@ -45,7 +44,7 @@ func paramHeaders(tool json.RawMessage) ([]paramHeader, error) {
 	if schema == nil {
 		return nil, nil
 	}
-	var out []paramHeader
+	var out []ParamHeader
 	if err := walkSchema(schema, nil, true, &out); err != nil {
 		return nil, err
 	}
@@ -63,7 +62,7 @@ func paramHeaders(tool json.RawMessage) ([]paramHeader, error) {
 // walkSchema collects annotations reachable through properties only;
 // reachable reports whether the schema at hand is. An annotation anywhere
 // else invalidates the tool.
-func walkSchema(schema json.RawMessage, path []string, reachable bool, out *[]paramHeader) error {
+func walkSchema(schema json.RawMessage, path []string, reachable bool, out *[]ParamHeader) error {
 	s := strings.TrimSpace(string(schema))
 	if s == "" || (s[0] != '{' && s[0] != '[') {
 		return nil
@@ -96,7 +95,7 @@ func walkSchema(schema json.RawMessage, path []string, reachable bool, out *[]pa
 		if typ != "string" && typ != "integer" && typ != "boolean" {
 			return fmt.Errorf("x-mcp-header %q on a parameter of type %q (string, integer or boolean only)", name, typ)
 		}
-		*out = append(*out, paramHeader{name: name, path: append([]string(nil), path...), typ: typ})
+		*out = append(*out, ParamHeader{name: name, path: append([]string(nil), path...), typ: typ})
 	}
 	for _, m := range o.Members {
 		switch m.Name {
@@ -135,9 +134,9 @@ func validToken(s string) bool {
 	return true
 }
 
-// checkParamHeaders checks the Mcp-Param-* headers of a call against its
+// CheckParamHeaders checks the Mcp-Param-* headers of a call against its
 // arguments. It returns a description of the first disagreement, or "".
-func checkParamHeaders(hs []paramHeader, args json.RawMessage, header http.Header) string {
+func CheckParamHeaders(hs []ParamHeader, args json.RawMessage, header http.Header) string {
 	for _, h := range hs {
 		val := valueAt(args, h.path)
 		hv, present := header[http.CanonicalHeaderKey(protocol.HeaderParamPrefix+h.name)]
@@ -150,7 +149,7 @@ func checkParamHeaders(hs []paramHeader, args json.RawMessage, header http.Heade
 		if !present || len(hv) != 1 {
 			return fmt.Sprintf("required header Mcp-Param-%s is missing", h.name)
 		}
-		got, err := upstream.DecodeHeaderValue(hv[0])
+		got, err := protocol.DecodeHeaderValue(hv[0])
 		if err != nil {
 			return fmt.Sprintf("Mcp-Param-%s header value is not valid: %v", h.name, err)
 		}
@@ -192,17 +191,17 @@ func sameValue(typ string, body json.RawMessage, header string) bool {
 	}
 }
 
-// headerMismatchError is a failed check of mirrored headers, answered with
+// HeaderMismatchError is a failed check of mirrored headers, answered with
 // HTTP 400 and -32020.
-type headerMismatchError struct{ msg string }
+type HeaderMismatchError struct{ Msg string }
 
-func (e *headerMismatchError) Error() string { return "Header mismatch: " + e.msg }
+func (e *HeaderMismatchError) Error() string { return "Header mismatch: " + e.Msg }
 
-// paramHeaderValues returns the Mcp-Param-* headers a conforming client
+// ParamHeaderValues returns the Mcp-Param-* headers a conforming client
 // sends with a call of these arguments (2026-07-28
 // basic/transports/streamable-http, "Client Behavior"): the gateway is the
 // client of a 2026-07-28 upstream. Nil when there are none.
-func paramHeaderValues(hs []paramHeader, args json.RawMessage) http.Header {
+func ParamHeaderValues(hs []ParamHeader, args json.RawMessage) http.Header {
 	var out http.Header
 	for _, h := range hs {
 		val := valueAt(args, h.path)
@@ -221,7 +220,7 @@ func paramHeaderValues(hs []paramHeader, args json.RawMessage) http.Header {
 		if out == nil {
 			out = make(http.Header, len(hs))
 		}
-		out.Set(protocol.HeaderParamPrefix+h.name, upstream.EncodeHeaderValue(s))
+		out.Set(protocol.HeaderParamPrefix+h.name, protocol.EncodeHeaderValue(s))
 	}
 	return out
 }

@@ -1,4 +1,21 @@
-package router
+// Package catalog owns what a tenant sees of its upstreams: each
+// upstream's lists (tools, prompts, resources, resource templates), cached
+// per replica and already rewritten to their exposed names; their merge
+// into the one list a tenant sees; and the way back from an exposed name
+// or URI to the upstream that owns it and the name it has there.
+//
+// Both answers come from the same data, so a name that is not listed is not
+// routable, and a name two upstreams expose (possible with empty prefixes)
+// is neither listed nor routable: it is a conflict, reported to the admin,
+// never silently shadowed. Namespacing (names.go), the hygiene of listed
+// names, and what a tool's definition says about headers (xheader.go) live
+// here too.
+//
+// The catalog never talks to an upstream: a request hands it a [FetchFunc]
+// (and a [Lookup]), so every rule here is tested with messages in and the
+// aggregated answer out (testdata/*.txtar). It decides nothing about
+// tenants either: the policy comes in through [Lookup.Visible].
+package catalog
 
 import (
 	"context"
@@ -20,76 +37,76 @@ import (
 	"github.com/mcpgw/gateway/internal/telemetry"
 )
 
-// The catalog caches, per replica, each upstream's lists (tools, prompts,
-// resources, resource templates) already rewritten to their exposed names,
-// and answers two questions from them: what does a tenant see (a merge of
-// its upstreams' lists), and which upstream owns an exposed name. Both
-// answers come from the same data, so a name that is not listed is not
-// routable, and a name two upstreams expose (possible with empty prefixes)
-// is neither listed nor routable: it is a conflict, reported to the admin,
-// never silently shadowed.
-
-// kind is one of the four list kinds.
-type kind int
+// Kind is one of the four list kinds.
+type Kind int
 
 const (
-	kindTools kind = iota
-	kindPrompts
-	kindResources
-	kindTemplates
+	Tools Kind = iota
+	Prompts
+	Resources
+	Templates
 )
 
-type kindInfo struct {
-	listMethod string // the upstream method that lists this kind
-	field      string // the result member holding the items
-	key        string // the item member the gateway rewrites
-	capability string // the server capability that enables it
-	uri        bool   // key is a URI (namespaced with "+"), not a name
-	noun       string
+// Info is what the protocol says of one kind of list.
+type Info struct {
+	ListMethod string // the upstream method that lists this kind
+	Field      string // the result member holding the items
+	Key        string // the item member the gateway rewrites
+	Capability string // the server capability that enables it
+	URI        bool   // Key is a URI (namespaced with "+"), not a name
+	Noun       string
+	// Changed is the notification that a list of this kind changed.
+	Changed string
 }
 
-var kinds = [...]kindInfo{
-	kindTools:     {"tools/list", "tools", "name", "tools", false, "tool"},
-	kindPrompts:   {"prompts/list", "prompts", "name", "prompts", false, "prompt"},
-	kindResources: {"resources/list", "resources", "uri", "resources", true, "resource"},
-	kindTemplates: {"resources/templates/list", "resourceTemplates", "uriTemplate", "resources", true, "resource template"},
+var kinds = [...]Info{
+	Tools:     {"tools/list", "tools", "name", "tools", false, "tool", "notifications/tools/list_changed"},
+	Prompts:   {"prompts/list", "prompts", "name", "prompts", false, "prompt", "notifications/prompts/list_changed"},
+	Resources: {"resources/list", "resources", "uri", "resources", true, "resource", "notifications/resources/list_changed"},
+	Templates: {"resources/templates/list", "resourceTemplates", "uriTemplate", "resources", true, "resource template", "notifications/resources/list_changed"},
 }
 
-// expose returns the exposed form of an item key for an upstream prefix.
-func (k kind) expose(prefix, key string) string {
-	if kinds[k].uri {
-		return exposedURI(prefix, key)
+// Kinds are the four kinds, in order.
+var Kinds = []Kind{Tools, Prompts, Resources, Templates}
+
+// Info returns what the protocol says of kind k.
+func (k Kind) Info() *Info { return &kinds[k] }
+
+// Expose returns the exposed form of an item key for an upstream prefix.
+func (k Kind) Expose(prefix, key string) string {
+	if kinds[k].URI {
+		return ExposedURI(prefix, key)
 	}
-	return exposedName(prefix, key)
+	return ExposedName(prefix, key)
 }
 
-// owns reports whether an upstream with the given prefix could expose the
+// Owns reports whether an upstream with the given prefix could expose the
 // name at all; the catalog consults only those upstreams.
-func (k kind) owns(prefix, exposed string) bool {
+func (k Kind) Owns(prefix, exposed string) bool {
 	if prefix == "" {
 		return true
 	}
 	sep := nameSeparator
-	if kinds[k].uri {
+	if kinds[k].URI {
 		sep = uriSeparator
 	}
 	return strings.HasPrefix(exposed, prefix+sep)
 }
 
-// item is one listed tool, prompt, resource or template.
-type item struct {
-	upstream string
-	exposed  string
-	original string
-	raw      json.RawMessage // the upstream's object with the exposed key
-	// headers are a tool's x-mcp-header annotations, parsed once here.
-	headers []paramHeader
+// Item is one listed tool, prompt, resource or template.
+type Item struct {
+	Upstream string
+	Exposed  string
+	Original string
+	Raw      json.RawMessage // the upstream's object with the exposed key
+	// Headers are a tool's x-mcp-header annotations, parsed once here.
+	Headers []ParamHeader
 }
 
-// listing is one upstream's list of one kind.
-type listing struct {
-	items   []item
-	index   map[string]int // exposed name → position in items; -1 for a duplicate
+// Listing is one upstream's list of one kind.
+type Listing struct {
+	Items   []Item
+	index   map[string]int // exposed name → position in Items; -1 for a duplicate
 	fetched time.Time
 	digest  [32]byte // of the items as listed, to notice a change
 	size    int      // bytes of the items as listed
@@ -99,30 +116,30 @@ type listing struct {
 	private bool
 }
 
-// listKey names a cached listing. scope is "" for a listing shared by every
+// listKey names a cached Listing. scope is "" for a Listing shared by every
 // session, else the id of the one gateway session it was fetched for and
 // may be served to.
 type listKey struct {
 	upstream string
-	kind     kind
+	kind     Kind
 	scope    string
 }
 
-// listBounds bound one walk through an upstream's pages.
-type listBounds struct {
-	pages int
-	bytes int64
+// Bounds bound one walk through an upstream's pages.
+type Bounds struct {
+	Pages int
+	Bytes int64
 }
 
-// fetchFunc fetches the raw items of one kind from one upstream, following
+// FetchFunc fetches the raw items of one kind from one upstream, following
 // pagination within b. private reports that the upstream marked a page
 // cacheScope "private".
-type fetchFunc func(ctx context.Context, b listBounds) (items []json.RawMessage, private bool, err error)
+type FetchFunc func(ctx context.Context, b Bounds) (items []json.RawMessage, private bool, err error)
 
 // Bounds on the catalog itself.
 const (
 	// listWait is how long a list or a call waits for an upstream's
-	// listing, counted from when its walk started. A slower upstream is
+	// Listing, counted from when its walk started. A slower upstream is
 	// left out of that answer (a list shows the others' items; a call to
 	// a name only it could own fails), and its walk goes on in the
 	// background, bounded by the upstream's timeout, for the next request.
@@ -146,12 +163,12 @@ const (
 	maxFailures = 4096
 )
 
-// walk is one fetch of one listing in progress. Its result is set before
+// walk is one fetch of one Listing in progress. Its result is set before
 // done is closed.
 type walk struct {
 	done    chan struct{}
 	start   time.Time
-	l       *listing
+	l       *Listing
 	err     error
 	private bool   // the upstream marked the result private
 	scope   string // the session the walk was fetched under
@@ -164,7 +181,7 @@ type failure struct {
 	backoff time.Duration
 }
 
-// errListSlow is what a request gets for an upstream whose listing did not
+// errListSlow is what a request gets for an upstream whose Listing did not
 // arrive within listWait.
 type errListSlow struct{ upstream, method string }
 
@@ -172,13 +189,13 @@ func (e *errListSlow) Error() string {
 	return fmt.Sprintf("upstream %s: %s not answered within %s", e.upstream, e.method, listWait)
 }
 
-type catalog struct {
+type Catalog struct {
 	log     *slog.Logger
 	metrics *telemetry.Metrics
 	now     func() time.Time
-	// onChange, if set, is called when a refetched listing differs from
+	// OnChange, if set, is called when a refetched Listing differs from
 	// the one it replaces.
-	onChange func(upstream string, k kind)
+	OnChange func(upstream string, k Kind)
 
 	// ctx ends the walks in the background when the catalog closes; wg
 	// waits for them.
@@ -188,10 +205,10 @@ type catalog struct {
 
 	mu       sync.Mutex
 	ttl      time.Duration
-	bounds   listBounds
+	bounds   Bounds
 	prefixes []string // every configured non-empty prefix
 	closed   bool
-	lists    map[listKey]*listing
+	lists    map[listKey]*Listing
 	scoped   map[string][]listKey // session → its cached listings
 	nScoped  int
 	scopedSz int
@@ -200,13 +217,13 @@ type catalog struct {
 	reported map[string]time.Time // conflicts logged recently
 }
 
-func newCatalog(ttl time.Duration, log *slog.Logger, m *telemetry.Metrics) *catalog {
+func New(ttl time.Duration, log *slog.Logger, m *telemetry.Metrics) *Catalog {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &catalog{
+	return &Catalog{
 		ttl: ttl, log: log, metrics: m, now: time.Now,
 		ctx: ctx, cancel: cancel,
-		bounds:   listBounds{pages: config.DefaultListPages, bytes: config.DefaultListBytes},
-		lists:    make(map[listKey]*listing),
+		bounds:   Bounds{Pages: config.DefaultListPages, Bytes: config.DefaultListBytes},
+		lists:    make(map[listKey]*Listing),
 		scoped:   make(map[string][]listKey),
 		walks:    make(map[listKey]*walk),
 		failures: make(map[listKey]*failure),
@@ -214,10 +231,10 @@ func newCatalog(ttl time.Duration, log *slog.Logger, m *telemetry.Metrics) *cata
 	}
 }
 
-// configure takes what the catalog needs from a config: the list TTL, the
+// Configure takes what the catalog needs from a config: the list TTL, the
 // walk bounds, and the prefixes, which decide what an unprefixed upstream
-// may list (a change drops every listing, to filter them again).
-func (c *catalog) configure(cfg *config.Config) {
+// may list (a change drops every Listing, to filter them again).
+func (c *Catalog) Configure(cfg *config.Config) {
 	var prefixes []string
 	for i := range cfg.Upstreams {
 		if p := cfg.Upstreams[i].EffectivePrefix(); p != "" {
@@ -228,12 +245,12 @@ func (c *catalog) configure(cfg *config.Config) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ttl = cfg.Server.ListCacheTTL.D()
-	c.bounds = listBounds{pages: cfg.Limits.ListPages, bytes: cfg.Limits.ListBytes}
-	if c.bounds.pages <= 0 {
-		c.bounds.pages = config.DefaultListPages
+	c.bounds = Bounds{Pages: cfg.Limits.ListPages, Bytes: cfg.Limits.ListBytes}
+	if c.bounds.Pages <= 0 {
+		c.bounds.Pages = config.DefaultListPages
 	}
-	if c.bounds.bytes <= 0 {
-		c.bounds.bytes = config.DefaultListBytes
+	if c.bounds.Bytes <= 0 {
+		c.bounds.Bytes = config.DefaultListBytes
 	}
 	if !slices.Equal(prefixes, c.prefixes) {
 		c.prefixes = prefixes
@@ -243,17 +260,17 @@ func (c *catalog) configure(cfg *config.Config) {
 	}
 }
 
-// foreign reports whether key lies in the namespace of a configured
+// Foreign reports whether key lies in the namespace of a configured
 // non-empty prefix (see foreignNamespace), so that no unprefixed upstream
 // may have it.
-func (c *catalog) foreign(key string, uri bool) bool {
+func (c *Catalog) Foreign(key string, uri bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return foreignNamespace(c.prefixes, key, uri)
 }
 
-// close ends the walks in progress and waits for them.
-func (c *catalog) close() {
+// Close ends the walks in progress and waits for them.
+func (c *Catalog) Close() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
@@ -261,13 +278,13 @@ func (c *catalog) close() {
 	c.wg.Wait()
 }
 
-// key returns where the listing of kind k of up is cached for a request of
+// key returns where the Listing of kind k of up is cached for a request of
 // session scope: the shared entry, unless up's lists are per session or
 // the upstream marked them private. ok is false when there is no such
-// place (a per-session listing wanted outside any session).
-func (c *catalog) key(up *upstreamRef, k kind, scope string) (key listKey, ok bool) {
-	key = listKey{up.cfg.Name, k, ""}
-	if up.cfg.SharedLists() {
+// place (a per-session Listing wanted outside any session).
+func (c *Catalog) key(up *Upstream, k Kind, scope string) (key listKey, ok bool) {
+	key = listKey{up.Name, k, ""}
+	if up.Shared {
 		if l := c.lists[key]; l == nil || !l.private {
 			return key, true
 		}
@@ -276,15 +293,15 @@ func (c *catalog) key(up *upstreamRef, k kind, scope string) (key listKey, ok bo
 	return key, scope != ""
 }
 
-// fresh returns the cached listing of kind k of up for session scope if it
+// Fresh returns the cached Listing of kind k of up for session scope if it
 // is fresh, else nil.
-func (c *catalog) fresh(up *upstreamRef, k kind, scope string) *listing {
+func (c *Catalog) Fresh(up *Upstream, k Kind, scope string) *Listing {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := listKey{up.cfg.Name, k, ""}
+	key := listKey{up.Name, k, ""}
 	l := c.lists[key] // one lookup on every call's path, for a shared list
-	if !up.cfg.SharedLists() || l != nil && l.private {
-		// As key does: the session's own listing.
+	if !up.Shared || l != nil && l.private {
+		// As key does: the session's own Listing.
 		if scope == "" {
 			return nil
 		}
@@ -297,20 +314,20 @@ func (c *catalog) fresh(up *upstreamRef, k kind, scope string) *listing {
 	return l
 }
 
-// get returns up's listing of kind k for session scope ("" outside any
+// Get returns up's Listing of kind k for session scope ("" outside any
 // session): from the cache while it is fresh, else the remembered failure
 // while it lasts, else from a walk, which it starts unless one is running.
 // It waits for the walk until listWait after the walk started, or until
 // ctx ends, whichever is first; the walk itself goes on, owned by the
 // catalog, bounded by the upstream's timeout, so that the next request has
-// it. No client-chosen value causes a walk: only a listing that is missing
+// it. No client-chosen value causes a walk: only a Listing that is missing
 // or older than the TTL does.
-func (c *catalog) get(ctx context.Context, up *upstreamRef, k kind, scope string, fetch fetchFunc) (*listing, error) {
+func (c *Catalog) Get(ctx context.Context, up *Upstream, k Kind, scope string, fetch FetchFunc) (*Listing, error) {
 	c.mu.Lock()
 	key, ok := c.key(up, k, scope)
 	if !ok {
 		c.mu.Unlock()
-		return nil, fmt.Errorf("upstream %s: %s: lists are per session", up.cfg.Name, kinds[k].listMethod)
+		return nil, fmt.Errorf("upstream %s: %s: lists are per session", up.Name, kinds[k].ListMethod)
 	}
 	now := c.now()
 	if l := c.lists[key]; l != nil && !l.private && now.Sub(l.fetched) < c.ttl {
@@ -339,7 +356,7 @@ func (c *catalog) get(ctx context.Context, up *upstreamRef, k kind, scope string
 	select {
 	case <-w.done:
 	case <-timer.C:
-		return nil, &errListSlow{up.cfg.Name, kinds[k].listMethod}
+		return nil, &errListSlow{up.Name, kinds[k].ListMethod}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -347,16 +364,16 @@ func (c *catalog) get(ctx context.Context, up *upstreamRef, k kind, scope string
 		// A shared walk came back private: it belongs to the session it
 		// was fetched under. Any other session fetches its own (the key
 		// now says so).
-		return c.get(ctx, up, k, scope, fetch)
+		return c.Get(ctx, up, k, scope, fetch)
 	}
 	return w.l, w.err
 }
 
 // run is one walk: fetch within the bounds and the upstream's timeout for
-// the whole walk, then cache the listing or remember the failure.
-func (c *catalog) run(ctx context.Context, up *upstreamRef, k kind, key listKey, w *walk, fetch fetchFunc) {
+// the whole walk, then cache the Listing or remember the failure.
+func (c *Catalog) run(ctx context.Context, up *Upstream, k Kind, key listKey, w *walk, fetch FetchFunc) {
 	defer c.wg.Done()
-	timeout := up.cfg.Timeout.D()
+	timeout := up.Timeout
 	if timeout <= 0 {
 		timeout = config.DefaultUpstreamTimeout
 	}
@@ -371,21 +388,21 @@ func (c *catalog) run(ctx context.Context, up *upstreamRef, k kind, key listKey,
 	b := c.bounds
 	c.mu.Unlock()
 	raw, private, err := fetch(ctx, b)
-	var le *listLimitError
+	var le *ListLimitError
 	switch {
 	case errors.As(err, &le):
-		c.metrics.LimitRejection(le.limit, "")
+		c.metrics.LimitRejection(le.Limit, "")
 	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && c.ctx.Err() == nil:
 		c.metrics.LimitRejection(telemetry.LimitListTime, "")
-		err = fmt.Errorf("upstream %s: %s: not complete within the upstream timeout (%s)", up.cfg.Name, kinds[k].listMethod, timeout)
+		err = fmt.Errorf("upstream %s: %s: not complete within the upstream timeout (%s)", up.Name, kinds[k].ListMethod, timeout)
 	}
-	var l *listing
+	var l *Listing
 	if err == nil {
 		l = c.build(up, k, raw)
 	}
 
 	c.mu.Lock()
-	var old *listing
+	var old *Listing
 	switch {
 	case c.walks[key] != w:
 		// invalidate dropped the walk (the upstream's config changed
@@ -397,16 +414,16 @@ func (c *catalog) run(ctx context.Context, up *upstreamRef, k kind, key listKey,
 	case private && key.scope == "":
 		// cacheScope "private" (2026-07-28 server/utilities/caching,
 		// "Cache Scope Field"): never in the shared cache. The marker
-		// sends every session to its own listing from now on; this one
+		// sends every session to its own Listing from now on; this one
 		// goes to the session it was fetched under, if any.
-		c.lists[key] = &listing{private: true, fetched: l.fetched}
+		c.lists[key] = &Listing{private: true, fetched: l.fetched}
 		if w.scope != "" {
 			c.store(listKey{key.upstream, key.kind, w.scope}, l)
 		}
 	default:
 		delete(c.failures, key)
 		if key.scope == "" {
-			// Only a shared listing's change is every session's news; a
+			// Only a shared Listing's change is every session's news; a
 			// session's own is refetched when it asks.
 			old = c.lists[key]
 		}
@@ -418,14 +435,14 @@ func (c *catalog) run(ctx context.Context, up *upstreamRef, k kind, key listKey,
 	c.mu.Unlock()
 	w.l, w.err, w.private = l, err, private
 	close(w.done)
-	if old != nil && !old.private && old.digest != l.digest && c.onChange != nil {
-		c.onChange(up.cfg.Name, k)
+	if old != nil && !old.private && old.digest != l.digest && c.OnChange != nil {
+		c.OnChange(up.Name, k)
 	}
 }
 
 // store caches l under key, keeping the per-session listings within their
 // bounds. c.mu is held.
-func (c *catalog) store(key listKey, l *listing) {
+func (c *Catalog) store(key listKey, l *Listing) {
 	if key.scope == "" {
 		c.lists[key] = l
 		return
@@ -457,8 +474,8 @@ func (c *catalog) store(key listKey, l *listing) {
 	}
 }
 
-// dropScoped removes one per-session listing. c.mu is held.
-func (c *catalog) dropScoped(key listKey) {
+// dropScoped removes one per-session Listing. c.mu is held.
+func (c *Catalog) dropScoped(key listKey) {
 	if l := c.lists[key]; l != nil {
 		c.nScoped--
 		c.scopedSz -= l.size
@@ -472,8 +489,8 @@ func (c *catalog) dropScoped(key listKey) {
 	}
 }
 
-// endSession drops what was cached for a gateway session that ended.
-func (c *catalog) endSession(id string) {
+// EndSession drops what was cached for a gateway session that ended.
+func (c *Catalog) EndSession(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, key := range c.scoped[id] {
@@ -490,7 +507,7 @@ func (c *catalog) endSession(id string) {
 // fail remembers a failed walk, for twice as long as the last time, so
 // that a failing upstream is asked again at a bounded rate whatever the
 // clients do. c.mu is held.
-func (c *catalog) fail(key listKey, err error) {
+func (c *Catalog) fail(key listKey, err error) {
 	f := c.failures[key]
 	if f == nil {
 		if len(c.failures) >= maxFailures {
@@ -510,10 +527,10 @@ func (c *catalog) fail(key listKey, err error) {
 	f.until = c.now().Add(f.backoff)
 }
 
-// invalidate drops an upstream's cached listings of the given kinds, for
+// Invalidate drops an upstream's cached listings of the given kinds, for
 // every session, and any failure remembered, so the next use fetches them
 // again (the config changed).
-func (c *catalog) invalidate(upstream string, ks ...kind) {
+func (c *Catalog) Invalidate(upstream string, ks ...Kind) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, k := range ks {
@@ -540,13 +557,13 @@ func (c *catalog) invalidate(upstream string, ks ...kind) {
 	}
 }
 
-// stale marks an upstream's cached listings of the given kinds, shared and
+// Stale marks an upstream's cached listings of the given kinds, shared and
 // per session, as due for a fetch (the upstream said they changed) and
 // returns the kinds that had a shared one. Unlike invalidate, it keeps what
 // was listed, so that the fetch can tell whether anything changed and, if
-// so, call onChange. A remembered failure stays: an upstream cannot skip
+// so, call OnChange. A remembered failure stays: an upstream cannot skip
 // its backoff by announcing changes.
-func (c *catalog) stale(upstream string, ks ...kind) []kind {
+func (c *Catalog) Stale(upstream string, ks ...Kind) []Kind {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	mark := func(key listKey) bool {
@@ -559,7 +576,7 @@ func (c *catalog) stale(upstream string, ks ...kind) []kind {
 		c.lists[key] = &cp
 		return true
 	}
-	var had []kind
+	var had []Kind
 	for _, k := range ks {
 		if mark(listKey{upstream, k, ""}) {
 			had = append(had, k)
@@ -579,10 +596,10 @@ func (c *catalog) stale(upstream string, ks ...kind) []kind {
 // are not objects or lack their key are dropped and logged: upstream output
 // is untrusted input. So are keys that could disguise themselves or claim
 // another upstream's namespace (see names.go); each such reason is logged
-// once per listing and each key counted.
-func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing {
+// once per Listing and each key counted.
+func (c *Catalog) build(up *Upstream, k Kind, raw []json.RawMessage) *Listing {
 	info := kinds[k]
-	l := &listing{index: make(map[string]int, len(raw)), fetched: c.now()}
+	l := &Listing{index: make(map[string]int, len(raw)), fetched: c.now()}
 	h := sha256.New()
 	for _, r := range raw {
 		h.Write(r)
@@ -592,13 +609,13 @@ func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing
 	h.Sum(l.digest[:0])
 	c.mu.Lock()
 	var prefixes []string
-	if up.prefix == "" {
+	if up.Prefix == "" {
 		prefixes = c.prefixes
 	}
 	c.mu.Unlock()
 	var flagged map[string][]string // reason → keys
 	flag := func(reason, key string) {
-		c.metrics.NameFlagged(up.cfg.Name, reason)
+		c.metrics.NameFlagged(up.Name, reason)
 		if flagged == nil {
 			flagged = make(map[string][]string)
 		}
@@ -607,60 +624,60 @@ func (c *catalog) build(up *upstreamRef, k kind, raw []json.RawMessage) *listing
 	for _, r := range raw {
 		o, err := jsonx.ParseValidObject(r)
 		if err != nil {
-			c.log.Warn("upstream listed a malformed item", "upstream", up.cfg.Name, "kind", info.noun, "error", err)
+			c.log.Warn("upstream listed a malformed item", "upstream", up.Name, "kind", info.Noun, "error", err)
 			continue
 		}
-		orig, ok := o.GetString(info.key)
+		orig, ok := o.GetString(info.Key)
 		if !ok || orig == "" {
-			c.log.Warn("upstream listed an item without "+info.key, "upstream", up.cfg.Name, "kind", info.noun)
+			c.log.Warn("upstream listed an item without "+info.Key, "upstream", up.Name, "kind", info.Noun)
 			continue
 		}
 		if hasHiddenChar(orig) {
 			flag(telemetry.NameControlCharacter, orig)
 			continue
 		}
-		if foreignNamespace(prefixes, orig, info.uri) {
+		if foreignNamespace(prefixes, orig, info.URI) {
 			flag(telemetry.NameForeignNamespace, orig)
 			continue
 		}
-		if k == kindTools && !standardToolName(orig) {
+		if k == Tools && !standardToolName(orig) {
 			flag(telemetry.NameNonstandard, orig) // a SHOULD: kept
 		}
-		var headers []paramHeader
-		if k == kindTools {
+		var headers []ParamHeader
+		if k == Tools {
 			// A tool whose x-mcp-header annotations break the rules is
 			// left out, as a conforming client must (2026-07-28
 			// basic/transports/streamable-http, "Schema Extension").
-			if headers, err = paramHeaders(r); err != nil {
-				c.log.Warn("upstream tool left out: invalid x-mcp-header", "upstream", up.cfg.Name, "tool", orig, "error", err)
+			if headers, err = ParamHeaders(r); err != nil {
+				c.log.Warn("upstream tool left out: invalid x-mcp-header", "upstream", up.Name, "tool", orig, "error", err)
 				continue
 			}
 		}
-		exp := k.expose(up.prefix, orig)
+		exp := k.Expose(up.Prefix, orig)
 		if exp != orig {
-			o.SetString(info.key, exp)
+			o.SetString(info.Key, exp)
 		}
 		if _, dup := l.index[exp]; dup {
 			// The upstream listed one name twice, or two long names
 			// shortened to the same one: neither is usable.
-			c.reportConflict(k, exp, up.cfg.Name, up.cfg.Name)
+			c.reportConflict(k, exp, up.Name, up.Name)
 			l.index[exp] = -1
 			continue
 		}
-		l.index[exp] = len(l.items)
-		l.items = append(l.items, item{upstream: up.cfg.Name, exposed: exp, original: orig, raw: o.Bytes(), headers: headers})
+		l.index[exp] = len(l.Items)
+		l.Items = append(l.Items, Item{Upstream: up.Name, Exposed: exp, Original: orig, Raw: o.Bytes(), Headers: headers})
 	}
 	for reason, keys := range flagged {
-		msg := "upstream listed " + info.noun + " " + info.key + "s in another upstream's namespace: left out"
+		msg := "upstream listed " + info.Noun + " " + info.Key + "s in another upstream's namespace: left out"
 		switch reason {
 		case telemetry.NameControlCharacter:
-			msg = "upstream listed " + info.noun + " " + info.key + "s with control, format or bidi characters: left out"
+			msg = "upstream listed " + info.Noun + " " + info.Key + "s with control, format or bidi characters: left out"
 		case telemetry.NameNonstandard:
 			msg = "upstream listed tool names outside the recommended characters (kept)"
 		}
 		// Quoted, so that the characters that got them flagged cannot
 		// forge log lines either.
-		c.log.Warn(msg, "upstream", up.cfg.Name, "count", len(keys), "example", strconv.QuoteToASCII(truncate(keys[0], 80)))
+		c.log.Warn(msg, "upstream", up.Name, "count", len(keys), "example", strconv.QuoteToASCII(truncate(keys[0], 80)))
 	}
 	return l
 }
@@ -676,7 +693,7 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-func (c *catalog) reportConflict(k kind, name string, upstreams ...string) {
+func (c *Catalog) reportConflict(k Kind, name string, upstreams ...string) {
 	key := fmt.Sprintf("%d\x00%s\x00%s", k, name, strings.Join(upstreams, ","))
 	c.mu.Lock()
 	last, seen := c.reported[key]
@@ -688,65 +705,66 @@ func (c *catalog) reportConflict(k kind, name string, upstreams ...string) {
 	c.reported[key] = now
 	c.mu.Unlock()
 	c.log.Error("name conflict: hidden from clients until an upstream prefix disambiguates it",
-		"kind", kinds[k].noun, "name", name, "upstreams", strings.Join(upstreams, ","))
+		"kind", kinds[k].Noun, "name", name, "upstreams", strings.Join(upstreams, ","))
 }
 
-// merge combines several upstreams' listings into one list sorted by exposed
-// name. Only items visible(up, item) reports true for take part: an item the
-// tenant cannot see neither appears nor conflicts with anything. A name more
-// than one visible item has is left out.
-func (c *catalog) merge(k kind, ups []*upstreamRef, ls []*listing, visible func(*upstreamRef, *item) bool) []item {
+// Merge combines several upstreams' listings (ls[i] is ups[i]'s, nil if
+// none) into one list sorted by exposed name. Only the items lk.Visible
+// allows take part: an item the tenant cannot see neither appears nor
+// conflicts with anything. A name more than one visible item has is left
+// out.
+func (c *Catalog) Merge(k Kind, ups []*Upstream, ls []*Listing, lk Lookup) []Item {
 	owners := make(map[string][]string)
-	var out []item
+	var out []Item
 	for i, l := range ls {
 		if l == nil {
 			continue
 		}
-		for j := range l.items {
-			it := &l.items[j]
-			if !visible(ups[i], it) {
+		for j := range l.Items {
+			it := &l.Items[j]
+			if !lk.Visible(k, ups[i], it.Original) {
 				continue
 			}
-			owners[it.exposed] = append(owners[it.exposed], ups[i].cfg.Name)
+			owners[it.Exposed] = append(owners[it.Exposed], ups[i].Name)
 			out = append(out, *it)
 		}
 		for name, pos := range l.index {
 			if pos < 0 { // listed twice by this upstream
-				owners[name] = append(owners[name], ups[i].cfg.Name, ups[i].cfg.Name)
+				owners[name] = append(owners[name], ups[i].Name, ups[i].Name)
 			}
 		}
 	}
 	kept := out[:0]
 	for _, it := range out {
-		if o := owners[it.exposed]; len(o) > 1 {
-			c.reportConflict(k, it.exposed, o...)
+		if o := owners[it.Exposed]; len(o) > 1 {
+			c.reportConflict(k, it.Exposed, o...)
 			continue
 		}
 		kept = append(kept, it)
 	}
-	sort.Slice(kept, func(i, j int) bool { return kept[i].exposed < kept[j].exposed })
+	sort.Slice(kept, func(i, j int) bool { return kept[i].Exposed < kept[j].Exposed })
 	return kept
 }
 
-// resolveError is what resolving an exposed name reports: the name is
+// ResolveError is what resolving an exposed name reports: the name is
 // unknown, or several upstreams expose it.
-type resolveError struct {
-	conflict []string // upstreams exposing the name, when ambiguous
-	name     string
-	kind     kind
-	// deniedBy is the upstream that has the item when the tenant's policy
-	// hides it, and deniedName its name there; for audit and metrics only,
+type ResolveError struct {
+	Conflict []string // upstreams exposing the name, when ambiguous
+	Name     string
+	Kind     Kind
+	// DeniedBy is the upstream that has the item when the tenant's policy
+	// hides it, and DeniedName its name there; for audit and metrics only,
 	// never for the client.
-	deniedBy, deniedName string
+	DeniedBy, DeniedName string
 }
 
-func (e *resolveError) Error() string {
-	if len(e.conflict) > 0 {
+func (e *ResolveError) Error() string {
+	if len(e.Conflict) > 0 {
 		return fmt.Sprintf("%s %q is provided by several upstreams (%s); an admin must give them distinct prefixes",
-			kinds[e.kind].noun, e.name, strings.Join(e.conflict, ", "))
+			kinds[e.Kind].Noun, e.Name, strings.Join(e.Conflict, ", "))
 	}
-	if kinds[e.kind].uri {
-		return "Resource not found: " + e.name
+	if kinds[e.Kind].URI {
+		return "Resource not found: " + e.Name
 	}
-	return fmt.Sprintf("Unknown %s: %s", kinds[e.kind].noun, e.name)
+	return fmt.Sprintf("Unknown %s: %s", kinds[e.Kind].Noun, e.Name)
 }

@@ -1,4 +1,4 @@
-package router
+package catalog
 
 import (
 	"strings"
@@ -19,9 +19,9 @@ func TestExposedName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := exposedName(tt.prefix, tt.in)
+			got := ExposedName(tt.prefix, tt.in)
 			if got != tt.want {
-				t.Errorf("exposedName(%q, %q) = %q, want %q", tt.prefix, tt.in, got, tt.want)
+				t.Errorf("ExposedName(%q, %q) = %q, want %q", tt.prefix, tt.in, got, tt.want)
 			}
 			if len(got) > maxNameLen {
 				t.Errorf("len = %d > %d", len(got), maxNameLen)
@@ -29,7 +29,7 @@ func TestExposedName(t *testing.T) {
 		})
 	}
 	// Two long names with a common head stay distinct.
-	a, b := exposedName("p", long+"a"), exposedName("p", long+"b")
+	a, b := ExposedName("p", long+"a"), ExposedName("p", long+"b")
 	if a == b {
 		t.Errorf("distinct long names shortened to the same %q", a)
 	}
@@ -46,17 +46,17 @@ func TestURINamespacing(t *testing.T) {
 		{"", "file:///a", "file:///a"},
 	}
 	for _, tt := range tests {
-		if got := exposedURI(tt.prefix, tt.uri); got != tt.exposed {
-			t.Errorf("exposedURI(%q, %q) = %q, want %q", tt.prefix, tt.uri, got, tt.exposed)
+		if got := ExposedURI(tt.prefix, tt.uri); got != tt.exposed {
+			t.Errorf("ExposedURI(%q, %q) = %q, want %q", tt.prefix, tt.uri, got, tt.exposed)
 		}
-		back, ok := upstreamURI(tt.prefix, tt.exposed)
+		back, ok := UpstreamURI(tt.prefix, tt.exposed)
 		if !ok || back != tt.uri {
-			t.Errorf("upstreamURI(%q, %q) = %q, %v", tt.prefix, tt.exposed, back, ok)
+			t.Errorf("UpstreamURI(%q, %q) = %q, %v", tt.prefix, tt.exposed, back, ok)
 		}
 	}
 	for _, bad := range []string{"other+file:///a", "github+", "githubfile:///a", "file:///a"} {
-		if _, ok := upstreamURI("github", bad); ok {
-			t.Errorf("upstreamURI(github, %q) matched", bad)
+		if _, ok := UpstreamURI("github", bad); ok {
+			t.Errorf("UpstreamURI(github, %q) matched", bad)
 		}
 	}
 }
@@ -65,17 +65,17 @@ func FuzzNames(f *testing.F) {
 	f.Add("github", "create_issue")
 	f.Add("", strings.Repeat("é", 40))
 	f.Fuzz(func(t *testing.T, prefix, name string) {
-		got := exposedName(prefix, name)
+		got := ExposedName(prefix, name)
 		if len(prefix)+len(nameSeparator)+9 <= maxNameLen && len(got) > maxNameLen {
-			t.Fatalf("exposedName(%q, %q) = %q: %d bytes", prefix, name, got, len(got))
+			t.Fatalf("ExposedName(%q, %q) = %q: %d bytes", prefix, name, got, len(got))
 		}
 		if utf8.ValidString(name) && utf8.ValidString(prefix) && !utf8.ValidString(got) {
-			t.Fatalf("exposedName(%q, %q) = %q is not valid UTF-8", prefix, name, got)
+			t.Fatalf("ExposedName(%q, %q) = %q is not valid UTF-8", prefix, name, got)
 		}
 		if prefix != "" && !strings.HasPrefix(got, prefix+nameSeparator) {
-			t.Fatalf("exposedName(%q, %q) = %q lost its prefix", prefix, name, got)
+			t.Fatalf("ExposedName(%q, %q) = %q lost its prefix", prefix, name, got)
 		}
-		back, ok := upstreamURI(prefix, exposedURI(prefix, name))
+		back, ok := UpstreamURI(prefix, ExposedURI(prefix, name))
 		if name != "" && (!ok || back != name) {
 			t.Fatalf("URI round trip of %q under %q gave %q, %v", name, prefix, back, ok)
 		}

@@ -1,4 +1,4 @@
-package router
+package catalog
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 	"github.com/mcpgw/gateway/internal/config"
 )
 
-func testCatalog(t *testing.T, ttl time.Duration) *catalog {
-	c := newCatalog(ttl, slog.New(slog.DiscardHandler), nil)
-	t.Cleanup(c.close)
+func testCatalog(t *testing.T, ttl time.Duration) *Catalog {
+	c := New(ttl, slog.New(slog.DiscardHandler), nil)
+	t.Cleanup(c.Close)
 	return c
 }
 
-func testRef(name string, lists string) *upstreamRef {
-	return &upstreamRef{cfg: config.Upstream{Name: name, Lists: lists, Timeout: config.Duration(time.Minute)}, prefix: name}
+func testRef(name string, lists string) *Upstream {
+	return &Upstream{Name: name, Prefix: name, Shared: lists != config.ListsPerSession, Timeout: time.Minute}
 }
 
 func tools(names ...string) []json.RawMessage {
@@ -41,7 +41,7 @@ func TestCatalogListFailureBackoff(t *testing.T) {
 	up := testRef("u", "")
 	var walks atomic.Int32
 	boom := errors.New("boom")
-	fetch := func(context.Context, listBounds) ([]json.RawMessage, bool, error) {
+	fetch := func(context.Context, Bounds) ([]json.RawMessage, bool, error) {
 		walks.Add(1)
 		return nil, false, boom
 	}
@@ -56,7 +56,7 @@ func TestCatalogListFailureBackoff(t *testing.T) {
 		{4900 * time.Millisecond, 4}, {200 * time.Millisecond, 5}, // 5 s: the TTL caps it
 	} {
 		now = now.Add(step.advance)
-		if _, err := c.get(ctx, up, kindTools, "s", fetch); !errors.Is(err, boom) {
+		if _, err := c.Get(ctx, up, Tools, "s", fetch); !errors.Is(err, boom) {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		if n := walks.Load(); n != step.walks {
@@ -68,11 +68,11 @@ func TestCatalogListFailureBackoff(t *testing.T) {
 // TestCatalogCloseWaitsForWalks: a walk that outlives its request is the
 // catalog's: close ends it and waits for it.
 func TestCatalogCloseWaitsForWalks(t *testing.T) {
-	c := newCatalog(time.Minute, slog.New(slog.DiscardHandler), nil)
+	c := New(time.Minute, slog.New(slog.DiscardHandler), nil)
 	up := testRef("u", "")
 	ended := make(chan struct{})
 	started := make(chan struct{})
-	fetch := func(ctx context.Context, _ listBounds) ([]json.RawMessage, bool, error) {
+	fetch := func(ctx context.Context, _ Bounds) ([]json.RawMessage, bool, error) {
 		close(started)
 		<-ctx.Done()
 		close(ended)
@@ -80,7 +80,7 @@ func TestCatalogCloseWaitsForWalks(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-started; cancel() }()
-	if _, err := c.get(ctx, up, kindTools, "s", fetch); !errors.Is(err, context.Canceled) {
+	if _, err := c.Get(ctx, up, Tools, "s", fetch); !errors.Is(err, context.Canceled) {
 		t.Fatalf("get: %v", err)
 	}
 	select {
@@ -88,13 +88,13 @@ func TestCatalogCloseWaitsForWalks(t *testing.T) {
 		t.Fatal("the walk ended with the request")
 	default:
 	}
-	c.close()
+	c.Close()
 	select {
 	case <-ended:
 	default:
 		t.Fatal("close returned before the walk ended")
 	}
-	if _, err := c.get(context.Background(), up, kindTools, "s", fetch); err == nil {
+	if _, err := c.Get(context.Background(), up, Tools, "s", fetch); err == nil {
 		t.Error("a walk started after close")
 	}
 }
@@ -110,35 +110,35 @@ func TestCatalogPrivateLists(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testCatalog(t, time.Minute)
 			up := testRef("u", tc.lists)
-			fetchAs := func(session string) fetchFunc {
-				return func(context.Context, listBounds) ([]json.RawMessage, bool, error) {
+			fetchAs := func(session string) FetchFunc {
+				return func(context.Context, Bounds) ([]json.RawMessage, bool, error) {
 					return tools("only_" + session), tc.private, nil
 				}
 			}
 			ctx := context.Background()
 			for range 2 {
 				for _, s := range []string{"a", "b"} {
-					l, err := c.get(ctx, up, kindTools, s, fetchAs(s))
+					l, err := c.Get(ctx, up, Tools, s, fetchAs(s))
 					if err != nil {
 						t.Fatal(err)
 					}
-					if len(l.items) != 1 || l.items[0].original != "only_"+s {
-						t.Fatalf("session %s got %v", s, l.items)
+					if len(l.Items) != 1 || l.Items[0].Original != "only_"+s {
+						t.Fatalf("session %s got %v", s, l.Items)
 					}
-					if f := c.fresh(up, kindTools, s); f != l {
-						t.Fatalf("session %s: fresh is not its own listing", s)
+					if f := c.Fresh(up, Tools, s); f != l {
+						t.Fatalf("session %s: fresh is not its own Listing", s)
 					}
 				}
 			}
-			if _, err := c.get(ctx, up, kindTools, "", fetchAs("watch")); err == nil {
-				t.Error("a per-session listing was served outside any session")
+			if _, err := c.Get(ctx, up, Tools, "", fetchAs("watch")); err == nil {
+				t.Error("a per-session Listing was served outside any session")
 			}
-			c.endSession("a")
-			if c.fresh(up, kindTools, "a") != nil {
-				t.Error("an ended session's listing is still cached")
+			c.EndSession("a")
+			if c.Fresh(up, Tools, "a") != nil {
+				t.Error("an ended session's Listing is still cached")
 			}
-			if c.fresh(up, kindTools, "b") == nil {
-				t.Error("another session's listing was dropped")
+			if c.Fresh(up, Tools, "b") == nil {
+				t.Error("another session's Listing was dropped")
 			}
 		})
 	}
@@ -151,10 +151,10 @@ func TestCatalogScopedBound(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c.now = func() time.Time { return now }
 	up := testRef("u", config.ListsPerSession)
-	fetch := func(context.Context, listBounds) ([]json.RawMessage, bool, error) { return tools("x"), false, nil }
+	fetch := func(context.Context, Bounds) ([]json.RawMessage, bool, error) { return tools("x"), false, nil }
 	for i := range maxScopedLists + 10 {
 		now = now.Add(time.Millisecond)
-		if _, err := c.get(context.Background(), up, kindTools, "s"+strconv.Itoa(i), fetch); err != nil {
+		if _, err := c.Get(context.Background(), up, Tools, "s"+strconv.Itoa(i), fetch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -167,17 +167,17 @@ func TestCatalogScopedBound(t *testing.T) {
 }
 
 // TestCatalogInvalidateScoped: invalidating an upstream drops every
-// per-session listing it has, however many kinds one session cached.
+// per-session Listing it has, however many kinds one session cached.
 func TestCatalogInvalidateScoped(t *testing.T) {
 	c := testCatalog(t, time.Hour)
 	up := testRef("u", config.ListsPerSession)
-	fetch := func(context.Context, listBounds) ([]json.RawMessage, bool, error) { return tools("x"), false, nil }
-	for _, k := range []kind{kindTools, kindPrompts, kindResources, kindTemplates} {
-		if _, err := c.get(context.Background(), up, k, "s1", fetch); err != nil {
+	fetch := func(context.Context, Bounds) ([]json.RawMessage, bool, error) { return tools("x"), false, nil }
+	for _, k := range []Kind{Tools, Prompts, Resources, Templates} {
+		if _, err := c.Get(context.Background(), up, k, "s1", fetch); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.invalidate("u", kindTools, kindPrompts, kindResources, kindTemplates)
+	c.Invalidate("u", Tools, Prompts, Resources, Templates)
 	c.mu.Lock()
 	n, entries, scopes := c.nScoped, len(c.lists), len(c.scoped)
 	c.mu.Unlock()

@@ -1,4 +1,4 @@
-package router
+package catalog
 
 import (
 	"crypto/sha256"
@@ -33,9 +33,9 @@ const (
 	hashLen = 8
 )
 
-// exposedName returns the name a tool or prompt of an upstream with the given
+// ExposedName returns the name a tool or prompt of an upstream with the given
 // prefix is shown under.
-func exposedName(prefix, name string) string {
+func ExposedName(prefix, name string) string {
 	full := name
 	if prefix != "" {
 		full = prefix + nameSeparator + name
@@ -75,18 +75,18 @@ func shortenName(prefix, name string) string {
 	return head + keep + suffix
 }
 
-// exposedURI returns the URI (or URI template) a resource of an upstream with
+// ExposedURI returns the URI (or URI template) a resource of an upstream with
 // the given prefix is shown under.
-func exposedURI(prefix, uri string) string {
+func ExposedURI(prefix, uri string) string {
 	if prefix == "" {
 		return uri
 	}
 	return prefix + uriSeparator + uri
 }
 
-// upstreamURI reverses exposedURI for an upstream with the given prefix. It
+// UpstreamURI reverses ExposedURI for an upstream with the given prefix. It
 // reports false when uri does not belong to that prefix.
-func upstreamURI(prefix, uri string) (string, bool) {
+func UpstreamURI(prefix, uri string) (string, bool) {
 	if prefix == "" {
 		return uri, true
 	}
@@ -101,7 +101,7 @@ func upstreamURI(prefix, uri string) (string, bool) {
 // (Unicode Cc: \n, \r, BEL…), a format character (Cf: zero-width joiners,
 // U+202E and the other bidi embeddings, overrides and isolates) or another
 // bidi control (Bidi_Control) could hide or reorder what a client shows, so
-// it is dropped from the listing, which makes it unroutable too. Invalid
+// it is dropped from the Listing, which makes it unroutable too. Invalid
 // UTF-8 is dropped with them.
 //
 // Tool names outside what 2025-11-25 server/tools.mdx "Tool Names"
