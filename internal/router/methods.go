@@ -30,6 +30,7 @@ import (
 type call struct {
 	id     jsonrpc.ID
 	method string
+	m      *method // its entry in the method table
 	params json.RawMessage
 	out    *responder
 
@@ -52,27 +53,6 @@ type call struct {
 // that toJSONRPCError turns into the response's error object. Notifications
 // it relays on the way go straight to c.out.
 type methodFunc func(ctx context.Context, rq *request, c *call) (json.RawMessage, error)
-
-// methods is the method table of the endpoint. Methods not in it get
-// "method not found".
-var methods map[string]methodFunc
-
-func init() {
-	methods = map[string]methodFunc{
-		"ping":                     func(context.Context, *request, *call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil },
-		"tools/list":               listMethod(catalog.Tools),
-		"prompts/list":             listMethod(catalog.Prompts),
-		"resources/list":           listMethod(catalog.Resources),
-		"resources/templates/list": listMethod(catalog.Templates),
-		"tools/call":               namedCall(catalog.Tools),
-		"prompts/get":              namedCall(catalog.Prompts),
-		"resources/read":           readResource,
-		"resources/subscribe":      uriCall,
-		"resources/unsubscribe":    uriCall,
-		"completion/complete":      complete,
-		"logging/setLevel":         setLevel,
-	}
-}
 
 // serveInitialize answers initialize: it negotiates the version, stores the
 // session, then opens the upstream sessions and issues the session's id.
@@ -221,15 +201,15 @@ func (h *Handler) serveRequest(w http.ResponseWriter, r *http.Request, rq *reque
 // relays go to out as they arrive; the response message is returned, or nil
 // when none must be sent (the client cancelled the request).
 func (h *Handler) dispatch(ctx context.Context, rq *request, msg *jsonrpc.Message, out *responder) []byte {
-	fn := methods[msg.Method]
-	if fn == nil {
+	m := lookupMethod(msg.Method, false)
+	if m == nil {
 		return jsonrpc.AppendError(nil, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s", msg.Method))
 	}
-	return h.dispatchWith(ctx, rq, msg, out, fn)
+	return h.dispatchWith(ctx, rq, msg, out, m)
 }
 
-// dispatchWith serves one request with method fn.
-func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Message, out *responder, fn methodFunc) []byte {
+// dispatchWith serves one request with its method's entry m.
+func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Message, out *responder, m *method) []byte {
 	ctx, cancel := context.WithTimeout(ctx, rq.st.cfg.Server.RequestTimeout.D())
 	defer cancel()
 	ctx, cancelCause := context.WithCancelCause(ctx)
@@ -246,17 +226,17 @@ func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Me
 	}
 	defer span.End()
 
-	c := &call{id: msg.ID, method: msg.Method, params: msg.Params, out: out}
-	res, err := fn(ctx, rq, c)
+	c := &call{id: msg.ID, method: msg.Method, m: m, params: msg.Params, out: out}
+	res, err := m.serve(ctx, rq, c)
 	if c.target != "" {
 		span.SetName(telemetry.SpanName(msg.Method, c.target))
 		span.SetAttributes(telemetry.Upstream(c.upstream))
-		switch msg.Method {
-		case "tools/call":
+		switch m.target {
+		case targetTool:
 			span.SetAttributes(telemetry.ToolName(c.target))
-		case "prompts/get":
+		case targetPrompt:
 			span.SetAttributes(telemetry.PromptName(c.target))
-		default:
+		case targetResource:
 			span.SetAttributes(telemetry.ResourceURI(c.target))
 		}
 	}
@@ -287,7 +267,7 @@ func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Me
 		return jsonrpc.AppendError(nil, msg.ID, e)
 	}
 	if rq.stateless {
-		res = h.decorate(rq, msg.Method, res)
+		res = h.decorate(rq, m, res)
 	}
 	if !out.discard {
 		out.finalResult(msg.ID, res)
@@ -361,17 +341,13 @@ func (h *Handler) observeRequest(ctx context.Context, rq *request, c *call, err 
 		telemetry.SetError(span, err)
 	}
 	h.metrics.ObserveRequest(c.method, rq.view.ID, outcome, d)
-	if c.method == "tools/call" && c.upstream != "" && c.original != "" {
+	if c.m.target == targetTool && c.upstream != "" && c.original != "" {
 		h.metrics.ToolCall(rq.view.ID, c.upstream, c.original, outcome)
 	}
-
-	var event string
-	switch c.method {
-	case "tools/call", "prompts/get", "resources/read":
-		event = c.method
-	default:
+	if !c.m.audited {
 		return outcome
 	}
+	event := c.method
 	if decision == audit.DecisionDeny {
 		event = audit.EventPolicyDenial
 	}
@@ -384,7 +360,7 @@ func (h *Handler) observeRequest(ctx context.Context, rq *request, c *call, err 
 	if !span.SpanContext().HasTraceID() {
 		r.TraceID = ""
 	}
-	if c.method == "resources/read" {
+	if c.m.target == targetResource {
 		r.URI = c.original
 	} else {
 		r.Tool = c.original
@@ -860,7 +836,7 @@ func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 	// upstream call outlives this request, and ends with the client gone
 	// only while it is not parked.
 	callCtx, parked := ctx, false
-	if rq.stateless && mrtrMethod(c.method) && rq.h.mailbox != nil {
+	if rq.stateless && c.m.input && rq.h.mailbox != nil {
 		us, err := rq.upstreamSession(ctx, up)
 		if err != nil {
 			return nil, err
@@ -895,7 +871,7 @@ func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 		if err != nil || parked {
 			return res, err
 		}
-		if !rq.stateless && upstream.IsModern(us) && mrtrMethod(c.method) && inputRequired(res) {
+		if !rq.stateless && upstream.IsModern(us) && c.m.input && inputRequired(res) {
 			// A 2026-07-28 upstream asks a session client for input.
 			if round > maxInputRounds {
 				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input more than %d times", up.cfg.Name, maxInputRounds)

@@ -106,12 +106,6 @@ func inputCapability(method string) string {
 	return ""
 }
 
-// mrtrMethod reports whether a request may be answered with input_required
-// (2026-07-28 basic/patterns/mrtr, "Supported Requests").
-func mrtrMethod(method string) bool {
-	return method == "tools/call" || method == "prompts/get" || method == "resources/read"
-}
-
 // clientCaps returns the client's capabilities: from its session, or from
 // the stateless request's _meta.
 func (rq *request) clientCaps() json.RawMessage {

@@ -37,26 +37,6 @@ import (
 // callers; no session id handed to a client starts with it.
 const statelessPrefix = "p-"
 
-// statelessMethods is the method table of the stateless revision: the
-// session-based one without initialize, ping, logging/setLevel and
-// resources/(un)subscribe (removed in 2026-07-28), plus server/discover and
-// subscriptions/listen.
-var statelessMethods map[string]methodFunc
-
-func init() {
-	statelessMethods = map[string]methodFunc{
-		"server/discover": discover,
-		// Served as a stream by serveListen; the entry only lists it.
-		"subscriptions/listen": func(context.Context, *request, *call) (json.RawMessage, error) {
-			return nil, jsonrpc.ErrInternal
-		},
-	}
-	for _, m := range []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list",
-		"tools/call", "prompts/get", "resources/read", "completion/complete"} {
-		statelessMethods[m] = methods[m]
-	}
-}
-
 // metaOf returns params._meta as an object, or nil.
 func metaOf(params json.RawMessage) *jsonx.Object {
 	if len(params) == 0 {
@@ -159,8 +139,8 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 		mismatch("Mcp-Method header value %q does not match body value %q", m, msg.Method)
 		return
 	}
-	fn := statelessMethods[msg.Method]
-	if fn == nil {
+	m := lookupMethod(msg.Method, true)
+	if m == nil {
 		// 2026-07-28 basic/transports/streamable-http, "Protocol Version
 		// Header": an unknown method is a 404 with -32601.
 		writeRPCError(w, http.StatusNotFound, msg.ID, jsonrpc.CodeMethodNotFound, "Method not found: "+msg.Method, nil)
@@ -215,8 +195,8 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 	if meta != nil && meta.Get(protocol.MetaLogLevel) != nil {
 		rq.wantsLogs = true
 	}
-	if msg.Method == "subscriptions/listen" {
-		h.serveListen(w, r, rq, msg)
+	if m.serve == nil {
+		h.serveListen(w, r, rq, msg) // subscriptions/listen, the one stream
 		return
 	}
 	out := newResponder(w)
@@ -228,7 +208,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *req
 			h.metrics.SSEStreamClosed()
 		}
 	}()
-	final := h.dispatchWith(r.Context(), rq, msg, out, fn)
+	final := h.dispatchWith(r.Context(), rq, msg, out, m)
 	if final != nil {
 		out.final(http.StatusOK, final)
 	}
@@ -275,7 +255,7 @@ func (h *Handler) principalRecord(ctx context.Context, rq *request) (*session.Re
 // decorate adds what every 2026-07-28 result carries: resultType, the
 // gateway's identity in _meta, and, for cacheable results, ttlMs and
 // cacheScope. Lists and reads are filtered per tenant, so they are private.
-func (h *Handler) decorate(rq *request, method string, res json.RawMessage) json.RawMessage {
+func (h *Handler) decorate(rq *request, m *method, res json.RawMessage) json.RawMessage {
 	o, err := jsonx.ParseValidObject(res)
 	if err != nil {
 		return res
@@ -292,11 +272,10 @@ func (h *Handler) decorate(rq *request, method string, res json.RawMessage) json
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
 	meta.Set(protocol.MetaServerInfo, info)
 	o.Set("_meta", meta.Bytes())
-	switch method {
-	case "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover":
-		ttl := rq.st.cfg.Server.ListCacheTTL.D().Milliseconds()
-		if method == "resources/read" {
-			ttl = 0 // contents are the upstream's; it says nothing of their freshness
+	if m.cache != cacheNone {
+		var ttl int64
+		if m.cache == cacheList {
+			ttl = rq.st.cfg.Server.ListCacheTTL.D().Milliseconds()
 		}
 		o.Set("ttlMs", []byte(strconv.FormatInt(ttl, 10)))
 		o.Set("cacheScope", json.RawMessage(`"private"`))

@@ -1,0 +1,97 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/mcpgw/gateway/internal/catalog"
+)
+
+// The method table: every MCP method the endpoint serves, with what the
+// rest of the request path needs to know of it. Adding a method is one
+// entry here. initialize is not in it: it opens a session, which the
+// transport does before any method is dispatched (see serveInitialize).
+var methods map[string]*method
+
+// A method is one entry of the table.
+type method struct {
+	// serve answers the method; nil for a method served as a stream by
+	// the transport itself (subscriptions/listen).
+	serve methodFunc
+	// session and stateless say in which revisions the method exists: in
+	// sessions (2025-11-25 and older) and in the stateless 2026-07-28
+	// revision. A method missing from a revision is "method not found"
+	// there.
+	session, stateless bool
+	// target is what the method routes on, named in its span and in the
+	// audit log.
+	target target
+	// audited methods reach an upstream's tools, prompts and resources:
+	// each call is an audit record of its own.
+	audited bool
+	// cache is what a 2026-07-28 result says of its freshness (ttlMs,
+	// cacheScope).
+	cache cachePolicy
+	// input says the method may be answered with input_required (2026-07-28
+	// basic/patterns/mrtr, "Supported Requests").
+	input bool
+}
+
+// target is what a method routes on.
+type target int
+
+const (
+	targetNone target = iota
+	targetTool
+	targetPrompt
+	targetResource
+)
+
+// cachePolicy is what a 2026-07-28 result of a method says of caching
+// (server/utilities/caching).
+type cachePolicy int
+
+const (
+	cacheNone cachePolicy = iota
+	// cacheList: private, for server.list_cache_ttl. Lists are filtered
+	// per tenant, so they are never shared.
+	cacheList
+	// cacheNoTTL: private, ttlMs 0. A read's contents are the upstream's;
+	// it says nothing of their freshness.
+	cacheNoTTL
+)
+
+func init() {
+	methods = map[string]*method{
+		"ping":                     {serve: ping, session: true},
+		"tools/list":               {serve: listMethod(catalog.Tools), session: true, stateless: true, cache: cacheList},
+		"prompts/list":             {serve: listMethod(catalog.Prompts), session: true, stateless: true, cache: cacheList},
+		"resources/list":           {serve: listMethod(catalog.Resources), session: true, stateless: true, cache: cacheList},
+		"resources/templates/list": {serve: listMethod(catalog.Templates), session: true, stateless: true, cache: cacheList},
+		"tools/call":               {serve: namedCall(catalog.Tools), session: true, stateless: true, target: targetTool, audited: true, input: true},
+		"prompts/get":              {serve: namedCall(catalog.Prompts), session: true, stateless: true, target: targetPrompt, audited: true, input: true},
+		"resources/read":           {serve: readResource, session: true, stateless: true, target: targetResource, audited: true, cache: cacheNoTTL, input: true},
+		"completion/complete":      {serve: complete, session: true, stateless: true},
+		// Removed in 2026-07-28 (changelog): subscriptions are
+		// subscriptions/listen's, log levels are per request (_meta).
+		"resources/subscribe":   {serve: uriCall, session: true},
+		"resources/unsubscribe": {serve: uriCall, session: true},
+		"logging/setLevel":      {serve: setLevel, session: true},
+		// New in 2026-07-28.
+		"server/discover":      {serve: discover, stateless: true, cache: cacheList},
+		"subscriptions/listen": {stateless: true},
+	}
+}
+
+// lookupMethod returns the entry of name in the given revision, or nil.
+func lookupMethod(name string, stateless bool) *method {
+	m := methods[name]
+	if m == nil || (stateless && !m.stateless) || (!stateless && !m.session) {
+		return nil
+	}
+	return m
+}
+
+func ping(context.Context, *request, *call) (json.RawMessage, error) {
+	return json.RawMessage(`{}`), nil
+}
