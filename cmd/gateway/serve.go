@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/gateway"
-	"github.com/mcpgw/gateway/internal/router"
 )
 
 // logFlags are the logging flags every long-running command takes.
@@ -121,7 +121,7 @@ func explain(ctx context.Context, args []string, getenv func(string) string, std
 	for _, w := range cfg.Warnings {
 		fmt.Fprintln(stderr, "warning:", w.Error())
 	}
-	if err := router.Explain(ctx, cfg, *id, stdout, router.ExplainOptions{}); err != nil {
+	if err := dispatch.Explain(ctx, cfg, *id, stdout, dispatch.ExplainOptions{}); err != nil {
 		fmt.Fprintln(stderr, "gateway explain:", err)
 		return exitError{1}
 	}

@@ -28,11 +28,12 @@ import (
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
-	"github.com/mcpgw/gateway/internal/router"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
+	"github.com/mcpgw/gateway/internal/transport"
 )
 
 // Options configure a Gateway.
@@ -66,7 +67,8 @@ type Gateway struct {
 	log     *slog.Logger
 	opts    Options
 	store   store
-	router  *router.Handler
+	server  *dispatch.Server   // the methods, the catalog, the upstreams
+	edge    *transport.Handler // the MCP endpoint in front of server
 	mux     http.Handler
 	metrics *telemetry.Metrics
 
@@ -99,7 +101,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var expire atomic.Pointer[router.Handler]
+	var expire atomic.Pointer[dispatch.Server]
 	var store store
 	switch cfg.Sessions.Store {
 	case config.StoreRedis:
@@ -117,7 +119,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	default:
 		// Sessions that expire in the store end their upstream sessions
 		// too. The hook runs in the store's sweeper: Expire only queues
-		// the work for the router's bounded pool of workers.
+		// the work for the server's bounded pool of workers.
 		store = session.NewMemory(session.MemoryOptions{
 			IdleTTL:         cfg.Sessions.IdleTTL.D(),
 			MaxSessions:     cfg.Sessions.MaxSessions,
@@ -136,7 +138,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if m, ok := store.(*session.Memory); ok {
 		metrics.SetSessionsActiveFunc(m.Len)
 	}
-	rt, err := router.New(router.Options{
+	srv, err := dispatch.New(dispatch.Options{
 		Config: cfg, Store: store, Logger: log, Version: opts.Version, HTTPClient: opts.HTTPClient,
 		Metrics: metrics, TracerProvider: opts.TracerProvider, Audit: opts.Audit,
 	})
@@ -144,14 +146,15 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		store.Close()
 		return nil, err
 	}
-	expire.Store(rt)
-	g := &Gateway{log: log, opts: opts, store: store, router: rt, metrics: metrics}
+	expire.Store(srv)
+	edge := transport.New(srv, transport.Options{Logger: log, Metrics: metrics})
+	g := &Gateway{log: log, opts: opts, store: store, server: srv, edge: edge, metrics: metrics}
 	v, err := g.verifierFor(cfg, nil)
 	if err != nil {
 		g.Close()
 		return nil, err
 	}
-	g.live.Store(g.buildLive(cfg, v, rt.Current()))
+	g.live.Store(g.buildLive(cfg, v, edge.Current()))
 	g.reload.generation = 1
 	g.reload.loaded = time.Now()
 	metrics.ConfigLoaded()
@@ -174,10 +177,10 @@ func (g *Gateway) verifierFor(cfg *config.Config, prev *live) (*auth.Verifier, e
 }
 
 // buildLive builds the auth chain for cfg, verifying with v (nil with
-// auth.anonymous), in front of rt, the router's snapshot of the same cfg:
+// auth.anonymous), in front of rt, the endpoint's snapshot of the same cfg:
 // the middleware's tenant check asks rt, so it accepts exactly the tenants
 // rt routes.
-func (g *Gateway) buildLive(cfg *config.Config, v *auth.Verifier, rt *router.Snapshot) *live {
+func (g *Gateway) buildLive(cfg *config.Config, v *auth.Verifier, rt *transport.Snapshot) *live {
 	l := &live{cfg: cfg, verifier: v}
 	if cfg.Auth.Anonymous {
 		l.authn = auth.Anonymous(tenant.DefaultID)(rt)
@@ -207,10 +210,10 @@ func (g *Gateway) Config() *config.Config { return g.live.Load().cfg }
 func (g *Gateway) Handler() http.Handler { return g.mux }
 
 // Close releases the gateway's resources: it stops the config watch, then
-// the router (and every goroutine it owns), then the session store.
+// the server (and every goroutine it owns), then the session store.
 func (g *Gateway) Close() error {
 	g.stopWatch()
-	return errors.Join(g.router.Close(), g.store.Close())
+	return errors.Join(g.server.Close(), g.store.Close())
 }
 
 // newMux wires the MCP endpoint: recover, request id, auth, then the router;
@@ -342,7 +345,7 @@ func (g *Gateway) Ready(ctx context.Context) []string {
 	}
 	// At least one upstream usable: when every upstream's last request
 	// failed, the gateway can serve nothing.
-	problems = append(problems, g.router.UpstreamProblems()...)
+	problems = append(problems, g.server.UpstreamProblems()...)
 	return problems
 }
 

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/config"
-	"github.com/mcpgw/gateway/internal/router"
 	"github.com/mcpgw/gateway/internal/telemetry"
+	"github.com/mcpgw/gateway/internal/transport"
 )
 
 // Live reload.
@@ -61,7 +61,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	g.metrics.ConfigReload(telemetry.ReloadOK)
 	// The new auth chain is built around the router's new generation and
 	// published as one: a request entering /mcp gets both or neither.
-	g.router.SetConfig(cfg, func(rt *router.Snapshot) { g.live.Store(g.buildLive(cfg, v, rt)) })
+	g.edge.SetConfig(cfg, func(rt *transport.Snapshot) { g.live.Store(g.buildLive(cfg, v, rt)) })
 	g.reload.mu.Lock()
 	g.reload.generation++
 	g.reload.loaded = time.Now()

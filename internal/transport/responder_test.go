@@ -1,4 +1,4 @@
-package router
+package transport
 
 import (
 	"encoding/json"
@@ -46,7 +46,7 @@ func TestDeferredHeaders(t *testing.T) {
 		defer out.finish()
 		out.startSSE()
 		<-release // a slow tool
-		out.finalResult(jsonrpc.IntID(1), json.RawMessage(`{"ok":true}`))
+		out.Result(jsonrpc.IntID(1), json.RawMessage(`{"ok":true}`))
 	}))
 	defer srv.Close()
 	defer close(release)

@@ -1,4 +1,4 @@
-package router
+package dispatch
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 // rest of the request path needs to know of it. Adding a method is one
 // entry here. initialize is not in it: it opens a session, which the
 // transport does before any method is dispatched (see serveInitialize).
-var methods map[string]*method
+var methods map[string]*Method
 
-// A method is one entry of the table.
-type method struct {
+// A Method is one entry of the table.
+type Method struct {
 	// serve answers the method; nil for a method served as a stream by
 	// the transport itself (subscriptions/listen).
 	serve methodFunc
@@ -62,7 +62,7 @@ const (
 )
 
 func init() {
-	methods = map[string]*method{
+	methods = map[string]*Method{
 		"ping":                     {serve: ping, session: true},
 		"tools/list":               {serve: listMethod(catalog.Tools), session: true, stateless: true, cache: cacheList},
 		"prompts/list":             {serve: listMethod(catalog.Prompts), session: true, stateless: true, cache: cacheList},
@@ -83,8 +83,8 @@ func init() {
 	}
 }
 
-// lookupMethod returns the entry of name in the given revision, or nil.
-func lookupMethod(name string, stateless bool) *method {
+// LookupMethod returns the entry of name in the given revision, or nil.
+func LookupMethod(name string, stateless bool) *Method {
 	m := methods[name]
 	if m == nil || (stateless && !m.stateless) || (!stateless && !m.session) {
 		return nil
@@ -92,6 +92,10 @@ func lookupMethod(name string, stateless bool) *method {
 	return m
 }
 
-func ping(context.Context, *request, *call) (json.RawMessage, error) {
+// Stream reports whether the method is answered by the transport as a
+// stream of its own (subscriptions/listen) rather than dispatched.
+func (m *Method) Stream() bool { return m.serve == nil }
+
+func ping(context.Context, *Request, *call) (json.RawMessage, error) {
 	return json.RawMessage(`{}`), nil
 }

@@ -1,4 +1,4 @@
-package router
+package dispatch
 
 import (
 	"context"
@@ -14,19 +14,17 @@ import (
 // flight finish with the snapshot they started with. Upstreams whose config
 // is unchanged keep their clients and cached lists; the others start
 // afresh (their sessions with the old server are re-opened on first use).
-// Sessions with an open GET stream whose tenant now sees something else are
-// told so with list_changed notifications; streams of tenants that no
-// longer exist are ended.
+// It returns the snapshots before and after, for the caller to tell the
+// sessions whose tenant now sees something else (see [TenantChanged]).
 //
-// publish, if not nil, is called with the new generation once it is the
-// router's and before anything of the previous one is released or
-// notified: the caller makes it the generation requests enter with there
-// (see [Snapshot]), so that no request starts with a replaced upstream's
-// client, and a client told that its lists changed finds the new ones.
-// Calls must not overlap.
-func (h *Handler) SetConfig(cfg *config.Config, publish func(*Snapshot)) {
-	prev := h.state.Load()
-	next := h.build(cfg, prev)
+// publish, if not nil, is called with the new snapshot once it is the
+// Server's and before anything of the previous one is released: the
+// caller makes it the snapshot requests enter with there, so that no
+// request starts with a replaced upstream's client, and a client told that
+// its lists changed finds the new ones. Calls must not overlap.
+func (h *Server) SetConfig(cfg *config.Config, publish func(*State)) (prev, next *State) {
+	prev = h.state.Load()
+	next = h.build(cfg, prev)
 	h.catalog.Configure(cfg)
 	for name, old := range prev.byName {
 		if next.byName[name] != old {
@@ -35,7 +33,7 @@ func (h *Handler) SetConfig(cfg *config.Config, publish func(*Snapshot)) {
 	}
 	h.state.Store(next)
 	if publish != nil {
-		publish(&Snapshot{h: h, st: next})
+		publish(next)
 	}
 	h.syncWatches(next)
 
@@ -43,7 +41,7 @@ func (h *Handler) SetConfig(cfg *config.Config, publish func(*Snapshot)) {
 		if next.byName[name] != old {
 			// In-flight requests still hold the old client; Close only
 			// waits for its background work (bounded by the upstream's
-			// timeout) and drops idle connections. The Handler's Close
+			// timeout) and drops idle connections. The Server's Close
 			// waits for it; once that has begun, it is done here.
 			closeOld := func(context.Context) {
 				if err := old.client.Close(); err != nil {
@@ -55,23 +53,13 @@ func (h *Handler) SetConfig(cfg *config.Config, publish func(*Snapshot)) {
 			}
 		}
 	}
-	h.streams.each(func(s *stream) {
-		if !next.tenants.Known(s.tenant) {
-			s.stop()
-			return
-		}
-		if tenantChanged(prev, next, s.tenant) {
-			for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
-				s.send(catalog.ListChanged(k))
-			}
-		}
-	})
+	return prev, next
 }
 
-// tenantChanged reports whether what tenant id sees may differ between two
+// TenantChanged reports whether what tenant id sees may differ between two
 // states: its rules changed, or an upstream it sees in either was added,
 // removed or reconfigured.
-func tenantChanged(prev, next *state, id string) bool {
+func TenantChanged(prev, next *State, id string) bool {
 	pv, err1 := prev.tenants.Get(id)
 	nv, err2 := next.tenants.Get(id)
 	if err1 != nil || err2 != nil {
@@ -98,16 +86,4 @@ func tenantConfig(cfg *config.Config, id string) *config.Tenant {
 		}
 	}
 	return nil
-}
-
-// upstreamListChanged is the catalog's hook: an upstream's list of kind k
-// changed, so every session whose tenant sees that upstream is told.
-func (h *Handler) upstreamListChanged(upstream string, k catalog.Kind) {
-	st := h.state.Load()
-	msg := catalog.ListChanged(k)
-	h.streams.each(func(s *stream) {
-		if v, err := st.tenants.Get(s.tenant); err == nil && v.Allows(upstream) {
-			s.send(msg)
-		}
-	})
 }

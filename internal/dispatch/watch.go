@@ -1,4 +1,4 @@
-package router
+package dispatch
 
 import (
 	"context"
@@ -51,7 +51,7 @@ type watchers struct {
 
 // syncWatches starts a watch for each upstream of st that wants one and
 // has none, and stops those of upstreams st no longer has.
-func (h *Handler) syncWatches(st *state) {
+func (h *Server) syncWatches(st *State) {
 	h.watch.mu.Lock()
 	defer h.watch.mu.Unlock()
 	if h.watch.closed {
@@ -98,7 +98,7 @@ func (h *Handler) syncWatches(st *state) {
 
 // stopWatches stops every watch, including those a reload stopped, and
 // waits for them to end. No watch starts after it.
-func (h *Handler) stopWatches() {
+func (h *Server) stopWatches() {
 	h.watch.mu.Lock()
 	ws := h.watch.stopped
 	for _, w := range h.watch.m {
@@ -115,7 +115,7 @@ func (h *Handler) stopWatches() {
 }
 
 // watchUpstream keeps up's notification stream open until ctx ends.
-func (h *Handler) watchUpstream(ctx context.Context, up *upstreamRef) {
+func (h *Server) watchUpstream(ctx context.Context, up *upstreamRef) {
 	log := h.log.With("upstream", up.cfg.Name)
 	backoff := watchMinBackoff
 	connected := false // a stream was open before: changes may have been missed since
@@ -147,7 +147,7 @@ var errNothingToWatch = errors.New("its capabilities announce no list changes")
 
 // watchOnce opens a session and a stream with up and reads the stream until
 // it ends. onOpen is called once the stream is open.
-func (h *Handler) watchOnce(ctx context.Context, up *upstreamRef, missed bool, onOpen func()) error {
+func (h *Server) watchOnce(ctx context.Context, up *upstreamRef, missed bool, onOpen func()) error {
 	res, err := up.client.Open(ctx)
 	if err != nil {
 		return err
@@ -218,7 +218,7 @@ func announcesListChanges(caps json.RawMessage) bool {
 // refresh fetches again the listings of kinds ks that the catalog holds
 // for up, on the watch's session, so that the catalog tells the clients
 // whose view changed (catalog.onChange) and has the new lists ready.
-func (h *Handler) refresh(ctx context.Context, up *upstreamRef, us session.Upstream, ks []catalog.Kind) {
+func (h *Server) refresh(ctx context.Context, up *upstreamRef, us session.Upstream, ks []catalog.Kind) {
 	for _, k := range ks {
 		_, err := h.catalog.Get(ctx, &up.cat, k, "", func(ctx context.Context, b catalog.Bounds) ([]json.RawMessage, bool, error) {
 			return listOn(ctx, up.client, us, k, "watch", b)

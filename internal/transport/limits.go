@@ -1,23 +1,16 @@
-package router
+package transport
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 
-	"github.com/mcpgw/gateway/internal/audit"
+	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 )
-
-// Limits at the HTTP edge: what one caller is refused when it asks for more
-// than its share (sessions, streams, batch messages, body bytes and time).
-// Every refusal is counted in mcpgw_limit_rejections_total and audited as
-// audit.EventLimit with the limit's name as the reason, so that an operator
-// can tell which cap a tenant reached.
 
 // retryAfter is the Retry-After, in seconds, of a 429 (or a 503 at the
 // store's global cap). Sessions and streams are freed when their clients
@@ -25,25 +18,10 @@ import (
 // invite a hot retry loop, later would keep a client that freed one waiting.
 const retryAfter = 10
 
-// limitHit records a refusal at limit (a telemetry.Limit* name): the metric,
-// and an audit record naming the limit.
-func (h *Handler) limitHit(ctx context.Context, rq *request, limit, method string) {
-	tenant := rq.principal.Tenant
-	h.metrics.LimitRejection(limit, tenant)
-	r := audit.Record{
-		Event: audit.EventLimit, Tenant: tenant, Subject: rq.principal.Subject, ClientID: rq.principal.ClientID,
-		Method: method, Decision: audit.DecisionDeny, Outcome: audit.OutcomeDenied, Reason: limit,
-	}
-	if rq.sess != nil {
-		r.SessionID = rq.sess.ID
-	}
-	h.audit.Record(ctx, r)
-}
-
 // tooMany answers a request over a per-principal or per-tenant cap: 429 with
 // Retry-After and a JSON-RPC error naming the limit and its value.
-func (h *Handler) tooMany(w http.ResponseWriter, r *http.Request, rq *request, id jsonrpc.ID, method, limit string, max int64) {
-	h.limitHit(r.Context(), rq, limit, method)
+func (h *Handler) tooMany(w http.ResponseWriter, r *http.Request, rq *dispatch.Request, id jsonrpc.ID, method, limit string, max int64) {
+	h.srv.LimitHit(r.Context(), rq, limit, method)
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	writeError(w, http.StatusTooManyRequests, id, jsonrpc.CodeInvalidRequest,
 		fmt.Sprintf("Too Many Requests: %s limit %s (%d) reached", kindOfLimit(limit), limit, max))
@@ -79,13 +57,13 @@ func sessionLimit(err error) (limit string, max int64, ok bool) {
 // cap, 503 with Retry-After at the store's global cap (max_sessions: the
 // gateway is out of capacity, not the caller over its share), 503 when the
 // store is unavailable.
-func (h *Handler) refuseCreate(w http.ResponseWriter, r *http.Request, rq *request, id jsonrpc.ID, method string, err error) {
+func (h *Handler) refuseCreate(w http.ResponseWriter, r *http.Request, rq *dispatch.Request, id jsonrpc.ID, method string, err error) {
 	if limit, max, ok := sessionLimit(err); ok {
 		h.tooMany(w, r, rq, id, method, limit, max)
 		return
 	}
 	if errors.Is(err, session.ErrFull) {
-		h.limitHit(r.Context(), rq, telemetry.LimitSessions, method)
+		h.srv.LimitHit(r.Context(), rq, telemetry.LimitSessions, method)
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 		writeError(w, http.StatusServiceUnavailable, id, jsonrpc.CodeInternalError, "Service Unavailable: too many sessions")
 		return

@@ -1,4 +1,4 @@
-package router
+package transport
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
@@ -28,7 +29,7 @@ type cappedStore struct {
 
 func (s cappedStore) Create(context.Context, *session.Record) error { return s.err }
 
-// limitHandler is a router with one upstream that counts what it is sent,
+// limitHandler is an endpoint with one upstream that counts what it is sent,
 // behind the anonymous principal.
 func limitHandler(t *testing.T, store session.Store) (http.Handler, *atomic.Int64) {
 	t.Helper()
@@ -43,12 +44,13 @@ func limitHandler(t *testing.T, store session.Store) (http.Handler, *atomic.Int6
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Options{Config: cfg, Store: store, Metrics: telemetry.NewMetrics(prometheus.NewRegistry())})
+	m := telemetry.NewMetrics(prometheus.NewRegistry())
+	srv, err := dispatch.New(dispatch.Options{Config: cfg, Store: store, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Close() })
-	return auth.Anonymous(tenant.DefaultID)(h), &hits
+	t.Cleanup(func() { srv.Close() })
+	return auth.Anonymous(tenant.DefaultID)(New(srv, Options{Metrics: m})), &hits
 }
 
 func postTo(h http.Handler, body string, header map[string]string) *httptest.ResponseRecorder {
@@ -96,37 +98,6 @@ func TestSessionCapsAnswer429(t *testing.T) {
 		if n := hits.Load(); n != 0 {
 			t.Errorf("refused requests reached the upstream %d times", n)
 		}
-	}
-}
-
-// TestCapSetIsBounded: distinct client capability values, as many as a
-// client cares to send, leave capSet's table within its bounds, and a
-// large value is answered without being kept.
-func TestCapSetIsBounded(t *testing.T) {
-	h := &Handler{}
-	big := json.RawMessage(`{"elicitation":{},"x":"` + strings.Repeat("y", capSetMaxBytes) + `"}`)
-	if !h.capSet(big)["elicitation"] {
-		t.Fatal("a large value is not parsed")
-	}
-	if _, ok := h.capSets.Load(string(big)); ok {
-		t.Error("a value over capSetMaxBytes was kept")
-	}
-	for i := range 20 * capSetMaxEntries {
-		caps := json.RawMessage(fmt.Sprintf(`{"sampling":{},"experimental":{"n%d":%q}}`, i, strings.Repeat("z", 1000)))
-		if !h.capSet(caps)["sampling"] {
-			t.Fatal("capSet lost a name")
-		}
-	}
-	n := 0
-	h.capSets.Range(func(any, any) bool { n++; return true })
-	if n > capSetMaxEntries {
-		t.Errorf("capSet holds %d entries, bound %d", n, capSetMaxEntries)
-	}
-	// A value seen again is served from the table.
-	small := json.RawMessage(`{"roots":{}}`)
-	first := h.capSet(small)
-	if second := h.capSet(small); fmt.Sprintf("%p", first) != fmt.Sprintf("%p", second) {
-		t.Error("a small value was not cached")
 	}
 }
 

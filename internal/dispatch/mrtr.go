@@ -1,4 +1,4 @@
-package router
+package dispatch
 
 import (
 	"context"
@@ -108,19 +108,19 @@ func inputCapability(method string) string {
 
 // clientCaps returns the client's capabilities: from its session, or from
 // the stateless request's _meta.
-func (rq *request) clientCaps() json.RawMessage {
-	if rq.stateless {
-		return rq.metaCaps
+func (rq *Request) clientCaps() json.RawMessage {
+	if rq.Stateless {
+		return rq.MetaCaps
 	}
-	if rq.sess == nil {
+	if rq.Session == nil {
 		return nil
 	}
-	return rq.sess.ClientCapabilities
+	return rq.Session.ClientCapabilities
 }
 
 // clientCan reports whether the client declared the capability an
 // upstream's request for input needs.
-func (rq *request) clientCan(method string) bool {
+func (rq *Request) clientCan(method string) bool {
 	c := inputCapability(method)
 	caps := rq.clientCaps()
 	return c != "" && len(caps) > 0 && rq.h.capSet(caps)[c]
@@ -129,15 +129,15 @@ func (rq *request) clientCan(method string) bool {
 // upstreamRequest deals with a request an upstream sent during a call the
 // gateway relays, other than by parking it: ping is answered, a session
 // client that can answer gets it forwarded, anything else is refused.
-func (rq *request) upstreamRequest(ctx context.Context, c *call, up *upstreamRef, us session.Upstream, msg *jsonrpc.Message) {
+func (rq *Request) upstreamRequest(ctx context.Context, c *call, up *upstreamRef, us session.Upstream, msg *jsonrpc.Message) {
 	client := up.client
 	switch {
 	case msg.Method == "ping":
 		rq.reply(ctx, client, us, msg.ID, json.RawMessage(`{}`), nil)
-	case !rq.stateless && !c.out.discard && rq.clientCan(msg.Method):
+	case !rq.Stateless && !c.out.Collects() && rq.clientCan(msg.Method):
 		// (A batch's collector has no stream to carry the request.)
 		fwd := jsonrpc.AppendRequest(nil, jsonrpc.StringID(forwardedID(up.cfg.Name, msg.ID)), msg.Method, msg.Params)
-		if err := c.out.event(fwd); err != nil {
+		if err := c.out.Event(fwd); err != nil {
 			rq.reply(ctx, client, us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client is gone"))
 		}
 	default:
@@ -148,7 +148,7 @@ func (rq *request) upstreamRequest(ctx context.Context, c *call, up *upstreamRef
 
 // reply answers an upstream's request, logging a failure: the upstream's
 // call then fails or times out on its own.
-func (rq *request) reply(ctx context.Context, client *upstream.Client, us session.Upstream, id jsonrpc.ID, result json.RawMessage, e *jsonrpc.Error) {
+func (rq *Request) reply(ctx context.Context, client *upstream.Client, us session.Upstream, id jsonrpc.ID, result json.RawMessage, e *jsonrpc.Error) {
 	if err := client.Reply(context.WithoutCancel(ctx), us, id, result, e); err != nil {
 		rq.h.log.Warn("answering an upstream's request", "upstream", client.Name(), "error", err)
 	}
@@ -161,10 +161,10 @@ func forwardedID(upstream string, id jsonrpc.ID) string {
 	return forwardedPrefix + upstream + "." + base64.RawURLEncoding.EncodeToString(id.Raw())
 }
 
-// clientResponse routes a session client's answer to a forwarded request
+// ClientResponse routes a session client's answer to a forwarded request
 // back to its upstream, or to the mailbox of the call that asked for it.
 // Answers to anything else are dropped.
-func (h *Handler) clientResponse(ctx context.Context, rq *request, msg *jsonrpc.Message) {
+func (h *Server) ClientResponse(ctx context.Context, rq *Request, msg *jsonrpc.Message) {
 	var s string
 	if json.Unmarshal(msg.ID.Raw(), &s) != nil {
 		h.unsolicited(rq)
@@ -199,7 +199,7 @@ func (h *Handler) clientResponse(ctx context.Context, rq *request, msg *jsonrpc.
 		return
 	}
 	rq.mu.Lock()
-	us, ok := rq.sess.Upstreams[name]
+	us, ok := rq.Session.Upstreams[name]
 	rq.mu.Unlock()
 	if !ok {
 		h.unsolicited(rq)
@@ -266,10 +266,10 @@ func (p *parking) give(key string) {
 // A principal parks at most limits.parked_calls_per_principal calls on one
 // replica; beyond that the call fails at once (and the caller ends the
 // upstream call).
-func (rq *request) park(ctx context.Context, c *call, up *upstreamRef, resp *tracedResponse, first *jsonrpc.Message, cancel context.CancelCauseFunc) (json.RawMessage, error) {
-	key, max := principalKey(rq), rq.st.cfg.Limits.ParkedCallsPerPrincipal
+func (rq *Request) park(ctx context.Context, c *call, up *upstreamRef, resp *tracedResponse, first *jsonrpc.Message, cancel context.CancelCauseFunc) (json.RawMessage, error) {
+	key, max := PrincipalKey(rq), rq.st.cfg.Limits.ParkedCallsPerPrincipal
 	if max > 0 && !rq.h.parked.take(key, max) {
-		rq.h.limitHit(ctx, rq, telemetry.LimitParkedCalls, c.method)
+		rq.h.LimitHit(ctx, rq, telemetry.LimitParkedCalls, c.method)
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
 			"Too Many Requests: parked call limit %s (%d) reached: answer or abandon the calls waiting for input first", telemetry.LimitParkedCalls, max)
 	}
@@ -301,8 +301,8 @@ func (rq *request) park(ctx context.Context, c *call, up *upstreamRef, resp *tra
 
 // inputRequired stores the state of a call waiting for the inputs reqs and
 // returns the input_required result that asks for them.
-func (rq *request) inputRequired(ctx context.Context, c *call, up *upstreamRef, sid, pump string, reqs map[string]pendingInput) (json.RawMessage, error) {
-	st := inputState{Principal: principalKey(rq), Method: c.method, Target: c.target, Upstream: up.cfg.Name, Session: sid, Pump: pump, Requests: reqs}
+func (rq *Request) inputRequired(ctx context.Context, c *call, up *upstreamRef, sid, pump string, reqs map[string]pendingInput) (json.RawMessage, error) {
+	st := inputState{Principal: PrincipalKey(rq), Method: c.method, Target: c.target, Upstream: up.cfg.Name, Session: sid, Pump: pump, Requests: reqs}
 	b, err := json.Marshal(st)
 	if err != nil {
 		return nil, err
@@ -333,7 +333,7 @@ var errClosing = errors.New("the gateway is shutting down")
 // the mailbox each further request for input and, last, the response. It
 // is owned by h.own: the upstream call's timeout bounds it, and life's end
 // (Close) cancels the call. ending is called before the last post.
-func (h *Handler) pumpInput(life context.Context, up *upstreamRef, resp *tracedResponse, pump string, caps json.RawMessage, cancel context.CancelCauseFunc, ending func()) {
+func (h *Server) pumpInput(life context.Context, up *upstreamRef, resp *tracedResponse, pump string, caps json.RawMessage, cancel context.CancelCauseFunc, ending func()) {
 	defer cancel(nil)
 	defer resp.Close()
 	stop := context.AfterFunc(life, func() { cancel(errClosing) })
@@ -397,7 +397,7 @@ var errBadState = jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: req
 // resumeInput serves the retry of a parked call: the inputResponses go
 // upstream as the answers to its requests, and the pump's next message is
 // the retry's answer.
-func (rq *request) resumeInput(ctx context.Context, c *call, up *upstreamRef, p *jsonx.Object, state string, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+func (rq *Request) resumeInput(ctx context.Context, c *call, up *upstreamRef, p *jsonx.Object, state string, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
 	id, ok := strings.CutPrefix(state, requestStatePrefix)
 	if _, err := hex.DecodeString(id); !ok || err != nil || len(id) != 32 {
 		return nil, errBadState
@@ -414,7 +414,7 @@ func (rq *request) resumeInput(ctx context.Context, c *call, up *upstreamRef, p 
 	}
 	// The state binds the principal and the call (2026-07-28
 	// basic/patterns/mrtr, "Server Requirements" 5).
-	if st.Principal != principalKey(rq) || st.Method != c.method || st.Target != c.target || st.Upstream != up.cfg.Name {
+	if st.Principal != PrincipalKey(rq) || st.Method != c.method || st.Target != c.target || st.Upstream != up.cfg.Name {
 		return nil, errBadState
 	}
 	us, err := rq.upstreamSession(ctx, up)
@@ -463,7 +463,7 @@ func (rq *request) resumeInput(ctx context.Context, c *call, up *upstreamRef, p 
 
 // awaitInput takes the pump's next message: another request for input, or
 // the call's response.
-func (rq *request) awaitInput(ctx context.Context, c *call, up *upstreamRef, us session.Upstream, pump string, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+func (rq *Request) awaitInput(ctx context.Context, c *call, up *upstreamRef, us session.Upstream, pump string, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
 	raw, err := rq.h.mailbox.Take(ctx, pumpKeyPrefix+pump, up.client.Timeout())
 	if errors.Is(err, session.ErrNotFound) {
 		return nil, fmt.Errorf("upstream %s: %s: %w", up.cfg.Name, c.method, context.DeadlineExceeded)
@@ -513,7 +513,7 @@ type answer struct {
 // input_required result requests, and returns the params of the retry:
 // the call's, with the answers as inputResponses and the upstream's
 // requestState.
-func (rq *request) askClient(ctx context.Context, c *call, up *upstreamRef, params, res json.RawMessage) (json.RawMessage, error) {
+func (rq *Request) askClient(ctx context.Context, c *call, up *upstreamRef, params, res json.RawMessage) (json.RawMessage, error) {
 	o, err := jsonx.ParseValidObject(res)
 	if err != nil {
 		return nil, err
@@ -526,7 +526,7 @@ func (rq *request) askClient(ctx context.Context, c *call, up *upstreamRef, para
 		}
 	}
 	if asks != nil && len(asks.Members) > 0 {
-		if rq.h.mailbox == nil || c.out.discard {
+		if rq.h.mailbox == nil || c.out.Collects() {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input, which cannot reach this client", up.cfg.Name)
 		}
 		// The answers wait in one mailbox, which holds at most
@@ -553,7 +553,7 @@ func (rq *request) askClient(ctx context.Context, c *call, up *upstreamRef, para
 			if err := rq.h.markAsked(ctx, rq, box, k, deadline); err != nil {
 				return nil, err
 			}
-			if err := c.out.event(jsonrpc.AppendRequest(nil, jsonrpc.StringID(askedPrefix+box+"."+k), method, ask.Get("params"))); err != nil {
+			if err := c.out.Event(jsonrpc.AppendRequest(nil, jsonrpc.StringID(askedPrefix+box+"."+k), method, ask.Get("params"))); err != nil {
 				return nil, err
 			}
 			pending[m.Name] = true
@@ -566,7 +566,7 @@ func (rq *request) askClient(ctx context.Context, c *call, up *upstreamRef, para
 				return nil, err
 			}
 			var a answer
-			if json.Unmarshal(raw, &a) != nil || a.Session != rq.sess.ID || !pending[a.Key] {
+			if json.Unmarshal(raw, &a) != nil || a.Session != rq.Session.ID || !pending[a.Key] {
 				continue
 			}
 			if a.Error != nil {
@@ -612,19 +612,19 @@ func askedKey(box, k, sid string) string {
 
 // markAsked records that the input request k of mailbox box is asked of
 // rq's client, until deadline.
-func (h *Handler) markAsked(ctx context.Context, rq *request, box, k string, deadline time.Time) error {
-	b, err := json.Marshal(askedMarker{Principal: principalKey(rq), Deadline: deadline.UnixMilli()})
+func (h *Server) markAsked(ctx context.Context, rq *Request, box, k string, deadline time.Time) error {
+	b, err := json.Marshal(askedMarker{Principal: PrincipalKey(rq), Deadline: deadline.UnixMilli()})
 	if err != nil {
 		return err
 	}
-	return h.mailbox.Post(ctx, askedKey(box, k, rq.sess.ID), b, time.Until(deadline))
+	return h.mailbox.Post(ctx, askedKey(box, k, rq.Session.ID), b, time.Until(deadline))
 }
 
 // postAnswer posts a session client's answer to an input request (its id
 // without askedPrefix is rest) to the mailbox of the call that asked, if
 // the gateway asked it of this session and the call still waits; it
 // returns errUnsolicited otherwise.
-func (h *Handler) postAnswer(ctx context.Context, rq *request, rest string, msg *jsonrpc.Message) error {
+func (h *Server) postAnswer(ctx context.Context, rq *Request, rest string, msg *jsonrpc.Message) error {
 	box, k, ok := strings.Cut(rest, ".")
 	if !ok || h.mailbox == nil || len(box) != 32 || strings.Contains(k, ".") {
 		return errUnsolicited
@@ -636,7 +636,7 @@ func (h *Handler) postAnswer(ctx context.Context, rq *request, rest string, msg 
 	if err != nil {
 		return errUnsolicited
 	}
-	raw, err := h.mailbox.Take(ctx, askedKey(box, k, rq.sess.ID), 0)
+	raw, err := h.mailbox.Take(ctx, askedKey(box, k, rq.Session.ID), 0)
 	if errors.Is(err, session.ErrNotFound) {
 		return errUnsolicited
 	} else if err != nil {
@@ -644,14 +644,14 @@ func (h *Handler) postAnswer(ctx context.Context, rq *request, rest string, msg 
 		return nil
 	}
 	var m askedMarker
-	if json.Unmarshal(raw, &m) != nil || m.Principal != principalKey(rq) {
+	if json.Unmarshal(raw, &m) != nil || m.Principal != PrincipalKey(rq) {
 		return errUnsolicited
 	}
 	ttl := min(time.Until(time.UnixMilli(m.Deadline)), answerTTL)
 	if ttl <= 0 {
 		return errUnsolicited // the call gave up
 	}
-	a := answer{Session: rq.sess.ID, Key: string(key), Result: msg.Result, Error: msg.Error}
+	a := answer{Session: rq.Session.ID, Key: string(key), Result: msg.Result, Error: msg.Error}
 	if msg.Kind == jsonrpc.KindResponse && (len(msg.Result) == 0 || msg.Result[0] != '{') {
 		// Not a result the upstream could take: the call fails now
 		// rather than at its timeout.
@@ -679,7 +679,7 @@ func (h *Handler) postAnswer(ctx context.Context, rq *request, rest string, msg 
 
 // unsolicited drops a client's answer that no pending request of the
 // gateway's awaits, counting it.
-func (h *Handler) unsolicited(rq *request) {
+func (h *Server) unsolicited(rq *Request) {
 	h.metrics.LimitRejection(telemetry.LimitUnsolicitedAnswer, rq.principal.Tenant)
 	h.log.Debug("dropped a client's answer to no pending request", "tenant", rq.principal.Tenant)
 }

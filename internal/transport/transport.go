@@ -1,43 +1,6 @@
-// Package router is the gateway's MCP endpoint: the Streamable HTTP
-// transport rules, the session lifecycle, and the method table that
-// aggregates a tenant's upstreams behind one MCP server.
-//
-//	client ──POST/GET/DELETE /mcp──► Handler.ServeHTTP
-//	                                   │ Origin, Accept, size, JSON-RPC envelope
-//	                                   │ session: Mcp-Session-Id → session.Record
-//	                                   │          (bound to the principal in ctx)
-//	                                   ▼
-//	                                 methods (a table, not a switch)
-//	                                   │ lists: catalog (per-replica cache) merge
-//	                                   │ calls: catalog resolve → owning upstream
-//	                                   ▼
-//	                                 upstream.Client ──► upstream MCP server
-//
-// # Sessions
-//
-// initialize creates a [session.Record] and opens one upstream session per
-// upstream the tenant may use; their Mcp-Session-Ids live in the record, so
-// any replica holding the same store can serve the next request. An upstream
-// that forgot its session (404) is re-initialized transparently and the new
-// id is stored with compare-and-swap.
-//
-// # Streams
-//
-// A request routed to one upstream is answered the way the upstream answers:
-// a JSON body stays a JSON body, an SSE stream is relayed event by event as
-// it arrives (progress, log messages, then the result). The client's request
-// id never reaches the upstream; the upstream sees "c.<id>" and the response
-// gets the client's id back, byte for byte.
-//
-// # Pass-through
-//
-// Params and results stay raw JSON; the router rewrites only the member it
-// routes on (a name, a URI) and leaves every other byte alone.
-package router
+package transport
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,194 +8,48 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/url"
-	"reflect"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
-	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/singleflight"
-
-	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
-	"github.com/mcpgw/gateway/internal/tenant"
-	"github.com/mcpgw/gateway/internal/upstream"
 )
 
 // Options configure a Handler.
 type Options struct {
-	// Config is the initial configuration; it must be valid and have its
-	// defaults applied.
-	Config *config.Config
-	// Store keeps session records. Required.
-	Store session.Store
 	// Logger, if nil, means no logging.
 	Logger *slog.Logger
-	// Version is the gateway's version, announced in serverInfo.
-	Version string
-	// HTTPClient sends upstream requests. If nil, each upstream gets its own.
-	HTTPClient *http.Client
 	// Metrics, if nil, means no metrics.
 	Metrics *telemetry.Metrics
-	// TracerProvider, if nil, means no spans; the client's trace context
-	// still reaches the upstreams.
-	TracerProvider trace.TracerProvider
-	// Audit, if nil, means no audit log.
-	Audit *audit.Logger
 }
 
-// Handler serves the MCP endpoint.
+// Handler is the MCP endpoint.
 type Handler struct {
-	state   atomic.Pointer[state]
+	srv     *dispatch.Server
 	store   session.Store
-	mailbox session.Mailbox // the store's, if it has one: see mrtr.go
 	log     *slog.Logger
-	version string
-	httpc   *http.Client
-
-	catalog  *catalog.Catalog
-	watch    watchers
-	streams  streams
-	inflight inflight
-	sf       singleflight.Group
-	ids      atomic.Uint64
-	idPrefix string // random, per process: see internalID
-
 	metrics *telemetry.Metrics
-	tracer  trace.Tracer
-	audit   *audit.Logger
-
-	healthMu sync.Mutex
-	health   map[string]error // upstream → last request's error
-
-	capsMu      sync.Mutex
-	lastCaps    map[string]json.RawMessage // upstream → capabilities last seen
-	capSets     sync.Map                   // capabilities JSON → names, see capSet
-	capSetCount atomic.Int64
-
-	own    owner   // goroutines that outlive a request: see owner.go
-	parked parking // parked calls per principal: see mrtr.go
+	streams streams
 }
 
-// state is one configuration snapshot and what was built from it. A request
-// takes the snapshot it started with and keeps it to the end.
-type state struct {
-	cfg       *config.Config
-	upstreams []*upstreamRef // config order
-	byName    map[string]*upstreamRef
-	origins   map[string]bool // accepted Origin values
-	tenants   *tenant.Set
-	merged    sync.Map // mergedKey → *mergedEntry: lists as each tenant sees them
-	byTenant  sync.Map // tenant id → *tenantUpstreams
-}
-
-// upstreamRef is one configured upstream and its client.
-type upstreamRef struct {
-	cfg    config.Upstream
-	cat    catalog.Upstream // what the catalog knows of it
-	client *upstream.Client
-}
-
-// tenantUpstreams are the upstreams a tenant may use, in config order, and
-// the same for the catalog; built once per config snapshot and tenant.
-type tenantUpstreams struct {
-	refs []*upstreamRef
-	cats []*catalog.Upstream
-}
-
-// New returns a Handler for opts.
-func New(opts Options) (*Handler, error) {
-	if opts.Store == nil {
-		return nil, errors.New("router: no session store")
-	}
-	if opts.Config == nil {
-		return nil, errors.New("router: no config")
-	}
+// New returns the endpoint of srv. It tells the streams it holds when an
+// upstream's list changes.
+func New(srv *dispatch.Server, opts Options) *Handler {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{
-		store:    opts.Store,
-		log:      log,
-		version:  opts.Version,
-		httpc:    opts.HTTPClient,
-		lastCaps: make(map[string]json.RawMessage),
-		idPrefix: session.NewID()[:12],
-		metrics:  opts.Metrics,
-		tracer:   telemetry.Tracer(opts.TracerProvider),
-		audit:    opts.Audit,
-	}
-	h.mailbox, _ = opts.Store.(session.Mailbox)
-	h.catalog = catalog.New(opts.Config.Server.ListCacheTTL.D(), log, opts.Metrics)
-	h.catalog.Configure(opts.Config)
-	h.catalog.OnChange = h.upstreamListChanged
-	st := h.build(opts.Config, nil)
-	h.state.Store(st)
-	h.syncWatches(st)
-	return h, nil
+	h := &Handler{srv: srv, store: srv.Store(), log: log, metrics: opts.Metrics}
+	srv.OnListChanged(h.upstreamListChanged)
+	return h
 }
 
-// build makes the state for cfg. An upstream whose config is unchanged
-// from prev keeps its client (and so its connections).
-func (h *Handler) build(cfg *config.Config, prev *state) *state {
-	st := &state{cfg: cfg, byName: make(map[string]*upstreamRef), origins: make(map[string]bool), tenants: tenant.NewSet(cfg)}
-	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
-	for _, u := range cfg.Upstreams {
-		if prev != nil {
-			if old := prev.byName[u.Name]; old != nil && reflect.DeepEqual(old.cfg, u) {
-				st.upstreams = append(st.upstreams, old)
-				st.byName[u.Name] = old
-				continue
-			}
-		}
-		ref := &upstreamRef{cfg: u, cat: catalog.NewUpstream(&u)}
-		ref.client = upstream.New(u, upstream.Options{
-			HTTPClient: h.httpc,
-			Logger:     h.log.With("upstream", u.Name),
-			ClientInfo: info,
-			// Requests for input are bridged to the clients that can
-			// answer them, and refused for the others (see mrtr.go).
-			Capabilities: json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}}`),
-			Inject:       telemetry.InjectHeaders,
-		})
-		st.upstreams = append(st.upstreams, ref)
-		st.byName[u.Name] = ref
-	}
-	for _, o := range cfg.Server.AllowedOrigins {
-		st.origins[strings.ToLower(o)] = true
-	}
-	if u, err := url.Parse(cfg.Server.PublicURL); err == nil && u.Host != "" {
-		st.origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true
-	}
-	return st
-}
-
-// Close ends and waits for every goroutine the Handler started beyond a
-// request (parked calls' pumps, watches, expiries, replaced clients'
-// Close), then waits for the upstream clients' background work
-// (cancellations, session terminations) and releases their connections.
-// Requests still being served are the HTTP server's to drain first.
-func (h *Handler) Close() error {
-	h.stopWatches()
-	h.own.close()
-	h.catalog.Close()
-	var errs []error
-	for _, up := range h.state.Load().upstreams {
-		errs = append(errs, up.client.Close())
-	}
-	return errors.Join(errs...)
-}
-
-// A Snapshot is one generation of the router's config, served as is:
+// A Snapshot is one generation of the gateway's config, served as is:
 // whatever reloads happen meanwhile, [Snapshot.KnownTenant] and
 // [Snapshot.ServeHTTP] answer from that generation alone. The gateway
 // builds each generation's auth chain around one, so that the tenant check
@@ -240,14 +57,39 @@ func (h *Handler) Close() error {
 // cost of the one atomic load that picks the chain.
 type Snapshot struct {
 	h  *Handler
-	st *state
+	st *dispatch.State
+}
+
+// SetConfig makes cfg the configuration of every request that starts from
+// now on (see dispatch.Server.SetConfig): publish, if not nil, gets the new
+// generation before anything of the previous one is released. Then the
+// sessions with an open GET stream whose tenant now sees something else
+// are told so with list_changed notifications, and streams of tenants that
+// no longer exist are ended. Calls must not overlap.
+func (h *Handler) SetConfig(cfg *config.Config, publish func(*Snapshot)) {
+	prev, next := h.srv.SetConfig(cfg, func(st *dispatch.State) {
+		if publish != nil {
+			publish(&Snapshot{h: h, st: st})
+		}
+	})
+	h.streams.each(func(s *stream) {
+		if !next.Tenants().Known(s.tenant) {
+			s.stop()
+			return
+		}
+		if dispatch.TenantChanged(prev, next, s.tenant) {
+			for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
+				s.send(catalog.ListChanged(k))
+			}
+		}
+	})
 }
 
 // Current returns the generation in force.
-func (h *Handler) Current() *Snapshot { return &Snapshot{h: h, st: h.state.Load()} }
+func (h *Handler) Current() *Snapshot { return &Snapshot{h: h, st: h.srv.Current()} }
 
 // KnownTenant reports whether the snapshot's config names tenant id.
-func (s *Snapshot) KnownTenant(id string) bool { return s.st.tenants.Known(id) }
+func (s *Snapshot) KnownTenant(id string) bool { return s.st.Tenants().Known(id) }
 
 // ServeHTTP serves the MCP endpoint with the snapshot's config.
 func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.serve(w, r, s.st) }
@@ -256,13 +98,13 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.serve
 // in force when the request arrives. A caller that checks the request
 // against the config first (as the auth middleware checks its tenant)
 // serves it with the [Snapshot] it checked against instead.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r, h.state.Load()) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r, h.srv.Current()) }
 
 // serve serves one request with st, the config it keeps to the end.
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *state) {
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *dispatch.State) {
 	// DNS-rebinding protection (2025-11-25 basic/transports, "Security
 	// Warning"): an Origin, when present, must be one we accept.
-	if o := r.Header.Get("Origin"); o != "" && !st.origins[strings.ToLower(o)] {
+	if o := r.Header.Get("Origin"); o != "" && !st.AllowsOrigin(o) {
 		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Forbidden: origin not allowed")
 		return
 	}
@@ -273,12 +115,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *state) {
 		writeError(w, http.StatusUnauthorized, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Unauthorized")
 		return
 	}
-	view, err := st.tenants.Get(p.Tenant)
+	view, err := st.Tenants().Get(p.Tenant)
 	if err != nil {
 		writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Forbidden: unknown tenant")
 		return
 	}
-	rq := &request{h: h, st: st, principal: p, view: view}
+	rq := h.srv.NewRequest(st, p, view)
 	switch r.Method {
 	case http.MethodPost:
 		h.servePOST(w, r, rq)
@@ -290,28 +132,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *state) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Method Not Allowed")
 	}
-}
-
-// request is the per-request context the method handlers share. It is the
-// same whichever protocol revision the request came in with.
-type request struct {
-	h         *Handler
-	st        *state
-	principal *auth.Principal
-	view      *tenant.View
-	version   string // protocol version in effect
-
-	// stateless is set for requests of the 2026-07-28 revision; sess is
-	// then the record the gateway keeps for the principal. wantsLogs says
-	// such a request asked for log messages (_meta logLevel).
-	stateless, wantsLogs bool
-	header               http.Header     // the request's, for Mcp-Param-* checks
-	metaCaps             json.RawMessage // a stateless request's client capabilities
-
-	// mu guards sess.Upstreams, which requests fanned out to several
-	// upstreams update concurrently.
-	mu   sync.Mutex
-	sess *session.Record // nil until initialize stored it
 }
 
 // accepts reports whether the Accept header lists mediaType, directly or by
@@ -332,7 +152,7 @@ func accepts(r *http.Request, mediaType string) bool {
 	return false
 }
 
-func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request) {
+func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *dispatch.Request) {
 	// 2025-11-25 basic/transports, "Sending Messages to the Server" 2.
 	if !accepts(r, "application/json") || !accepts(r, "text/event-stream") {
 		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
@@ -355,7 +175,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 	// too. Nothing clears it here: net/http's server does when the body
 	// reaches EOF, which readBody always reads to, so a streamed answer
 	// outlives it.
-	limit := rq.st.cfg.Server.MaxBodyBytes
+	limit := rq.State().Config().Server.MaxBodyBytes
 	body, err := readBody(w, r, limit)
 	if err != nil {
 		// The deadline stays: it bounds what net/http may read of the
@@ -363,17 +183,17 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
-			h.limitHit(r.Context(), rq, telemetry.LimitBodyBytes, "")
+			h.srv.LimitHit(r.Context(), rq, telemetry.LimitBodyBytes, "")
 			w.Header().Set("Connection", "close") // the rest of the body is not read
 			writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
 				fmt.Sprintf("Request Entity Too Large: body exceeds %d bytes", limit))
 		case isTimeout(err):
 			// The connection is left with an expired read deadline and
 			// half a body in it: it cannot carry another request.
-			h.limitHit(r.Context(), rq, telemetry.LimitReadBodyTimeout, "")
+			h.srv.LimitHit(r.Context(), rq, telemetry.LimitReadBodyTimeout, "")
 			w.Header().Set("Connection", "close")
 			writeError(w, http.StatusRequestTimeout, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("Request Timeout: body not received within %s", rq.st.cfg.Server.ReadBodyTimeout.D()))
+				fmt.Sprintf("Request Timeout: body not received within %s", rq.State().Config().Server.ReadBodyTimeout.D()))
 		default:
 			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Bad Request: could not read body")
 		}
@@ -383,10 +203,10 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 		if !h.loadSession(w, r, rq) {
 			return
 		}
-		if v, _ := protocol.ParseVersion(rq.version); v.AtLeast(protocol.V2025_06_18) {
+		if v, _ := protocol.ParseVersion(rq.Version); v.AtLeast(protocol.V2025_06_18) {
 			// The 2025-06-18 changelog removed JSON-RPC batching.
 			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-				"Bad Request: JSON-RPC batches are not supported in protocol version "+rq.version)
+				"Bad Request: JSON-RPC batches are not supported in protocol version "+rq.Version)
 			return
 		}
 		h.serveBatch(w, r, rq, body)
@@ -427,14 +247,19 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	switch msg.Kind {
 	case jsonrpc.KindNotification:
-		h.notification(r.Context(), rq, msg)
+		h.srv.Notification(r.Context(), rq, msg)
 		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindResponse, jsonrpc.KindErrorResponse:
 		// Answers to the upstreams' requests the gateway forwarded.
-		h.clientResponse(r.Context(), rq, msg)
+		h.srv.ClientResponse(r.Context(), rq, msg)
 		w.WriteHeader(http.StatusAccepted)
 	default:
-		h.serveRequest(w, r, rq, msg)
+		m := dispatch.LookupMethod(msg.Method, false)
+		if m == nil {
+			writeJSON(w, http.StatusOK, jsonrpc.AppendError(nil, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s", msg.Method)))
+			return
+		}
+		h.serveRequest(w, r, rq, msg, m)
 	}
 }
 
@@ -503,7 +328,7 @@ func isTimeout(err error) bool {
 // loadSession checks the session and version headers of a non-initialize
 // request and loads the session into rq. It writes the error response and
 // returns false when the request must stop.
-func (h *Handler) loadSession(w http.ResponseWriter, r *http.Request, rq *request) bool {
+func (h *Handler) loadSession(w http.ResponseWriter, r *http.Request, rq *dispatch.Request) bool {
 	id := r.Header.Get(protocol.HeaderSessionID)
 	if id == "" {
 		// 2025-11-25 basic/transports, "Session Management" 2.
@@ -518,14 +343,14 @@ func (h *Handler) loadSession(w http.ResponseWriter, r *http.Request, rq *reques
 	}
 	var rec *session.Record
 	var err error
-	if strings.HasPrefix(id, statelessPrefix) {
+	if strings.HasPrefix(id, dispatch.StatelessPrefix) {
 		// The gateway's own records of stateless callers are not
 		// sessions a client may name.
 		err = session.ErrNotFound
 	} else {
 		rec, err = h.store.Get(r.Context(), id)
 	}
-	if err == nil && !boundTo(rec, rq.principal) {
+	if err == nil && !dispatch.BoundTo(rec, rq.Principal()) {
 		// A session presented by someone else is, to them, a session that
 		// does not exist: same status, same message.
 		err = session.ErrNotFound
@@ -539,21 +364,17 @@ func (h *Handler) loadSession(w http.ResponseWriter, r *http.Request, rq *reques
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
 		return false
 	}
-	rq.sess = rec
+	rq.Session = rec
 	// The negotiated version identifies the protocol, whatever the header
 	// says (an absent header only means 2025-03-26 when nothing else tells).
-	rq.version = rec.ProtocolVersion
-	if rq.version == "" {
-		rq.version = protocol.Assumed.String()
+	rq.Version = rec.ProtocolVersion
+	if rq.Version == "" {
+		rq.Version = protocol.Assumed.String()
 	}
 	return true
 }
 
-func boundTo(rec *session.Record, p *auth.Principal) bool {
-	return rec.Principal.Issuer == p.Issuer && rec.Principal.Subject == p.Subject && rec.Principal.Tenant == p.Tenant
-}
-
-func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, rq *request) {
+func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, rq *dispatch.Request) {
 	if !accepts(r, "text/event-stream") {
 		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
 			"Not Acceptable: Accept must list text/event-stream")
@@ -565,42 +386,16 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, rq *request) 
 	h.serveStream(w, r, rq)
 }
 
-func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, rq *request) {
+func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, rq *dispatch.Request) {
 	if !h.loadSession(w, r, rq) {
 		return
 	}
-	if err := h.store.Delete(r.Context(), rq.sess.ID); err != nil {
+	if err := h.store.Delete(r.Context(), rq.Session.ID); err != nil {
 		h.log.Error("session store", "error", err)
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
 		return
 	}
-	h.streams.end(rq.sess.ID)
-	h.catalog.EndSession(rq.sess.ID)
-	h.terminateUpstreams(r.Context(), rq.st, rq.sess)
+	h.streams.end(rq.Session.ID)
+	h.srv.EndSession(r.Context(), rq)
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// terminateTimeout bounds the termination of one session's upstream
-// sessions.
-const terminateTimeout = 5 * time.Second
-
-// terminateUpstreams ends a gateway session's upstream sessions, all at once
-// (one goroutine per upstream, waited for) and bounded in time, whatever
-// happens to ctx.
-func (h *Handler) terminateUpstreams(ctx context.Context, st *state, rec *session.Record) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	for name, us := range rec.Upstreams {
-		up := st.byName[name]
-		if up == nil || us.SessionID == "" {
-			continue
-		}
-		wg.Go(func() {
-			if err := up.client.Terminate(ctx, us); err != nil {
-				h.log.Warn("terminating upstream session", "upstream", name, "error", err)
-			}
-		})
-	}
-	wg.Wait()
 }

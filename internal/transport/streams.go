@@ -1,4 +1,4 @@
-package router
+package transport
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
@@ -167,9 +168,9 @@ type streamHooks struct {
 // The GET stream of a session and a subscriptions/listen stream (request
 // id and method) both run here. A stream over the principal's or the
 // tenant's cap is answered 429 before anything else happens.
-func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *request, key string, id jsonrpc.ID, method string, hooks streamHooks) {
-	lim := rq.st.cfg.Limits
-	s, limit, max := h.streams.open(key, principalKey(rq), rq.principal.Tenant,
+func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch.Request, key string, id jsonrpc.ID, method string, hooks streamHooks) {
+	lim := rq.State().Config().Limits
+	s, limit, max := h.streams.open(key, dispatch.PrincipalKey(rq), rq.Principal().Tenant,
 		streamCaps{perPrincipal: lim.StreamsPerPrincipal, perTenant: lim.StreamsPerTenant})
 	if s == nil {
 		h.tooMany(w, r, rq, id, method, limit, int64(max))
@@ -179,7 +180,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *request,
 	// A reload that removed the tenant after this request took its
 	// snapshot stops the streams it finds registered; one registered just
 	// now, after that sweep, sees the new config here instead.
-	if cur := h.state.Load(); cur != rq.st && !cur.tenants.Known(rq.principal.Tenant) {
+	if cur := h.srv.Current(); cur != rq.State() && !cur.Tenants().Known(rq.Principal().Tenant) {
 		writeError(w, http.StatusForbidden, id, jsonrpc.CodeInvalidRequest, "Forbidden: unknown tenant")
 		return
 	}
@@ -187,7 +188,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *request,
 	out.onSSE = h.metrics.SSEStreamOpened
 	out.startSSE()
 	defer h.metrics.SSEStreamClosed()
-	if hooks.first != nil && out.event(hooks.first) != nil {
+	if hooks.first != nil && out.Event(hooks.first) != nil {
 		return
 	}
 	tick := time.NewTicker(heartbeat)
@@ -201,7 +202,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *request,
 					continue
 				}
 			}
-			if out.event(msg) != nil {
+			if out.Event(msg) != nil {
 				return
 			}
 		case <-tick.C:
@@ -214,7 +215,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *request,
 			}
 		case <-s.done:
 			if hooks.ended != nil {
-				_ = out.event(hooks.ended)
+				_ = out.Event(hooks.ended)
 			}
 			return
 		case <-r.Context().Done():
@@ -224,8 +225,8 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *request,
 }
 
 // serveStream serves a session's GET stream.
-func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *request) {
-	id := rq.sess.ID
+func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *dispatch.Request) {
+	id := rq.Session.ID
 	h.runStream(w, r, rq, id, jsonrpc.ID{}, "", streamHooks{
 		alive: func(ctx context.Context) bool {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)

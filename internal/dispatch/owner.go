@@ -1,4 +1,4 @@
-package router
+package dispatch
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // Two kinds have owners of their own, with the same contract: a list walk
 // belongs to the catalog (one per upstream and list, bounded by the
 // upstream's timeout, ended and waited for by catalog.close), and a watch
-// to the watchers (one per upstream, ended by stopWatches). Handler.Close
+// to the watchers (one per upstream, ended by stopWatches). Server.Close
 // closes all three.
 
 const (
@@ -101,7 +101,7 @@ func (o *owner) close() {
 // once (the hook runs in the store's sweeper). A full queue, or a Handler
 // being closed, drops the work: the upstream sessions then expire on the
 // upstreams' own schedule.
-func (h *Handler) Expire(rec *session.Record) {
+func (h *Server) Expire(rec *session.Record) {
 	h.catalog.EndSession(rec.ID)
 	// Only what Terminate needs is kept: the ids, not the capabilities
 	// an upstream chose.
@@ -139,7 +139,7 @@ func (h *Handler) Expire(rec *session.Record) {
 // expiryWorker ends queued upstream sessions until the queue is empty.
 // Each termination is bounded in time (terminateUpstreams); Close lets the
 // one in progress finish and drops the rest.
-func (h *Handler) expiryWorker(context.Context) {
+func (h *Server) expiryWorker(context.Context) {
 	o := &h.own
 	for {
 		o.mu.Lock()

@@ -1,4 +1,4 @@
-package router
+package dispatch
 
 import (
 	"context"
@@ -31,10 +31,10 @@ import (
 
 // upstreams returns the tenant's upstreams, in config order. The slice is
 // shared: it must not be modified.
-func (rq *request) upstreams() []*upstreamRef { return rq.tenantUpstreams().refs }
+func (rq *Request) upstreams() []*upstreamRef { return rq.tenantUpstreams().refs }
 
 // tenantUpstreams returns the tenant's upstreams, made once per snapshot.
-func (rq *request) tenantUpstreams() *tenantUpstreams {
+func (rq *Request) tenantUpstreams() *tenantUpstreams {
 	if v, ok := rq.st.byTenant.Load(rq.view.ID); ok {
 		return v.(*tenantUpstreams)
 	}
@@ -51,7 +51,7 @@ func (rq *request) tenantUpstreams() *tenantUpstreams {
 
 // initUpstreams opens sessions with all of ups at once. Failures are logged
 // and leave the upstream out of the returned map.
-func (h *Handler) initUpstreams(ctx context.Context, ups []*upstreamRef) map[string]session.Upstream {
+func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef) map[string]session.Upstream {
 	var mu sync.Mutex
 	out := make(map[string]session.Upstream, len(ups))
 	var wg sync.WaitGroup
@@ -73,7 +73,7 @@ func (h *Handler) initUpstreams(ctx context.Context, ups []*upstreamRef) map[str
 	return out
 }
 
-func (h *Handler) rememberCaps(name string, caps json.RawMessage) {
+func (h *Server) rememberCaps(name string, caps json.RawMessage) {
 	h.capsMu.Lock()
 	h.lastCaps[name] = caps
 	h.capsMu.Unlock()
@@ -81,9 +81,9 @@ func (h *Handler) rememberCaps(name string, caps json.RawMessage) {
 
 // caps returns what is known of an upstream's capabilities: from this
 // session's upstream session, else as last seen by this replica.
-func (rq *request) caps(up *upstreamRef) json.RawMessage {
+func (rq *Request) caps(up *upstreamRef) json.RawMessage {
 	rq.mu.Lock()
-	us, ok := rq.sess.Upstreams[up.cfg.Name]
+	us, ok := rq.Session.Upstreams[up.cfg.Name]
 	rq.mu.Unlock()
 	if ok {
 		return us.Capabilities
@@ -96,7 +96,7 @@ func (rq *request) caps(up *upstreamRef) json.RawMessage {
 // hasCap reports whether the upstream is known to offer capability name. An
 // upstream whose capabilities are unknown (never reached) is assumed to
 // offer it, so that it is tried.
-func (rq *request) hasCap(up *upstreamRef, name string) bool {
+func (rq *Request) hasCap(up *upstreamRef, name string) bool {
 	caps := rq.caps(up)
 	if caps == nil {
 		return true
@@ -119,7 +119,7 @@ const (
 
 // capSet returns the names of the capabilities in caps, parsing each
 // distinct small capabilities object once (see capSetMaxBytes).
-func (h *Handler) capSet(caps json.RawMessage) map[string]bool {
+func (h *Server) capSet(caps json.RawMessage) map[string]bool {
 	cacheable := len(caps) <= capSetMaxBytes
 	if cacheable {
 		if v, ok := h.capSets.Load(string(caps)); ok {
@@ -148,17 +148,17 @@ func (h *Handler) capSet(caps json.RawMessage) map[string]bool {
 
 // modern reports whether the session's upstream session with up is of the
 // 2026-07-28 revision.
-func (rq *request) modern(up *upstreamRef) bool {
+func (rq *Request) modern(up *upstreamRef) bool {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
-	return upstream.IsModern(rq.sess.Upstreams[up.cfg.Name])
+	return upstream.IsModern(rq.Session.Upstreams[up.cfg.Name])
 }
 
 // upstreamSession returns the session's upstream session with up, opening
 // one if there is none yet.
-func (rq *request) upstreamSession(ctx context.Context, up *upstreamRef) (session.Upstream, error) {
+func (rq *Request) upstreamSession(ctx context.Context, up *upstreamRef) (session.Upstream, error) {
 	rq.mu.Lock()
-	us, ok := rq.sess.Upstreams[up.cfg.Name]
+	us, ok := rq.Session.Upstreams[up.cfg.Name]
 	rq.mu.Unlock()
 	if ok {
 		return us, nil
@@ -167,20 +167,20 @@ func (rq *request) upstreamSession(ctx context.Context, up *upstreamRef) (sessio
 }
 
 // upstreamSessions returns a snapshot of the session's upstream sessions.
-func (rq *request) upstreamSessions() map[string]session.Upstream {
+func (rq *Request) upstreamSessions() map[string]session.Upstream {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
-	if rq.sess == nil {
+	if rq.Session == nil {
 		return nil
 	}
-	return maps.Clone(rq.sess.Upstreams)
+	return maps.Clone(rq.Session.Upstreams)
 }
 
 // openUpstream opens a new upstream session to replace the one with id prev
 // ("" when there is none) and stores it.
-func (rq *request) openUpstream(ctx context.Context, up *upstreamRef, prev string) (session.Upstream, error) {
+func (rq *Request) openUpstream(ctx context.Context, up *upstreamRef, prev string) (session.Upstream, error) {
 	h := rq.h
-	key := rq.sess.ID + "\x00" + up.cfg.Name + "\x00" + prev
+	key := rq.Session.ID + "\x00" + up.cfg.Name + "\x00" + prev
 	v, err, _ := h.sf.Do(key, func() (any, error) {
 		// Detached: the session outlives the request that happened to open
 		// it, and other requests may be waiting on this one.
@@ -190,7 +190,7 @@ func (rq *request) openUpstream(ctx context.Context, up *upstreamRef, prev strin
 			return nil, err
 		}
 		h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
-		cur, err := h.store.SetUpstream(ctx, rq.sess.ID, up.cfg.Name, prev, res.Session)
+		cur, err := h.store.SetUpstream(ctx, rq.Session.ID, up.cfg.Name, prev, res.Session)
 		switch {
 		case err == nil:
 			return res.Session, nil
@@ -211,10 +211,10 @@ func (rq *request) openUpstream(ctx context.Context, up *upstreamRef, prev strin
 	us := v.(session.Upstream)
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
-	if rq.sess.Upstreams == nil {
-		rq.sess.Upstreams = make(map[string]session.Upstream)
+	if rq.Session.Upstreams == nil {
+		rq.Session.Upstreams = make(map[string]session.Upstream)
 	}
-	rq.sess.Upstreams[up.cfg.Name] = us
+	rq.Session.Upstreams[up.cfg.Name] = us
 	return us, nil
 }
 
@@ -222,13 +222,13 @@ func (rq *request) openUpstream(ctx context.Context, up *upstreamRef, prev strin
 // re-opening the upstream session as needed. It runs in a client span whose
 // context travels upstream in the headers and in params._meta; the span
 // ends, and the upstream request is counted, when the response is closed.
-func (rq *request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage) (*tracedResponse, error) {
+func (rq *Request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage) (*tracedResponse, error) {
 	return rq.callWith(ctx, up, id, method, params, nil)
 }
 
 // callWith is call with the Mcp-Param-* headers of a tools/call, for a
 // 2026-07-28 upstream.
-func (rq *request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage, hdr http.Header) (*tracedResponse, error) {
+func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage, hdr http.Header) (*tracedResponse, error) {
 	h := rq.h
 	start := time.Now()
 	ctx, span := telemetry.StartClientSpan(ctx, h.tracer, up.cfg.Name, method, "", telemetry.Tenant(rq.view.ID))
@@ -272,23 +272,23 @@ func (rq *request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID,
 // when the client speaks that revision too, else the gateway fills them in
 // from the client's session (2026-07-28 basic/versioning: every request
 // carries its version, client info and capabilities).
-func (rq *request) upstreamParams(us session.Upstream, params json.RawMessage) json.RawMessage {
+func (rq *Request) upstreamParams(us session.Upstream, params json.RawMessage) json.RawMessage {
 	if !upstream.IsModern(us) {
-		if rq.stateless {
+		if rq.Stateless {
 			return stripProtocolMeta(params)
 		}
 		return params
 	}
-	if rq.stateless {
+	if rq.Stateless {
 		return params
 	}
-	return upstream.WithModernMeta(params, rq.sess.ClientInfo, rq.sess.ClientCapabilities)
+	return upstream.WithModernMeta(params, rq.Session.ClientInfo, rq.Session.ClientCapabilities)
 }
 
 // tracedResponse is an upstream response in its client span.
 type tracedResponse struct {
 	*upstream.Response
-	h      *Handler
+	h      *Server
 	up     string
 	method string
 	span   trace.Span
@@ -345,7 +345,7 @@ func (r *tracedResponse) finish(err error) {
 
 // noteUpstream records how the last request to an upstream went, for
 // readiness: a gateway none of whose upstreams answers is not ready.
-func (h *Handler) noteUpstream(name string, err error) {
+func (h *Server) noteUpstream(name string, err error) {
 	h.healthMu.Lock()
 	defer h.healthMu.Unlock()
 	if h.health == nil {
@@ -357,7 +357,7 @@ func (h *Handler) noteUpstream(name string, err error) {
 // UpstreamProblems returns, when every upstream that was tried failed on
 // its last request, one line per upstream; nil when at least one upstream
 // answers (or none was tried yet).
-func (h *Handler) UpstreamProblems() []string {
+func (h *Server) UpstreamProblems() []string {
 	st := h.state.Load()
 	h.healthMu.Lock()
 	defer h.healthMu.Unlock()
@@ -377,7 +377,7 @@ func (h *Handler) UpstreamProblems() []string {
 // never collide. Replicas share upstream sessions through the store, so the
 // ids are unique across replicas too: a random per-process part, then a
 // counter.
-func (h *Handler) internalID() jsonrpc.ID {
+func (h *Server) internalID() jsonrpc.ID {
 	return jsonrpc.StringID("g." + h.idPrefix + "." + strconv.FormatUint(h.ids.Add(1), 10))
 }
 
@@ -388,7 +388,7 @@ func forwardID(id jsonrpc.ID) jsonrpc.ID { return jsonrpc.StringID("c." + id.Str
 
 // roundTrip sends a request the gateway itself needs answered and returns
 // the result, ignoring any notifications on the way.
-func (rq *request) roundTrip(ctx context.Context, up *upstreamRef, method string, params json.RawMessage) (json.RawMessage, error) {
+func (rq *Request) roundTrip(ctx context.Context, up *upstreamRef, method string, params json.RawMessage) (json.RawMessage, error) {
 	resp, err := rq.call(ctx, up, rq.h.internalID(), method, params)
 	if err != nil {
 		return nil, err
@@ -421,7 +421,7 @@ func resultOf(next func() (*jsonrpc.Message, []byte, error), note func(*jsonrpc.
 
 // fetchList returns all items of kind k from up, following nextCursor
 // within b, on the request's own upstream session.
-func (rq *request) fetchList(ctx context.Context, up *upstreamRef, k catalog.Kind, b catalog.Bounds) ([]json.RawMessage, bool, error) {
+func (rq *Request) fetchList(ctx context.Context, up *upstreamRef, k catalog.Kind, b catalog.Bounds) ([]json.RawMessage, bool, error) {
 	return catalog.Paginate(up.cfg.Name, k, b, func(params json.RawMessage) (json.RawMessage, error) {
 		return rq.roundTrip(ctx, up, k.Info().ListMethod, params)
 	})
@@ -445,17 +445,17 @@ func listOn(ctx context.Context, c *upstream.Client, us session.Upstream, k cata
 
 // listScope is the scope of the request's per-session listings: its
 // gateway session (for a stateless request, the principal's record).
-func (rq *request) listScope() string {
-	if rq.sess == nil {
+func (rq *Request) listScope() string {
+	if rq.Session == nil {
 		return ""
 	}
-	return rq.sess.ID
+	return rq.Session.ID
 }
 
 // observe reacts to a notification an upstream sent: a list change marks
 // the catalog's listings of that kind stale. It returns the kinds whose
 // listings were cached.
-func (h *Handler) observe(up *upstreamRef, msg *jsonrpc.Message) []catalog.Kind {
+func (h *Server) observe(up *upstreamRef, msg *jsonrpc.Message) []catalog.Kind {
 	if ks := catalog.ChangedKinds(msg.Method); ks != nil {
 		return h.catalog.Stale(up.cfg.Name, ks...)
 	}
@@ -466,7 +466,7 @@ func (h *Handler) observe(up *upstreamRef, msg *jsonrpc.Message) []catalog.Kind 
 // catalog, the shared one, or, for an upstream whose lists are per session
 // (or private), the one fetched under this session's own upstream session
 // and never served to another.
-func (rq *request) Listing(ctx context.Context, up *catalog.Upstream, k catalog.Kind) (*catalog.Listing, error) {
+func (rq *Request) Listing(ctx context.Context, up *catalog.Upstream, k catalog.Kind) (*catalog.Listing, error) {
 	scope := rq.listScope()
 	if l := rq.h.catalog.Fresh(up, k, scope); l != nil {
 		return l, nil // every call's path: no closure, no allocation
@@ -480,7 +480,7 @@ func (rq *request) Listing(ctx context.Context, up *catalog.Upstream, k catalog.
 // Visible implements catalog.Lookup with the tenant's policy: whether it
 // may see, and so use, the item of kind k that up calls name (see
 // tenant.View.Decide).
-func (rq *request) Visible(k catalog.Kind, up *catalog.Upstream, name string) bool {
+func (rq *Request) Visible(k catalog.Kind, up *catalog.Upstream, name string) bool {
 	return rq.view.Decide(policyKind(k), up.Name, name).Allowed
 }
 
@@ -496,7 +496,7 @@ func policyKind(k catalog.Kind) tenant.Kind {
 
 // resolve finds the upstream exposing name (a tool or prompt name, or a
 // resource URI in the listing of kind k) and its listed item.
-func (rq *request) resolve(ctx context.Context, k catalog.Kind, name string) (*upstreamRef, *catalog.Item, error) {
+func (rq *Request) resolve(ctx context.Context, k catalog.Kind, name string) (*upstreamRef, *catalog.Item, error) {
 	tu := rq.tenantUpstreams()
 	i, it, err := rq.h.catalog.Resolve(ctx, k, name, tu.cats, rq)
 	if err != nil {
@@ -507,7 +507,7 @@ func (rq *request) resolve(ctx context.Context, k catalog.Kind, name string) (*u
 
 // resolveURI finds the upstream serving a resource URI (or a URI template,
 // for completions) and the URI it has there.
-func (rq *request) resolveURI(ctx context.Context, k catalog.Kind, uri string) (*upstreamRef, string, error) {
+func (rq *Request) resolveURI(ctx context.Context, k catalog.Kind, uri string) (*upstreamRef, string, error) {
 	tu := rq.tenantUpstreams()
 	i, orig, err := rq.h.catalog.ResolveURI(ctx, k, uri, tu.cats, rq)
 	if err != nil {

@@ -1,8 +1,9 @@
-package router
+package transport
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -10,7 +11,10 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/auth"
+	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/protocol"
 )
 
 // A responder writes the answer to one POSTed request: either one
@@ -23,6 +27,9 @@ type responder struct {
 	rc *http.ResponseController
 
 	discard bool // a collector: nothing is written
+	// metadataURL is the protected resource metadata a step-up challenge
+	// points to.
+	metadataURL string
 	// onSSE, if set, is called once when the response becomes a stream.
 	onSSE func()
 
@@ -114,10 +121,10 @@ func (r *responder) startSSE() {
 	_ = r.rc.Flush() // flushing is best-effort
 }
 
-// event writes one JSON-RPC message as an SSE event and flushes it, so the
+// Event writes one JSON-RPC message as an SSE event and flushes it, so the
 // client sees it as soon as the upstream sent it. It switches the response
 // to SSE if needed.
-func (r *responder) event(msg []byte) error {
+func (r *responder) Event(msg []byte) error {
 	if r.discard {
 		return nil
 	}
@@ -236,10 +243,10 @@ func (r *responder) final(status int, msg []byte) {
 	writeJSON(r.w, status, msg)
 }
 
-// finalResult writes a success response. As a JSON body it is written in
+// Result writes a success response. As a JSON body it is written in
 // three parts, so that a large result (a cached list) is not copied into a
 // new envelope for every response.
-func (r *responder) finalResult(id jsonrpc.ID, result json.RawMessage) {
+func (r *responder) Result(id jsonrpc.ID, result json.RawMessage) {
 	r.mu.Lock()
 	sse, written := r.sse, r.written
 	r.mu.Unlock()
@@ -267,6 +274,34 @@ func (r *responder) finalResult(id jsonrpc.ID, result json.RawMessage) {
 	_, _ = r.w.Write([]byte{'}'})
 }
 
+// Stream implements dispatch.Out: the upstream streams, so does the answer.
+func (r *responder) Stream() { r.startSSE() }
+
+// Collects implements dispatch.Out: a collector sends nothing before the
+// response.
+func (r *responder) Collects() bool { return r.discard }
+
+// Refuse implements dispatch.Out: a header mismatch is a 400 (2026-07-28
+// basic/transports/streamable-http, "Server Validation"), a missing scope a
+// 403 step-up challenge (2025-11-25 basic/authorization, "Scope Challenge
+// Handling"), when nothing was written yet.
+func (r *responder) Refuse(id jsonrpc.ID, err error) bool {
+	if r.discard || r.Started() {
+		return false
+	}
+	var hm *catalog.HeaderMismatchError
+	var se *dispatch.ScopeError
+	switch {
+	case errors.As(err, &hm):
+		r.final(http.StatusBadRequest, jsonrpc.AppendError(nil, id, &jsonrpc.Error{Code: protocol.CodeHeaderMismatch, Message: hm.Error()}))
+		return true
+	case errors.As(err, &se):
+		r.challenge(r.metadataURL, se.Scopes)
+		return true
+	}
+	return false
+}
+
 // challenge answers 403 with an insufficient_scope challenge naming scopes.
 func (r *responder) challenge(resourceMetadataURL string, scopes []string) {
 	r.mu.Lock()
@@ -275,8 +310,8 @@ func (r *responder) challenge(resourceMetadataURL string, scopes []string) {
 	auth.InsufficientScope(r.w, resourceMetadataURL, scopes)
 }
 
-// started reports whether headers have been sent.
-func (r *responder) started() bool {
+// Started reports whether headers have been sent.
+func (r *responder) Started() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.written

@@ -1,4 +1,4 @@
-package router
+package dispatch
 
 import (
 	"bytes"
@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/gateway/internal/audit"
-	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
@@ -30,9 +29,9 @@ import (
 type call struct {
 	id     jsonrpc.ID
 	method string
-	m      *method // its entry in the method table
+	m      *Method // its entry in the method table
 	params json.RawMessage
-	out    *responder
+	out    Out
 
 	// Set by the method as it routes, for spans, metrics and the audit log.
 	upstream  string // the owning upstream
@@ -52,118 +51,14 @@ type call struct {
 // A methodFunc serves one MCP method. It returns the result, or an error
 // that toJSONRPCError turns into the response's error object. Notifications
 // it relays on the way go straight to c.out.
-type methodFunc func(ctx context.Context, rq *request, c *call) (json.RawMessage, error)
-
-// serveInitialize answers initialize: it negotiates the version, stores the
-// session, then opens the upstream sessions and issues the session's id.
-//
-// The record is created before any upstream is contacted: the store is
-// where the per-principal, per-tenant and global caps on sessions are
-// enforced, and a refused initialize must cost the upstreams nothing.
-func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request, rq *request, msg *jsonrpc.Message) {
-	fail := func(code int64, format string, args ...any) {
-		writeJSON(w, http.StatusOK, jsonrpc.AppendError(nil, msg.ID, jsonrpc.Errorf(code, format, args...)))
-	}
-	p, err := jsonx.ParseValidObject(msg.Params)
-	if err != nil {
-		fail(jsonrpc.CodeInvalidParams, "Invalid params: initialize params must be an object")
-		return
-	}
-	clientVersion, ok := p.GetString("protocolVersion")
-	if !ok {
-		fail(jsonrpc.CodeInvalidParams, "Invalid params: protocolVersion is required")
-		return
-	}
-	// The record keeps both for the session's life, in the store: their
-	// size is the client's choice, so it is bounded.
-	lim := rq.st.cfg.Limits
-	info, caps := p.Get("clientInfo"), p.Get("capabilities")
-	if len(info) > lim.ClientInfoBytes {
-		h.limitHit(r.Context(), rq, telemetry.LimitClientInfo, msg.Method)
-		fail(jsonrpc.CodeInvalidParams, "Invalid params: clientInfo exceeds limits.client_info_bytes (%d bytes)", lim.ClientInfoBytes)
-		return
-	}
-	if len(caps) > lim.ClientCapabilitiesBytes {
-		h.limitHit(r.Context(), rq, telemetry.LimitClientCapabilities, msg.Method)
-		fail(jsonrpc.CodeInvalidParams, "Invalid params: capabilities exceed limits.client_capabilities_bytes (%d bytes)", lim.ClientCapabilitiesBytes)
-		return
-	}
-	// 2025-11-25 basic/lifecycle, "Version Negotiation": the client's
-	// version if we support it, else our latest.
-	version := protocol.LatestSession.String()
-	if protocol.Listed(clientVersion, protocol.SessionVersions) {
-		version = clientVersion
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), rq.st.cfg.Server.RequestTimeout.D())
-	defer cancel()
-	now := time.Now()
-	rec := &session.Record{
-		ID:                 session.NewID(),
-		ProtocolVersion:    version,
-		ClientInfo:         info,
-		ClientCapabilities: caps,
-		Principal: session.Principal{
-			Issuer: rq.principal.Issuer, Subject: rq.principal.Subject, Tenant: rq.principal.Tenant,
-		},
-		Created:  now,
-		LastSeen: now,
-	}
-	if err := h.store.Create(ctx, rec); err != nil {
-		h.refuseCreate(w, r, rq, msg.ID, msg.Method, err)
-		return
-	}
-	ups := rq.upstreams()
-	opened := h.initUpstreams(ctx, ups)
-	rec.Upstreams = make(map[string]session.Upstream, len(opened))
-	var mu sync.Mutex
-	var failed error
-	var wg sync.WaitGroup
-	for name, us := range opened {
-		// Concurrently, as they were opened: the latency of one store
-		// round trip, not of one per upstream. Compare-and-swap from
-		// nothing: only this request knows the id.
-		wg.Go(func() {
-			cur, err := h.store.SetUpstream(ctx, rec.ID, name, "", us)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				failed = fmt.Errorf("storing upstream session %s: %w", name, err)
-				return
-			}
-			rec.Upstreams[name] = cur
-		})
-	}
-	wg.Wait()
-	if failed != nil {
-		// Never hand out an id whose record could not be completed.
-		h.log.Error("creating session", "error", failed)
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
-		_ = h.store.Delete(dctx, rec.ID)
-		cancel()
-		rec.Upstreams = opened
-		h.catalog.EndSession(rec.ID)
-		h.terminateUpstreams(ctx, rq.st, rec)
-		writeError(w, http.StatusServiceUnavailable, msg.ID, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
-		return
-	}
-	rq.sess = rec
-	result, _ := json.Marshal(struct {
-		ProtocolVersion string                     `json:"protocolVersion"`
-		Capabilities    map[string]json.RawMessage `json:"capabilities"`
-		ServerInfo      map[string]string          `json:"serverInfo"`
-	}{version, rq.capabilities(ups), map[string]string{"name": "mcp-gateway", "version": h.version}})
-	w.Header().Set(protocol.HeaderSessionID, rec.ID)
-	h.log.Info("session started", "session_id", rec.ID, "tenant", rec.Principal.Tenant,
-		"protocol_version", version, "upstreams", len(rec.Upstreams))
-	writeJSON(w, http.StatusOK, jsonrpc.AppendResult(nil, msg.ID, result))
-}
+type methodFunc func(ctx context.Context, rq *Request, c *call) (json.RawMessage, error)
 
 // capabilities returns the union of what ups offer, as far as the gateway
 // delivers it. Lists announce listChanged: the gateway sends list_changed on
 // the session's GET stream when a reload or an upstream's new list changes
 // what the tenant sees. Resources do not announce subscribe: resource
 // updates arrive on upstream streams the gateway does not relay yet.
-func (rq *request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
+func (rq *Request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 	out := make(map[string]json.RawMessage)
 	for _, name := range []string{"tools", "prompts", "resources", "logging", "completions"} {
 		for _, up := range ups {
@@ -181,46 +76,32 @@ func (rq *request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 	return out
 }
 
-// serveRequest answers one JSON-RPC request.
-func (h *Handler) serveRequest(w http.ResponseWriter, r *http.Request, rq *request, msg *jsonrpc.Message) {
-	out := newResponder(w)
-	out.onSSE = h.metrics.SSEStreamOpened
-	out.deferHeaders()
-	defer out.finish()
-	defer func() {
-		if out.sse {
-			h.metrics.SSEStreamClosed()
-		}
-	}()
-	if final := h.dispatch(r.Context(), rq, msg, out); final != nil {
-		out.final(http.StatusOK, final)
-	}
-}
-
-// dispatch serves one request through the method table. Notifications it
-// relays go to out as they arrive; the response message is returned, or nil
-// when none must be sent (the client cancelled the request).
-func (h *Handler) dispatch(ctx context.Context, rq *request, msg *jsonrpc.Message, out *responder) []byte {
-	m := lookupMethod(msg.Method, false)
+// Dispatch serves one request of a session (2025-11-25 and older) through
+// the method table. Notifications it relays go to out as they arrive. The
+// response message is returned, or nil when it went to out or none must be
+// sent (the client cancelled the request).
+func (h *Server) Dispatch(ctx context.Context, rq *Request, msg *jsonrpc.Message, out Out) []byte {
+	m := LookupMethod(msg.Method, false)
 	if m == nil {
 		return jsonrpc.AppendError(nil, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s", msg.Method))
 	}
-	return h.dispatchWith(ctx, rq, msg, out, m)
+	return h.Serve(ctx, rq, msg, out, m)
 }
 
-// dispatchWith serves one request with its method's entry m.
-func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Message, out *responder, m *method) []byte {
+// Serve is Dispatch with the method's entry m, which the caller looked
+// up (see LookupMethod).
+func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, out Out, m *Method) []byte {
 	ctx, cancel := context.WithTimeout(ctx, rq.st.cfg.Server.RequestTimeout.D())
 	defer cancel()
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	defer cancelCause(nil)
-	key := inflightKey(rq.sess.ID, msg.ID)
+	key := inflightKey(rq.Session.ID, msg.ID)
 	h.inflight.add(key, cancelCause)
 	defer h.inflight.remove(key)
 
 	start := time.Now()
 	ctx, span := telemetry.StartServerSpan(ctx, h.tracer, msg.Method, "", msg.Params,
-		telemetry.SessionID(rq.sess.ID), telemetry.ProtocolVersion(rq.version), telemetry.Tenant(rq.view.ID))
+		telemetry.SessionID(rq.Session.ID), telemetry.ProtocolVersion(rq.Version), telemetry.Tenant(rq.view.ID))
 	if a, ok := telemetry.RequestID(msg.ID.Raw()); ok {
 		span.SetAttributes(a)
 	}
@@ -241,36 +122,27 @@ func (h *Handler) dispatchWith(ctx context.Context, rq *request, msg *jsonrpc.Me
 		}
 	}
 	outcome := h.observeRequest(ctx, rq, c, err, span, start)
-	var hm *catalog.HeaderMismatchError
-	if errors.As(err, &hm) && !out.discard && !out.started() {
-		out.final(http.StatusBadRequest, jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: protocol.CodeHeaderMismatch, Message: hm.Error()}))
-		return nil
-	}
-	var se *scopeError
-	if errors.As(err, &se) && !out.discard && !out.started() {
-		// A step-up challenge is an HTTP answer (2025-11-25
-		// basic/authorization, "Scope Challenge Handling").
-		out.challenge(auth.MetadataURL(rq.st.cfg.Server.PublicURL), se.scopes)
+	if err != nil && out.Refuse(msg.ID, err) {
 		return nil
 	}
 	if err != nil {
-		if outcome == telemetry.OutcomeCancelled && out.started() {
+		if outcome == telemetry.OutcomeCancelled && out.Started() {
 			// The client cancelled; it expects no response (2025-11-25
 			// basic/utilities/cancellation). End the stream without one.
 			return nil
 		}
 		e := h.toJSONRPCError(ctx, msg.Method, err)
-		if rq.stateless && e.Code == protocol.CodeResourceNotFound {
+		if rq.Stateless && e.Code == protocol.CodeResourceNotFound {
 			// 2026-07-28 changelog, minor change 6.
 			e = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message, Data: e.Data}
 		}
 		return jsonrpc.AppendError(nil, msg.ID, e)
 	}
-	if rq.stateless {
+	if rq.Stateless {
 		res = h.decorate(rq, m, res)
 	}
-	if !out.discard {
-		out.finalResult(msg.ID, res)
+	if !out.Collects() {
+		out.Result(msg.ID, res)
 		return nil
 	}
 	return jsonrpc.AppendResult(nil, msg.ID, res)
@@ -307,7 +179,7 @@ func failureReason(err error) string {
 // tool-call metrics, policy denials, and the audit record of the methods
 // that reach an upstream's tools, prompts and resources. It returns the
 // outcome.
-func (h *Handler) observeRequest(ctx context.Context, rq *request, c *call, err error, span trace.Span, start time.Time) string {
+func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, err error, span trace.Span, start time.Time) string {
 	d := time.Since(start)
 	outcome := telemetry.OutcomeOK
 	decision := audit.DecisionAllow
@@ -326,7 +198,7 @@ func (h *Handler) observeRequest(ctx context.Context, rq *request, c *call, err 
 		c.upstream, c.original = re.DeniedBy, re.DeniedName
 		h.metrics.PolicyDenial(rq.view.ID, re.DeniedBy, re.Kind.Info().Noun)
 		telemetry.SetJSONRPCError(span, jsonrpc.CodeInvalidParams, "denied by policy")
-	case errors.As(err, new(*scopeError)):
+	case errors.As(err, new(*ScopeError)):
 		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
 		h.metrics.PolicyDenial(rq.view.ID, c.upstream, "scope")
 		telemetry.SetError(span, err)
@@ -353,7 +225,7 @@ func (h *Handler) observeRequest(ctx context.Context, rq *request, c *call, err 
 	}
 	r := audit.Record{
 		Time: start, Event: event, Tenant: rq.view.ID,
-		Subject: rq.principal.Subject, ClientID: rq.principal.ClientID, SessionID: rq.sess.ID,
+		Subject: rq.principal.Subject, ClientID: rq.principal.ClientID, SessionID: rq.Session.ID,
 		Method: c.method, Upstream: c.upstream, Decision: decision, Duration: d,
 		TraceID: span.SpanContext().TraceID().String(),
 	}
@@ -388,106 +260,24 @@ func (h *Handler) observeRequest(ctx context.Context, rq *request, c *call, err 
 	return outcome
 }
 
-// serveBatch answers a JSON-RPC batch, which only 2025-03-26 allows (the
-// 2025-06-18 changelog removed batching). Requests are served one after
-// another and answered together in one application/json array;
-// notifications relayed on the way are dropped, as a JSON answer has no
-// room for them.
-//
-// A batch is one request to the gateway, so it is bounded like one: at
-// most limits.batch_messages messages, all served within
-// server.request_timeout together (a request reached after it is answered
-// with the timeout error, unserved). The array is written as each answer
-// is ready, so that the gateway holds one answer at a time, however large
-// the lists the batch asks for.
-func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, rq *request, body []byte) {
-	elems, err := jsonx.ParseArray(body)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError, "Parse error: invalid batch")
-		return
-	}
-	if len(elems) == 0 {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, "Invalid Request: empty batch")
-		return
-	}
-	if max := rq.st.cfg.Limits.BatchMessages; len(elems) > max {
-		h.limitHit(r.Context(), rq, telemetry.LimitBatchMessages, "")
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-			fmt.Sprintf("Invalid Request: a batch of %d messages exceeds limits.batch_messages (%d)", len(elems), max))
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), rq.st.cfg.Server.RequestTimeout.D())
-	defer cancel()
-	started, failed := false, false
-	reply := func(m []byte) {
-		if failed {
-			return
-		}
-		sep := []byte{','}
-		if !started {
-			started = true
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			sep[0] = '['
-		}
-		if _, err := w.Write(sep); err != nil {
-			failed = true
-			return
-		}
-		if _, err := w.Write(m); err != nil {
-			failed = true
-		}
-	}
-	for _, e := range elems {
-		if failed {
-			break // the client is gone
-		}
-		msg, err := jsonrpc.Decode(e)
-		switch {
-		case err != nil:
-			id := jsonrpc.NullID
-			if msg != nil && msg.ID.IsValid() {
-				id = msg.ID
-			}
-			reply(jsonrpc.AppendError(nil, id, jsonrpc.AsError(err)))
-		case msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize":
-			// 2025-03-26 basic/lifecycle: initialize MUST NOT be batched.
-			reply(jsonrpc.AppendError(nil, msg.ID,
-				jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Invalid Request: initialize cannot be part of a batch")))
-		case msg.Kind == jsonrpc.KindRequest && ctx.Err() != nil:
-			reply(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request timed out"}))
-		case msg.Kind == jsonrpc.KindRequest:
-			if final := h.dispatch(ctx, rq, msg, newCollector()); final != nil {
-				reply(final)
-			}
-		case msg.Kind == jsonrpc.KindNotification:
-			h.notification(ctx, rq, msg)
-		}
-	}
-	if !started {
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	_, _ = w.Write([]byte{']'})
-}
-
 var errCancelledByClient = errors.New("request cancelled by the client")
 
-// scopeError says the token lacks scopes a tool requires.
-type scopeError struct{ scopes []string }
+// ScopeError says the token lacks scopes a tool requires. Its answer is a
+// step-up challenge, where the transport can still give one.
+type ScopeError struct{ Scopes []string }
 
-func (e *scopeError) Error() string {
-	return "Insufficient scope: this tool requires " + strings.Join(e.scopes, " ")
+func (e *ScopeError) Error() string {
+	return "Insufficient scope: this tool requires " + strings.Join(e.Scopes, " ")
 }
 
 // toJSONRPCError maps a method's error to the error object sent to the
 // client. It is the one place where internal errors get their wire code.
-func (h *Handler) toJSONRPCError(ctx context.Context, method string, err error) *jsonrpc.Error {
+func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *jsonrpc.Error {
 	var je *jsonrpc.Error
 	var re *catalog.ResolveError
 	var ue *upstream.Error
 	switch {
-	case errors.As(err, new(*scopeError)):
+	case errors.As(err, new(*ScopeError)):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	case errors.As(err, &re):
 		code := int64(jsonrpc.CodeInvalidParams)
@@ -510,8 +300,8 @@ func (h *Handler) toJSONRPCError(ctx context.Context, method string, err error) 
 	}
 }
 
-// notification handles a notification from the client.
-func (h *Handler) notification(ctx context.Context, rq *request, msg *jsonrpc.Message) {
+// Notification handles a notification from the client.
+func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Message) {
 	switch msg.Method {
 	case "notifications/cancelled":
 		p, err := jsonx.ParseValidObject(msg.Params)
@@ -522,7 +312,7 @@ func (h *Handler) notification(ctx context.Context, rq *request, msg *jsonrpc.Me
 		if err != nil {
 			return
 		}
-		if h.inflight.cancel(inflightKey(rq.sess.ID, rid)) {
+		if h.inflight.cancel(inflightKey(rq.Session.ID, rid)) {
 			return // the request's relay tells its upstream
 		}
 		// Not served by this replica (or already done): tell every upstream
@@ -546,7 +336,7 @@ func (h *Handler) notification(ctx context.Context, rq *request, msg *jsonrpc.Me
 
 // listMethod serves one of the four list methods from the catalog.
 func listMethod(k catalog.Kind) methodFunc {
-	return func(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
+	return func(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
 		if len(c.params) > 0 {
 			p, err := jsonx.ParseValidObject(c.params)
 			if err != nil {
@@ -645,7 +435,7 @@ func routedParams(params json.RawMessage, key string) (*jsonx.Object, string, er
 // namedCall serves tools/call and prompts/get: resolve the exposed name,
 // forward with the upstream's own name, relay the answer untouched.
 func namedCall(k catalog.Kind) methodFunc {
-	return func(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
+	return func(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
 		p, name, err := routedParams(c.params, "name")
 		if err != nil {
 			return nil, err
@@ -659,8 +449,8 @@ func namedCall(k catalog.Kind) methodFunc {
 		c.upstream, c.original = up.cfg.Name, orig
 		if k == catalog.Tools {
 			c.arguments = p.Get("arguments")
-			if rq.stateless {
-				if msg := catalog.CheckParamHeaders(it.Headers, c.arguments, rq.header); msg != "" {
+			if rq.Stateless {
+				if msg := catalog.CheckParamHeaders(it.Headers, c.arguments, rq.Header); msg != "" {
 					return nil, &catalog.HeaderMismatchError{Msg: msg}
 				}
 			}
@@ -668,7 +458,7 @@ func namedCall(k catalog.Kind) methodFunc {
 		}
 		if k == catalog.Tools {
 			if need := rq.view.RequiredScopes(up.cfg.Name, orig); !rq.principal.HasScopes(need...) {
-				return nil, &scopeError{scopes: append(slices.Clone(rq.st.cfg.Auth.RequiredScopes), need...)}
+				return nil, &ScopeError{Scopes: append(slices.Clone(rq.st.cfg.Auth.RequiredScopes), need...)}
 			}
 		}
 		p.SetString("name", orig)
@@ -688,7 +478,7 @@ func namedCall(k catalog.Kind) methodFunc {
 
 // readResource serves resources/read; the contents' URIs are rewritten to
 // their exposed form, so the client sees the URI it asked for.
-func readResource(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
+func readResource(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
 	p, uri, err := routedParams(c.params, "uri")
 	if err != nil {
 		return nil, err
@@ -737,7 +527,7 @@ func rewriteContents(res json.RawMessage, prefix string) (json.RawMessage, error
 }
 
 // uriCall serves resources/subscribe and resources/unsubscribe.
-func uriCall(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
+func uriCall(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
 	p, uri, err := routedParams(c.params, "uri")
 	if err != nil {
 		return nil, err
@@ -751,7 +541,7 @@ func uriCall(ctx context.Context, rq *request, c *call) (json.RawMessage, error)
 }
 
 // complete serves completion/complete, routed by its ref.
-func complete(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
+func complete(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
 	p, err := jsonx.ParseValidObject(c.params)
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: must be an object")
@@ -796,7 +586,7 @@ func complete(ctx context.Context, rq *request, c *call) (json.RawMessage, error
 }
 
 // setLevel fans logging/setLevel out to every upstream that logs.
-func setLevel(ctx context.Context, rq *request, c *call) (json.RawMessage, error) {
+func setLevel(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
 	var ups []*upstreamRef
 	for _, up := range rq.upstreams() {
 		// 2026-07-28 removed logging/setLevel (changelog, major change 5):
@@ -828,15 +618,15 @@ func setLevel(ctx context.Context, rq *request, c *call) (json.RawMessage, error
 }
 
 // relay forwards a client request to up and relays the answer: each
-// notification as it arrives, then the result (through rewrite, if set) or
+// Notification as it arrives, then the result (through rewrite, if set) or
 // the upstream's error. Requests for input are bridged between the
 // revisions (see mrtr.go).
-func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params json.RawMessage, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params json.RawMessage, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
 	// A 2026-07-28 client's call may be parked for its retry: then the
 	// upstream call outlives this request, and ends with the client gone
 	// only while it is not parked.
 	callCtx, parked := ctx, false
-	if rq.stateless && c.m.input && rq.h.mailbox != nil {
+	if rq.Stateless && c.m.input && rq.h.mailbox != nil {
 		us, err := rq.upstreamSession(ctx, up)
 		if err != nil {
 			return nil, err
@@ -871,7 +661,7 @@ func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 		if err != nil || parked {
 			return res, err
 		}
-		if !rq.stateless && upstream.IsModern(us) && c.m.input && inputRequired(res) {
+		if !rq.Stateless && upstream.IsModern(us) && c.m.input && inputRequired(res) {
 			// A 2026-07-28 upstream asks a session client for input.
 			if round > maxInputRounds {
 				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input more than %d times", up.cfg.Name, maxInputRounds)
@@ -895,7 +685,7 @@ func (rq *request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 // its result, which it returns with the upstream session it went on. A
 // request for input it parks sets *parked and returns the input_required
 // result.
-func (rq *request) relayOnce(ctx, callCtx context.Context, c *call, up *upstreamRef, id jsonrpc.ID, params json.RawMessage, parked *bool) (json.RawMessage, session.Upstream, error) {
+func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstreamRef, id jsonrpc.ID, params json.RawMessage, parked *bool) (json.RawMessage, session.Upstream, error) {
 	resp, err := rq.callWith(callCtx, up, id, c.method, params, c.upHeader)
 	if err != nil {
 		return nil, session.Upstream{}, err
@@ -906,7 +696,7 @@ func (rq *request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 		}
 	}()
 	if resp.Streaming() {
-		c.out.startSSE()
+		c.out.Stream()
 	}
 	for {
 		msg, raw, err := resp.Next()
@@ -922,12 +712,12 @@ func (rq *request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 			if msg.Method == "notifications/resources/updated" {
 				raw = rewriteUpdated(raw, msg, up.cat.Prefix)
 			}
-			if msg.Method == "notifications/message" && rq.stateless && !rq.wantsLogs {
+			if msg.Method == "notifications/message" && rq.Stateless && !rq.WantsLogs {
 				// 2026-07-28: no log messages for requests that did not
 				// ask for them (_meta logLevel).
 				continue
 			}
-			if err := c.out.event(raw); err != nil {
+			if err := c.out.Event(raw); err != nil {
 				return nil, resp.us, err // the client is gone
 			}
 		case jsonrpc.KindRequest:

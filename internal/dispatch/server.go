@@ -1,0 +1,330 @@
+// Package router is the gateway's MCP endpoint: the Streamable HTTP
+// transport rules, the session lifecycle, and the method table that
+// aggregates a tenant's upstreams behind one MCP server.
+//
+//	client ──POST/GET/DELETE /mcp──► Handler.ServeHTTP
+//	                                   │ Origin, Accept, size, JSON-RPC envelope
+//	                                   │ session: Mcp-Session-Id → session.Record
+//	                                   │          (bound to the principal in ctx)
+//	                                   ▼
+//	                                 methods (a table, not a switch)
+//	                                   │ lists: catalog (per-replica cache) merge
+//	                                   │ calls: catalog resolve → owning upstream
+//	                                   ▼
+//	                                 upstream.Client ──► upstream MCP server
+//
+// # Sessions
+//
+// initialize creates a [session.Record] and opens one upstream session per
+// upstream the tenant may use; their Mcp-Session-Ids live in the record, so
+// any replica holding the same store can serve the next request. An upstream
+// that forgot its session (404) is re-initialized transparently and the new
+// id is stored with compare-and-swap.
+//
+// # Streams
+//
+// A request routed to one upstream is answered the way the upstream answers:
+// a JSON body stays a JSON body, an SSE stream is relayed event by event as
+// it arrives (progress, log messages, then the result). The client's request
+// id never reaches the upstream; the upstream sees "c.<id>" and the response
+// gets the client's id back, byte for byte.
+//
+// # Pass-through
+//
+// Params and results stay raw JSON; the router rewrites only the member it
+// routes on (a name, a URI) and leaves every other byte alone.
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/mcpgw/gateway/internal/audit"
+	"github.com/mcpgw/gateway/internal/auth"
+	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/telemetry"
+	"github.com/mcpgw/gateway/internal/tenant"
+	"github.com/mcpgw/gateway/internal/upstream"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Config is the initial configuration; it must be valid and have its
+	// defaults applied.
+	Config *config.Config
+	// Store keeps session records. Required.
+	Store session.Store
+	// Logger, if nil, means no logging.
+	Logger *slog.Logger
+	// Version is the gateway's version, announced in serverInfo.
+	Version string
+	// HTTPClient sends upstream requests. If nil, each upstream gets its own.
+	HTTPClient *http.Client
+	// Metrics, if nil, means no metrics.
+	Metrics *telemetry.Metrics
+	// TracerProvider, if nil, means no spans; the client's trace context
+	// still reaches the upstreams.
+	TracerProvider trace.TracerProvider
+	// Audit, if nil, means no audit log.
+	Audit *audit.Logger
+}
+
+// A Server answers MCP methods for the transport: it holds what outlives
+// one request (the config snapshot in force, the catalog, the upstream
+// clients and the goroutines beyond a request).
+type Server struct {
+	state   atomic.Pointer[State]
+	store   session.Store
+	mailbox session.Mailbox // the store's, if it has one: see mrtr.go
+	log     *slog.Logger
+	version string
+	httpc   *http.Client
+
+	catalog *catalog.Catalog
+	watch   watchers
+	// listChanged is the transport's hook for an upstream's changed
+	// list (see OnListChanged).
+	listChanged atomic.Pointer[func(st *State, upstream string, k catalog.Kind)]
+	inflight    inflight
+	sf          singleflight.Group
+	ids         atomic.Uint64
+	idPrefix    string // random, per process: see internalID
+
+	metrics *telemetry.Metrics
+	tracer  trace.Tracer
+	audit   *audit.Logger
+
+	healthMu sync.Mutex
+	health   map[string]error // upstream → last request's error
+
+	capsMu      sync.Mutex
+	lastCaps    map[string]json.RawMessage // upstream → capabilities last seen
+	capSets     sync.Map                   // capabilities JSON → names, see capSet
+	capSetCount atomic.Int64
+
+	own    owner   // goroutines that outlive a request: see owner.go
+	parked parking // parked calls per principal: see mrtr.go
+}
+
+// A State is one configuration snapshot and what was built from it. A request
+// takes the snapshot it started with and keeps it to the end.
+type State struct {
+	cfg       *config.Config
+	upstreams []*upstreamRef // config order
+	byName    map[string]*upstreamRef
+	origins   map[string]bool // accepted Origin values
+	tenants   *tenant.Set
+	merged    sync.Map // mergedKey → *mergedEntry: lists as each tenant sees them
+	byTenant  sync.Map // tenant id → *tenantUpstreams
+}
+
+// upstreamRef is one configured upstream and its client.
+type upstreamRef struct {
+	cfg    config.Upstream
+	cat    catalog.Upstream // what the catalog knows of it
+	client *upstream.Client
+}
+
+// tenantUpstreams are the upstreams a tenant may use, in config order, and
+// the same for the catalog; built once per config snapshot and tenant.
+type tenantUpstreams struct {
+	refs []*upstreamRef
+	cats []*catalog.Upstream
+}
+
+// New returns a Server for opts.
+func New(opts Options) (*Server, error) {
+	if opts.Store == nil {
+		return nil, errors.New("dispatch: no session store")
+	}
+	if opts.Config == nil {
+		return nil, errors.New("dispatch: no config")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Server{
+		store:    opts.Store,
+		log:      log,
+		version:  opts.Version,
+		httpc:    opts.HTTPClient,
+		lastCaps: make(map[string]json.RawMessage),
+		idPrefix: session.NewID()[:12],
+		metrics:  opts.Metrics,
+		tracer:   telemetry.Tracer(opts.TracerProvider),
+		audit:    opts.Audit,
+	}
+	h.mailbox, _ = opts.Store.(session.Mailbox)
+	h.catalog = catalog.New(opts.Config.Server.ListCacheTTL.D(), log, opts.Metrics)
+	h.catalog.Configure(opts.Config)
+	h.catalog.OnChange = h.upstreamListChanged
+	st := h.build(opts.Config, nil)
+	h.state.Store(st)
+	h.syncWatches(st)
+	return h, nil
+}
+
+// build makes the state for cfg. An upstream whose config is unchanged
+// from prev keeps its client (and so its connections).
+func (h *Server) build(cfg *config.Config, prev *State) *State {
+	st := &State{cfg: cfg, byName: make(map[string]*upstreamRef), origins: make(map[string]bool), tenants: tenant.NewSet(cfg)}
+	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
+	for _, u := range cfg.Upstreams {
+		if prev != nil {
+			if old := prev.byName[u.Name]; old != nil && reflect.DeepEqual(old.cfg, u) {
+				st.upstreams = append(st.upstreams, old)
+				st.byName[u.Name] = old
+				continue
+			}
+		}
+		ref := &upstreamRef{cfg: u, cat: catalog.NewUpstream(&u)}
+		ref.client = upstream.New(u, upstream.Options{
+			HTTPClient: h.httpc,
+			Logger:     h.log.With("upstream", u.Name),
+			ClientInfo: info,
+			// Requests for input are bridged to the clients that can
+			// answer them, and refused for the others (see mrtr.go).
+			Capabilities: json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}}`),
+			Inject:       telemetry.InjectHeaders,
+		})
+		st.upstreams = append(st.upstreams, ref)
+		st.byName[u.Name] = ref
+	}
+	for _, o := range cfg.Server.AllowedOrigins {
+		st.origins[strings.ToLower(o)] = true
+	}
+	if u, err := url.Parse(cfg.Server.PublicURL); err == nil && u.Host != "" {
+		st.origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true
+	}
+	return st
+}
+
+// Close ends and waits for every goroutine the Handler started beyond a
+// request (parked calls' pumps, watches, expiries, replaced clients'
+// Close), then waits for the upstream clients' background work
+// (cancellations, session terminations) and releases their connections.
+// Requests still being served are the HTTP server's to drain first.
+func (h *Server) Close() error {
+	h.stopWatches()
+	h.own.close()
+	h.catalog.Close()
+	var errs []error
+	for _, up := range h.state.Load().upstreams {
+		errs = append(errs, up.client.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// OnListChanged sets fn as what happens when an upstream's list of kind k
+// changed: the transport tells the sessions whose tenant sees it. fn gets
+// the snapshot in force.
+func (h *Server) OnListChanged(fn func(st *State, upstream string, k catalog.Kind)) {
+	h.listChanged.Store(&fn)
+}
+
+// upstreamListChanged is the catalog's hook (see OnListChanged).
+func (h *Server) upstreamListChanged(upstream string, k catalog.Kind) {
+	if fn := h.listChanged.Load(); fn != nil {
+		(*fn)(h.state.Load(), upstream, k)
+	}
+}
+
+// Current returns the config snapshot in force.
+func (h *Server) Current() *State { return h.state.Load() }
+
+// Config returns the snapshot's config.
+func (st *State) Config() *config.Config { return st.cfg }
+
+// Tenants returns the snapshot's tenants.
+func (st *State) Tenants() *tenant.Set { return st.tenants }
+
+// AllowsOrigin reports whether an Origin header value is one the snapshot
+// accepts (compared case-insensitively).
+func (st *State) AllowsOrigin(o string) bool { return st.origins[strings.ToLower(o)] }
+
+// Store returns the session store.
+func (h *Server) Store() session.Store { return h.store }
+
+// Log returns the Server's logger.
+func (h *Server) Log() *slog.Logger { return h.log }
+
+// A Request is the per-request context the method handlers share. It is the
+// same whichever protocol revision the request came in with.
+type Request struct {
+	h         *Server
+	st        *State
+	principal *auth.Principal
+	view      *tenant.View
+
+	// Set by the transport.
+	Version string // protocol version in effect
+	// Stateless is set for requests of the 2026-07-28 revision; Session
+	// is then the record the gateway keeps for the principal. WantsLogs
+	// says such a request asked for log messages (_meta logLevel).
+	Stateless, WantsLogs bool
+	Header               http.Header     // the request's, for Mcp-Param-* checks
+	MetaCaps             json.RawMessage // a stateless request's client capabilities
+
+	// mu guards Session.Upstreams, which requests fanned out to several
+	// upstreams update concurrently.
+	mu      sync.Mutex
+	Session *session.Record // nil until initialize stored it
+}
+
+// NewRequest returns the request of principal p, of tenant view v, served
+// with config snapshot st.
+func (h *Server) NewRequest(st *State, p *auth.Principal, v *tenant.View) *Request {
+	return &Request{h: h, st: st, principal: p, view: v}
+}
+
+// State returns the config snapshot the request is served with.
+func (rq *Request) State() *State { return rq.st }
+
+// Principal returns the caller.
+func (rq *Request) Principal() *auth.Principal { return rq.principal }
+
+// BoundTo reports whether rec belongs to principal p: the same issuer,
+// subject and tenant.
+func BoundTo(rec *session.Record, p *auth.Principal) bool {
+	return rec.Principal.Issuer == p.Issuer && rec.Principal.Subject == p.Subject && rec.Principal.Tenant == p.Tenant
+}
+
+// terminateTimeout bounds the termination of one session's upstream
+// sessions.
+const terminateTimeout = 5 * time.Second
+
+// terminateUpstreams ends a gateway session's upstream sessions, all at once
+// (one goroutine per upstream, waited for) and bounded in time, whatever
+// happens to ctx.
+func (h *Server) terminateUpstreams(ctx context.Context, st *State, rec *session.Record) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for name, us := range rec.Upstreams {
+		up := st.byName[name]
+		if up == nil || us.SessionID == "" {
+			continue
+		}
+		wg.Go(func() {
+			if err := up.client.Terminate(ctx, us); err != nil {
+				h.log.Warn("terminating upstream session", "upstream", name, "error", err)
+			}
+		})
+	}
+	wg.Wait()
+}

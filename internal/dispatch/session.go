@@ -1,0 +1,131 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/telemetry"
+)
+
+// CreateError is a session store's refusal to create a session record:
+// at a cap (a *session.LimitError, session.ErrFull) or unavailable.
+type CreateError struct{ Err error }
+
+func (e *CreateError) Error() string { return "creating session: " + e.Err.Error() }
+func (e *CreateError) Unwrap() error { return e.Err }
+
+// ErrStoreUnavailable is a session store that failed mid-way.
+var ErrStoreUnavailable = errors.New("session store unavailable")
+
+// Initialize serves initialize: it negotiates the version, stores the
+// session, then opens the upstream sessions; the new record is rq.Session.
+// A bad request is a *jsonrpc.Error, a store that refused to create the
+// record a *CreateError, one that failed to complete it
+// ErrStoreUnavailable.
+//
+// The record is created before any upstream is contacted: the store is
+// where the per-principal, per-tenant and global caps on sessions are
+// enforced, and a refused initialize must cost the upstreams nothing.
+func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Message) (json.RawMessage, error) {
+	p, err := jsonx.ParseValidObject(msg.Params)
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: initialize params must be an object")
+	}
+	clientVersion, ok := p.GetString("protocolVersion")
+	if !ok {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: protocolVersion is required")
+	}
+	// The record keeps both for the session's life, in the store: their
+	// size is the client's choice, so it is bounded.
+	lim := rq.st.cfg.Limits
+	info, caps := p.Get("clientInfo"), p.Get("capabilities")
+	if len(info) > lim.ClientInfoBytes {
+		h.LimitHit(ctx, rq, telemetry.LimitClientInfo, msg.Method)
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: clientInfo exceeds limits.client_info_bytes (%d bytes)", lim.ClientInfoBytes)
+	}
+	if len(caps) > lim.ClientCapabilitiesBytes {
+		h.LimitHit(ctx, rq, telemetry.LimitClientCapabilities, msg.Method)
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: capabilities exceed limits.client_capabilities_bytes (%d bytes)", lim.ClientCapabilitiesBytes)
+	}
+	// 2025-11-25 basic/lifecycle, "Version Negotiation": the client's
+	// version if we support it, else our latest.
+	version := protocol.LatestSession.String()
+	if protocol.Listed(clientVersion, protocol.SessionVersions) {
+		version = clientVersion
+	}
+	ctx, cancel := context.WithTimeout(ctx, rq.st.cfg.Server.RequestTimeout.D())
+	defer cancel()
+	now := time.Now()
+	rec := &session.Record{
+		ID:                 session.NewID(),
+		ProtocolVersion:    version,
+		ClientInfo:         info,
+		ClientCapabilities: caps,
+		Principal: session.Principal{
+			Issuer: rq.principal.Issuer, Subject: rq.principal.Subject, Tenant: rq.principal.Tenant,
+		},
+		Created:  now,
+		LastSeen: now,
+	}
+	if err := h.store.Create(ctx, rec); err != nil {
+		return nil, &CreateError{Err: err}
+	}
+	ups := rq.upstreams()
+	opened := h.initUpstreams(ctx, ups)
+	rec.Upstreams = make(map[string]session.Upstream, len(opened))
+	var mu sync.Mutex
+	var failed error
+	var wg sync.WaitGroup
+	for name, us := range opened {
+		// Concurrently, as they were opened: the latency of one store
+		// round trip, not of one per upstream. Compare-and-swap from
+		// nothing: only this request knows the id.
+		wg.Go(func() {
+			cur, err := h.store.SetUpstream(ctx, rec.ID, name, "", us)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = fmt.Errorf("storing upstream session %s: %w", name, err)
+				return
+			}
+			rec.Upstreams[name] = cur
+		})
+	}
+	wg.Wait()
+	if failed != nil {
+		// Never hand out an id whose record could not be completed.
+		h.log.Error("creating session", "error", failed)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
+		_ = h.store.Delete(dctx, rec.ID)
+		cancel()
+		rec.Upstreams = opened
+		h.catalog.EndSession(rec.ID)
+		h.terminateUpstreams(ctx, rq.st, rec)
+		return nil, ErrStoreUnavailable
+	}
+	rq.Session = rec
+	result, _ := json.Marshal(struct {
+		ProtocolVersion string                     `json:"protocolVersion"`
+		Capabilities    map[string]json.RawMessage `json:"capabilities"`
+		ServerInfo      map[string]string          `json:"serverInfo"`
+	}{version, rq.capabilities(ups), map[string]string{"name": "mcp-gateway", "version": h.version}})
+	h.log.Info("session started", "session_id", rec.ID, "tenant", rec.Principal.Tenant,
+		"protocol_version", version, "upstreams", len(rec.Upstreams))
+	return result, nil
+}
+
+// EndSession ends what the gateway holds for a session its client deleted
+// (the record is gone from the store already): its cached listings and its
+// upstream sessions, bounded in time whatever happens to ctx.
+func (h *Server) EndSession(ctx context.Context, rq *Request) {
+	h.catalog.EndSession(rq.Session.ID)
+	h.terminateUpstreams(ctx, rq.st, rq.Session)
+}

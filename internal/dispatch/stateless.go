@@ -1,0 +1,149 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
+	"github.com/mcpgw/gateway/internal/session"
+)
+
+// The 2026-07-28 revision, on the same endpoint.
+//
+// A request in that revision carries its protocol version in
+// params._meta["io.modelcontextprotocol/protocolVersion"] and in the
+// MCP-Protocol-Version header; there is no initialize and no session. The
+// gateway validates the mirrored headers against the body (2026-07-28
+// basic/transports/streamable-http, "Server Validation"), then serves the
+// request with the same method handlers as a session's, against a record
+// it keeps for the caller itself: keyed by (issuer, subject, tenant), stored
+// like a session (so every replica shares it, and it expires when idle),
+// holding the upstream sessions opened for that principal with upstreams
+// that speak the session-based revisions. It is never shared between
+// principals and never accepted as an Mcp-Session-Id.
+
+// StatelessPrefix marks the records the gateway keeps for stateless
+// callers; no session id handed to a client starts with it.
+const StatelessPrefix = "p-"
+
+// PrincipalKey names the request's principal: issuer, subject and tenant.
+func PrincipalKey(rq *Request) string {
+	p := rq.principal
+	return p.Issuer + "\x00" + p.Subject + "\x00" + p.Tenant
+}
+
+// PrincipalRecord returns the record the gateway keeps for a stateless
+// caller, creating it on first use. Its id derives from the principal, so
+// every replica finds the same one.
+func (h *Server) PrincipalRecord(ctx context.Context, rq *Request) (*session.Record, error) {
+	p := rq.principal
+	sum := sha256.Sum256([]byte(PrincipalKey(rq)))
+	id := StatelessPrefix + hex.EncodeToString(sum[:16])
+	rec, err := h.store.Get(ctx, id)
+	if err == nil {
+		if !BoundTo(rec, p) {
+			return nil, errors.New("stateless record bound to another principal")
+		}
+		return rec, nil
+	}
+	if !errors.Is(err, session.ErrNotFound) {
+		return nil, err
+	}
+	now := time.Now()
+	rec = &session.Record{
+		ID: id, ProtocolVersion: protocol.LatestStateless.String(), Created: now, LastSeen: now,
+		Principal: session.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant},
+	}
+	switch err := h.store.Create(ctx, rec); {
+	case err == nil:
+		return rec, nil
+	case errors.Is(err, session.ErrExists):
+		return h.store.Get(ctx, id) // another replica, or request, made it
+	default:
+		return nil, err
+	}
+}
+
+// decorate adds what every 2026-07-28 result carries: resultType, the
+// gateway's identity in _meta, and, for cacheable results, ttlMs and
+// cacheScope. Lists and reads are filtered per tenant, so they are private.
+func (h *Server) decorate(rq *Request, m *Method, res json.RawMessage) json.RawMessage {
+	o, err := jsonx.ParseValidObject(res)
+	if err != nil {
+		return res
+	}
+	if o.Get("resultType") == nil {
+		o.Set("resultType", json.RawMessage(`"complete"`))
+	}
+	meta := &jsonx.Object{}
+	if raw := o.Get("_meta"); raw != nil {
+		if m, err := jsonx.ParseValidObject(raw); err == nil {
+			meta = m
+		}
+	}
+	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
+	meta.Set(protocol.MetaServerInfo, info)
+	o.Set("_meta", meta.Bytes())
+	if m.cache != cacheNone {
+		var ttl int64
+		if m.cache == cacheList {
+			ttl = rq.st.cfg.Server.ListCacheTTL.D().Milliseconds()
+		}
+		o.Set("ttlMs", []byte(strconv.FormatInt(ttl, 10)))
+		o.Set("cacheScope", json.RawMessage(`"private"`))
+	}
+	return o.Bytes()
+}
+
+// discover answers server/discover for the caller's tenant.
+func discover(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
+	caps := rq.capabilities(rq.upstreams())
+	delete(caps, "logging") // per-request _meta in this revision
+	return json.Marshal(map[string]any{
+		"supportedVersions": protocol.Versions,
+		"capabilities":      caps,
+	})
+}
+
+// stripProtocolMeta removes the protocol's own _meta keys from params: they
+// describe the client's hop to the gateway, not the gateway's hop to an
+// upstream, which speaks its own revision (a 2025-11-25 upstream that knows
+// 2026-07-28 would take them for a request of that revision). Every other
+// byte of params and _meta stays.
+func stripProtocolMeta(params json.RawMessage) json.RawMessage {
+	if len(params) == 0 || !strings.Contains(string(params), protocol.MetaPrefix) {
+		return params
+	}
+	p, err := jsonx.ParseValidObject(params)
+	if err != nil {
+		return params
+	}
+	raw := p.Get("_meta")
+	if raw == nil {
+		return params
+	}
+	meta, err := jsonx.ParseValidObject(raw)
+	if err != nil {
+		return params
+	}
+	kept := meta.Members[:0]
+	for _, m := range meta.Members {
+		if !strings.HasPrefix(m.Name, protocol.MetaPrefix) {
+			kept = append(kept, m)
+		}
+	}
+	meta.Members = kept
+	if len(kept) == 0 {
+		p.Delete("_meta")
+	} else {
+		p.Set("_meta", meta.Bytes())
+	}
+	return p.Bytes()
+}
