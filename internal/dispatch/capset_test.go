@@ -37,4 +37,3 @@ func TestCapSetIsBounded(t *testing.T) {
 		t.Error("a small value was not cached")
 	}
 }
-

@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,7 +19,6 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
-	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
@@ -615,143 +613,6 @@ func setLevel(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 		return nil, errs[0] // every upstream refused: most likely a bad level
 	}
 	return json.RawMessage(`{}`), nil
-}
-
-// relay forwards a client request to up and relays the answer: each
-// Notification as it arrives, then the result (through rewrite, if set) or
-// the upstream's error. Requests for input are bridged between the
-// revisions (see mrtr.go).
-func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params json.RawMessage, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
-	// A 2026-07-28 client's call may be parked for its retry: then the
-	// upstream call outlives this request, and ends with the client gone
-	// only while it is not parked.
-	callCtx, parked := ctx, false
-	if rq.Stateless && c.m.input && rq.h.mailbox != nil {
-		us, err := rq.upstreamSession(ctx, up)
-		if err != nil {
-			return nil, err
-		}
-		if !upstream.IsModern(us) {
-			// Only a retry carries these: most calls skip the parse.
-			if bytes.Contains(params, []byte(`"requestState"`)) || bytes.Contains(params, []byte(`"inputResponses"`)) {
-				if p, err := jsonx.ParseValidObject(params); err == nil {
-					if state, ok := p.GetString("requestState"); ok {
-						return rq.resumeInput(ctx, c, up, p, state, rewrite)
-					}
-					if p.Get("inputResponses") != nil {
-						p.Delete("inputResponses")
-						params = p.Bytes()
-					}
-				}
-			}
-			detached, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-			stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-			defer func() {
-				if stop() && !parked {
-					cancel(nil)
-				}
-			}()
-			callCtx = detached
-			c.cancelParked = cancel
-		}
-	}
-	id := forwardID(c.id)
-	for round := 1; ; round++ {
-		res, us, err := rq.relayOnce(ctx, callCtx, c, up, id, params, &parked)
-		if err != nil || parked {
-			return res, err
-		}
-		if !rq.Stateless && upstream.IsModern(us) && c.m.input && inputRequired(res) {
-			// A 2026-07-28 upstream asks a session client for input.
-			if round > maxInputRounds {
-				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input more than %d times", up.cfg.Name, maxInputRounds)
-			}
-			if params, err = rq.askClient(ctx, c, up, params, res); err != nil {
-				return nil, err
-			}
-			// A retry is a new request, with an id of its own (mrtr,
-			// "Client Requirements" 3).
-			id = jsonrpc.StringID("c." + c.id.String() + "/" + strconv.Itoa(round))
-			continue
-		}
-		if rewrite != nil {
-			return rewrite(res)
-		}
-		return res, nil
-	}
-}
-
-// relayOnce sends one request of relay and relays what comes back until
-// its result, which it returns with the upstream session it went on. A
-// request for input it parks sets *parked and returns the input_required
-// result.
-func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstreamRef, id jsonrpc.ID, params json.RawMessage, parked *bool) (json.RawMessage, session.Upstream, error) {
-	resp, err := rq.callWith(callCtx, up, id, c.method, params, c.upHeader)
-	if err != nil {
-		return nil, session.Upstream{}, err
-	}
-	defer func() {
-		if !*parked {
-			resp.Close()
-		}
-	}()
-	if resp.Streaming() {
-		c.out.Stream()
-	}
-	for {
-		msg, raw, err := resp.Next()
-		if err != nil {
-			return nil, resp.us, err
-		}
-		switch msg.Kind {
-		case jsonrpc.KindNotification:
-			rq.h.observe(up, msg)
-			if msg.Method == "notifications/cancelled" {
-				continue // about the upstream's own requests, of which we relay none
-			}
-			if msg.Method == "notifications/resources/updated" {
-				raw = rewriteUpdated(raw, msg, up.cat.Prefix)
-			}
-			if msg.Method == "notifications/message" && rq.Stateless && !rq.WantsLogs {
-				// 2026-07-28: no log messages for requests that did not
-				// ask for them (_meta logLevel).
-				continue
-			}
-			if err := c.out.Event(raw); err != nil {
-				return nil, resp.us, err // the client is gone
-			}
-		case jsonrpc.KindRequest:
-			if c.cancelParked != nil && rq.clientCan(msg.Method) {
-				res, err := rq.park(ctx, c, up, resp, msg, c.cancelParked)
-				if err != nil {
-					return nil, resp.us, err
-				}
-				*parked = true
-				return res, resp.us, nil
-			}
-			rq.upstreamRequest(ctx, c, up, resp.us, msg)
-		case jsonrpc.KindResponse:
-			return msg.Result, resp.us, nil
-		case jsonrpc.KindErrorResponse:
-			return nil, resp.us, msg.Error
-		}
-	}
-}
-
-// rewriteUpdated rewrites the uri of a notifications/resources/updated.
-func rewriteUpdated(raw []byte, msg *jsonrpc.Message, prefix string) []byte {
-	if prefix == "" {
-		return raw
-	}
-	p, err := jsonx.ParseValidObject(msg.Params)
-	if err != nil {
-		return raw
-	}
-	if u, ok := p.GetString("uri"); ok {
-		p.SetString("uri", catalog.ExposedURI(prefix, u))
-		return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, p.Bytes())
-	}
-	return raw
 }
 
 // inflight tracks this replica's requests being served, so that a client's

@@ -70,9 +70,9 @@ func (o *owner) goLocked(f func(ctx context.Context)) {
 	}()
 }
 
-// goOwned runs f in a goroutine close waits for, with a context close
+// Go runs f in a goroutine close waits for, with a context close
 // ends. It returns false, and runs nothing, once close has begun.
-func (o *owner) goOwned(f func(ctx context.Context)) bool {
+func (o *owner) Go(f func(ctx context.Context)) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {

@@ -48,7 +48,7 @@ func (h *Server) SetConfig(cfg *config.Config, publish func(*State)) (prev, next
 					h.log.Warn("closing the client of a replaced upstream", "upstream", name, "error", err)
 				}
 			}
-			if !h.own.goOwned(closeOld) {
+			if !h.own.Go(closeOld) {
 				closeOld(context.Background())
 			}
 		}

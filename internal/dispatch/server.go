@@ -53,8 +53,10 @@ import (
 
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
+	"github.com/mcpgw/gateway/internal/bridge"
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
@@ -89,7 +91,6 @@ type Options struct {
 type Server struct {
 	state   atomic.Pointer[State]
 	store   session.Store
-	mailbox session.Mailbox // the store's, if it has one: see mrtr.go
 	log     *slog.Logger
 	version string
 	httpc   *http.Client
@@ -116,8 +117,8 @@ type Server struct {
 	capSets     sync.Map                   // capabilities JSON → names, see capSet
 	capSetCount atomic.Int64
 
-	own    owner   // goroutines that outlive a request: see owner.go
-	parked parking // parked calls per principal: see mrtr.go
+	own    owner          // goroutines that outlive a request: see owner.go
+	bridge *bridge.Bridge // requests for input between revisions
 }
 
 // A State is one configuration snapshot and what was built from it. A request
@@ -169,7 +170,15 @@ func New(opts Options) (*Server, error) {
 		tracer:   telemetry.Tracer(opts.TracerProvider),
 		audit:    opts.Audit,
 	}
-	h.mailbox, _ = opts.Store.(session.Mailbox)
+	mailbox, _ := opts.Store.(session.Mailbox)
+	h.bridge = bridge.New(bridge.Options{
+		Mailbox: mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capSet, Own: &h.own,
+		Observe: func(name string, msg *jsonrpc.Message) {
+			if ks := catalog.ChangedKinds(msg.Method); ks != nil {
+				h.catalog.Stale(name, ks...)
+			}
+		},
+	})
 	h.catalog = catalog.New(opts.Config.Server.ListCacheTTL.D(), log, opts.Metrics)
 	h.catalog.Configure(opts.Config)
 	h.catalog.OnChange = h.upstreamListChanged

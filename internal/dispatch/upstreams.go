@@ -298,6 +298,9 @@ type tracedResponse struct {
 	us     session.Upstream // the upstream session the request went on
 }
 
+// Session is the upstream session the request went on.
+func (r *tracedResponse) Session() session.Upstream { return r.us }
+
 // Next is upstream.Response.Next, noting how the request ended.
 func (r *tracedResponse) Next() (*jsonrpc.Message, []byte, error) {
 	msg, raw, err := r.Response.Next()

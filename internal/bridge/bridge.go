@@ -1,4 +1,4 @@
-package dispatch
+package bridge
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
-	"github.com/mcpgw/gateway/internal/upstream"
 )
 
 // Requests for input across revisions.
@@ -80,9 +79,9 @@ const (
 	askedPrefix     = "mcpgw.in."
 	answerKeyPrefix = "mrtr-answer:"
 	askedKeyPrefix  = "mrtr-asked:"
-	// maxInputRounds bounds the input_required results one session
+	// MaxInputRounds bounds the input_required results one session
 	// client's call goes through.
-	maxInputRounds = 10
+	MaxInputRounds = 10
 	// answerTTL bounds how long a session client's answer waits in the
 	// mailbox for the call that asked, whatever the marker says.
 	answerTTL = 5 * time.Minute
@@ -106,51 +105,42 @@ func inputCapability(method string) string {
 	return ""
 }
 
-// clientCaps returns the client's capabilities: from its session, or from
-// the stateless request's _meta.
-func (rq *Request) clientCaps() json.RawMessage {
-	if rq.Stateless {
-		return rq.MetaCaps
-	}
-	if rq.Session == nil {
-		return nil
-	}
-	return rq.Session.ClientCapabilities
-}
-
-// clientCan reports whether the client declared the capability an
-// upstream's request for input needs.
-func (rq *Request) clientCan(method string) bool {
+// can reports whether the client declared the capability an upstream's
+// request for input needs.
+func (b *Bridge) can(who *Caller, method string) bool {
 	c := inputCapability(method)
-	caps := rq.clientCaps()
-	return c != "" && len(caps) > 0 && rq.h.capSet(caps)[c]
+	return c != "" && len(who.Caps) > 0 && b.caps(who.Caps)[c]
 }
 
-// upstreamRequest deals with a request an upstream sent during a call the
+// CanAnswer reports whether the caller declared the capability method, an
+// upstream's request for input, needs: only then can the call be parked
+// for it (see Park).
+func (b *Bridge) CanAnswer(who *Caller, method string) bool { return b.can(who, method) }
+
+// UpstreamRequest deals with a request an upstream sent during a call the
 // gateway relays, other than by parking it: ping is answered, a session
 // client that can answer gets it forwarded, anything else is refused.
-func (rq *Request) upstreamRequest(ctx context.Context, c *call, up *upstreamRef, us session.Upstream, msg *jsonrpc.Message) {
-	client := up.client
+func (b *Bridge) UpstreamRequest(ctx context.Context, who *Caller, out Out, up Upstream, us session.Upstream, msg *jsonrpc.Message) {
 	switch {
 	case msg.Method == "ping":
-		rq.reply(ctx, client, us, msg.ID, json.RawMessage(`{}`), nil)
-	case !rq.Stateless && !c.out.Collects() && rq.clientCan(msg.Method):
+		b.reply(ctx, up, us, msg.ID, json.RawMessage(`{}`), nil)
+	case !who.Stateless && !out.Collects() && b.can(who, msg.Method):
 		// (A batch's collector has no stream to carry the request.)
-		fwd := jsonrpc.AppendRequest(nil, jsonrpc.StringID(forwardedID(up.cfg.Name, msg.ID)), msg.Method, msg.Params)
-		if err := c.out.Event(fwd); err != nil {
-			rq.reply(ctx, client, us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client is gone"))
+		fwd := jsonrpc.AppendRequest(nil, jsonrpc.StringID(forwardedID(up.Name(), msg.ID)), msg.Method, msg.Params)
+		if err := out.Event(fwd); err != nil {
+			b.reply(ctx, up, us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client is gone"))
 		}
 	default:
-		rq.reply(ctx, client, us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound,
+		b.reply(ctx, up, us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound,
 			"Method not found: the client did not declare the capability for %s", msg.Method))
 	}
 }
 
 // reply answers an upstream's request, logging a failure: the upstream's
 // call then fails or times out on its own.
-func (rq *Request) reply(ctx context.Context, client *upstream.Client, us session.Upstream, id jsonrpc.ID, result json.RawMessage, e *jsonrpc.Error) {
-	if err := client.Reply(context.WithoutCancel(ctx), us, id, result, e); err != nil {
-		rq.h.log.Warn("answering an upstream's request", "upstream", client.Name(), "error", err)
+func (b *Bridge) reply(ctx context.Context, up Upstream, us session.Upstream, id jsonrpc.ID, result json.RawMessage, e *jsonrpc.Error) {
+	if err := up.Reply(context.WithoutCancel(ctx), us, id, result, e); err != nil {
+		b.log.Warn("answering an upstream's request", "upstream", up.Name(), "error", err)
 	}
 }
 
@@ -163,52 +153,51 @@ func forwardedID(upstream string, id jsonrpc.ID) string {
 
 // ClientResponse routes a session client's answer to a forwarded request
 // back to its upstream, or to the mailbox of the call that asked for it.
-// Answers to anything else are dropped.
-func (h *Server) ClientResponse(ctx context.Context, rq *Request, msg *jsonrpc.Message) {
+// Answers to anything else are dropped. route finds the upstream a
+// forwarded request came from and the caller's session with it, if the
+// caller's tenant may use it.
+func (b *Bridge) ClientResponse(ctx context.Context, who *Caller, msg *jsonrpc.Message, route func(upstream string) (Upstream, session.Upstream, bool)) {
 	var s string
 	if json.Unmarshal(msg.ID.Raw(), &s) != nil {
-		h.unsolicited(rq)
+		b.unsolicited(who)
 		return
 	}
 	if rest, ok := strings.CutPrefix(s, askedPrefix); ok {
-		if err := h.postAnswer(ctx, rq, rest, msg); err != nil {
-			h.unsolicited(rq)
+		if err := b.postAnswer(ctx, who, rest, msg); err != nil {
+			b.unsolicited(who)
 		}
 		return
 	}
 	rest, ok := strings.CutPrefix(s, forwardedPrefix)
 	if !ok {
-		h.unsolicited(rq)
+		b.unsolicited(who)
 		return
 	}
 	i := strings.LastIndexByte(rest, '.')
 	if i < 0 {
-		h.unsolicited(rq)
+		b.unsolicited(who)
 		return
 	}
 	name := rest[:i]
 	raw, err := base64.RawURLEncoding.DecodeString(rest[i+1:])
 	if err != nil {
-		h.unsolicited(rq)
+		b.unsolicited(who)
 		return
 	}
 	id, err := jsonrpc.RawID(raw)
-	up := rq.st.byName[name]
-	if err != nil || up == nil || !slices.Contains(rq.view.Upstreams, name) {
-		h.unsolicited(rq)
+	if err != nil {
+		b.unsolicited(who)
 		return
 	}
-	rq.mu.Lock()
-	us, ok := rq.Session.Upstreams[name]
-	rq.mu.Unlock()
+	up, us, ok := route(name)
 	if !ok {
-		h.unsolicited(rq)
+		b.unsolicited(who)
 		return
 	}
 	// An answer for the client's own upstream session goes there: the
 	// upstream, which holds the pending request, is the one to judge it,
 	// and nothing is kept on the way.
-	rq.reply(ctx, up.client, us, id, msg.Result, msg.Error)
+	b.reply(ctx, up, us, id, msg.Result, msg.Error)
 }
 
 // inputState is what a requestState stands for, kept in the mailbox.
@@ -261,37 +250,37 @@ func (p *parking) give(key string) {
 	}
 }
 
-// park answers a call whose upstream asked for input with input_required,
-// and leaves the upstream's stream to a pump. cancel ends the upstream call.
-// A principal parks at most limits.parked_calls_per_principal calls on one
-// replica; beyond that the call fails at once (and the caller ends the
+// Park answers a 2026-07-28 caller's call whose upstream asked for input
+// (first) with input_required, and leaves the upstream's stream to a pump.
+// cancel ends the upstream call. A principal parks at most max calls on
+// one replica (limits.parked_calls_per_principal; 0 for no bound); beyond
+// that the call fails at once with a *LimitError (and the caller ends the
 // upstream call).
-func (rq *Request) park(ctx context.Context, c *call, up *upstreamRef, resp *tracedResponse, first *jsonrpc.Message, cancel context.CancelCauseFunc) (json.RawMessage, error) {
-	key, max := PrincipalKey(rq), rq.st.cfg.Limits.ParkedCallsPerPrincipal
-	if max > 0 && !rq.h.parked.take(key, max) {
-		rq.h.LimitHit(ctx, rq, telemetry.LimitParkedCalls, c.method)
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
-			"Too Many Requests: parked call limit %s (%d) reached: answer or abandon the calls waiting for input first", telemetry.LimitParkedCalls, max)
+func (b *Bridge) Park(ctx context.Context, who *Caller, c *Call, up Upstream, resp Stream, first *jsonrpc.Message, cancel context.CancelCauseFunc, max int) (json.RawMessage, error) {
+	key := who.Principal
+	if max > 0 && !b.parked.take(key, max) {
+		return nil, &LimitError{Err: jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
+			"Too Many Requests: parked call limit %s (%d) reached: answer or abandon the calls waiting for input first", telemetry.LimitParkedCalls, max)}
 	}
 	// The place is given back when the pump is about to post the call's
 	// end, before a retry can see it, so that the next call finds it free.
 	release := sync.OnceFunc(func() {
 		if max > 0 {
-			rq.h.parked.give(key)
+			b.parked.give(key)
 		}
 	})
 	pump := session.NewID()
-	res, err := rq.inputRequired(ctx, c, up, resp.us.SessionID, pump, map[string]pendingInput{
+	res, err := b.inputRequired(ctx, who, c, up, resp.Session().SessionID, pump, map[string]pendingInput{
 		"input-1": {ID: first.ID.Raw(), Method: first.Method, Params: first.Params},
 	})
 	if err != nil {
 		release()
 		return nil, err
 	}
-	caps := rq.clientCaps()
-	if !rq.h.own.goOwned(func(life context.Context) {
+	caps := who.Caps
+	if !b.own.Go(func(life context.Context) {
 		defer release()
-		rq.h.pumpInput(life, up, resp, pump, caps, cancel, release)
+		b.pumpInput(life, up, resp, pump, caps, cancel, release)
 	}) {
 		release()
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the gateway is shutting down")
@@ -301,14 +290,14 @@ func (rq *Request) park(ctx context.Context, c *call, up *upstreamRef, resp *tra
 
 // inputRequired stores the state of a call waiting for the inputs reqs and
 // returns the input_required result that asks for them.
-func (rq *Request) inputRequired(ctx context.Context, c *call, up *upstreamRef, sid, pump string, reqs map[string]pendingInput) (json.RawMessage, error) {
-	st := inputState{Principal: PrincipalKey(rq), Method: c.method, Target: c.target, Upstream: up.cfg.Name, Session: sid, Pump: pump, Requests: reqs}
-	b, err := json.Marshal(st)
+func (b *Bridge) inputRequired(ctx context.Context, who *Caller, c *Call, up Upstream, sid, pump string, reqs map[string]pendingInput) (json.RawMessage, error) {
+	st := inputState{Principal: who.Principal, Method: c.Method, Target: c.Target, Upstream: up.Name(), Session: sid, Pump: pump, Requests: reqs}
+	buf, err := json.Marshal(st)
 	if err != nil {
 		return nil, err
 	}
 	id := session.NewID()
-	if err := rq.h.mailbox.Post(ctx, stateKeyPrefix+id, b, up.client.Timeout()); err != nil {
+	if err := b.mailbox.Post(ctx, stateKeyPrefix+id, buf, up.Timeout()); err != nil {
 		return nil, err
 	}
 	asks := make(map[string]any, len(reqs))
@@ -331,9 +320,9 @@ var errClosing = errors.New("the gateway is shutting down")
 
 // pumpInput reads the rest of a parked call's upstream stream and posts to
 // the mailbox each further request for input and, last, the response. It
-// is owned by h.own: the upstream call's timeout bounds it, and life's end
+// is owned by b.own: the upstream call's timeout bounds it, and life's end
 // (Close) cancels the call. ending is called before the last post.
-func (h *Server) pumpInput(life context.Context, up *upstreamRef, resp *tracedResponse, pump string, caps json.RawMessage, cancel context.CancelCauseFunc, ending func()) {
+func (b *Bridge) pumpInput(life context.Context, up Upstream, resp Stream, pump string, caps json.RawMessage, cancel context.CancelCauseFunc, ending func()) {
 	defer cancel(nil)
 	defer resp.Close()
 	stop := context.AfterFunc(life, func() { cancel(errClosing) })
@@ -341,11 +330,11 @@ func (h *Server) pumpInput(life context.Context, up *upstreamRef, resp *tracedRe
 	// Posts outlive life, so that a retry on another replica learns the
 	// call ended; replies to the upstream do not.
 	ctx := context.Background()
-	key, ttl := pumpKeyPrefix+pump, up.client.Timeout()
-	post := func(b []byte) error {
-		err := h.mailbox.Post(ctx, key, b, ttl)
+	key, ttl := pumpKeyPrefix+pump, up.Timeout()
+	post := func(msg []byte) error {
+		err := b.mailbox.Post(ctx, key, msg, ttl)
 		if err != nil {
-			h.log.Warn("posting an upstream's message for a retry", "upstream", up.cfg.Name, "error", err)
+			b.log.Warn("posting an upstream's message for a retry", "upstream", up.Name(), "error", err)
 		}
 		return err
 	}
@@ -361,21 +350,21 @@ func (h *Server) pumpInput(life context.Context, up *upstreamRef, resp *tracedRe
 		}
 		switch msg.Kind {
 		case jsonrpc.KindNotification:
-			h.observe(up, msg) // nobody to relay it to
+			b.observe(up.Name(), msg) // nobody to relay it to
 		case jsonrpc.KindRequest:
 			c := inputCapability(msg.Method)
 			switch {
 			case msg.Method == "ping":
-				_ = up.client.Reply(life, resp.us, msg.ID, json.RawMessage(`{}`), nil)
-			case c == "" || len(caps) == 0 || !h.capSet(caps)[c]:
-				_ = up.client.Reply(life, resp.us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound,
+				_ = up.Reply(life, resp.Session(), msg.ID, json.RawMessage(`{}`), nil)
+			case c == "" || len(caps) == 0 || !b.caps(caps)[c]:
+				_ = up.Reply(life, resp.Session(), msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound,
 					"Method not found: the client did not declare the capability for %s", msg.Method))
 			default:
 				if post(raw) != nil {
 					// The mailbox is full (or gone): the upstream hears at
 					// once that its request cannot reach the client, and
 					// the call goes on to its answer.
-					_ = up.client.Reply(life, resp.us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError,
+					_ = up.Reply(life, resp.Session(), msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError,
 						"the request for input could not be relayed to the client"))
 				}
 			}
@@ -385,7 +374,7 @@ func (h *Server) pumpInput(life context.Context, up *upstreamRef, resp *tracedRe
 				// Too big for the mailbox, say: the retry gets an error
 				// rather than waiting out the timeout.
 				post(jsonrpc.AppendError(nil, jsonrpc.NullID, jsonrpc.Errorf(jsonrpc.CodeInternalError,
-					"upstream %s: the answer could not be handed to the retry", up.cfg.Name)))
+					"upstream %s: the answer could not be handed to the retry", up.Name())))
 			}
 			return
 		}
@@ -394,15 +383,16 @@ func (h *Server) pumpInput(life context.Context, up *upstreamRef, resp *tracedRe
 
 var errBadState = jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: requestState is unknown, expired, already used, or not this request's")
 
-// resumeInput serves the retry of a parked call: the inputResponses go
-// upstream as the answers to its requests, and the pump's next message is
-// the retry's answer.
-func (rq *Request) resumeInput(ctx context.Context, c *call, up *upstreamRef, p *jsonx.Object, state string, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+// Resume serves the retry of a parked call, whose params p carry state (its
+// requestState): the inputResponses go upstream, on us, the caller's
+// session with up, as the answers to its requests, and the pump's next
+// message is the retry's answer, through rewrite if it is the result.
+func (b *Bridge) Resume(ctx context.Context, who *Caller, c *Call, up Upstream, us session.Upstream, p *jsonx.Object, state string, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
 	id, ok := strings.CutPrefix(state, requestStatePrefix)
 	if _, err := hex.DecodeString(id); !ok || err != nil || len(id) != 32 {
 		return nil, errBadState
 	}
-	raw, err := rq.h.mailbox.Take(ctx, stateKeyPrefix+id, 0)
+	raw, err := b.mailbox.Take(ctx, stateKeyPrefix+id, 0)
 	if errors.Is(err, session.ErrNotFound) {
 		return nil, errBadState
 	} else if err != nil {
@@ -414,12 +404,8 @@ func (rq *Request) resumeInput(ctx context.Context, c *call, up *upstreamRef, p 
 	}
 	// The state binds the principal and the call (2026-07-28
 	// basic/patterns/mrtr, "Server Requirements" 5).
-	if st.Principal != PrincipalKey(rq) || st.Method != c.method || st.Target != c.target || st.Upstream != up.cfg.Name {
+	if st.Principal != who.Principal || st.Method != c.Method || st.Target != c.Target || st.Upstream != up.Name() {
 		return nil, errBadState
-	}
-	us, err := rq.upstreamSession(ctx, up)
-	if err != nil {
-		return nil, err
 	}
 	if us.SessionID != st.Session {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream session of this call has ended; call again")
@@ -451,22 +437,22 @@ func (rq *Request) resumeInput(ctx context.Context, c *call, up *upstreamRef, p 
 		if err != nil {
 			return nil, errBadState
 		}
-		if err := up.client.Reply(ctx, us, rid, ans, nil); err != nil {
+		if err := up.Reply(ctx, us, rid, ans, nil); err != nil {
 			return nil, err
 		}
 	}
 	if len(missing) > 0 {
-		return rq.inputRequired(ctx, c, up, us.SessionID, st.Pump, missing)
+		return b.inputRequired(ctx, who, c, up, us.SessionID, st.Pump, missing)
 	}
-	return rq.awaitInput(ctx, c, up, us, st.Pump, rewrite)
+	return b.awaitInput(ctx, who, c, up, us, st.Pump, rewrite)
 }
 
 // awaitInput takes the pump's next message: another request for input, or
 // the call's response.
-func (rq *Request) awaitInput(ctx context.Context, c *call, up *upstreamRef, us session.Upstream, pump string, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
-	raw, err := rq.h.mailbox.Take(ctx, pumpKeyPrefix+pump, up.client.Timeout())
+func (b *Bridge) awaitInput(ctx context.Context, who *Caller, c *Call, up Upstream, us session.Upstream, pump string, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+	raw, err := b.mailbox.Take(ctx, pumpKeyPrefix+pump, up.Timeout())
 	if errors.Is(err, session.ErrNotFound) {
-		return nil, fmt.Errorf("upstream %s: %s: %w", up.cfg.Name, c.method, context.DeadlineExceeded)
+		return nil, fmt.Errorf("upstream %s: %s: %w", up.Name(), c.Method, context.DeadlineExceeded)
 	} else if err != nil {
 		return nil, err
 	}
@@ -476,7 +462,7 @@ func (rq *Request) awaitInput(ctx context.Context, c *call, up *upstreamRef, us 
 	}
 	switch msg.Kind {
 	case jsonrpc.KindRequest:
-		return rq.inputRequired(ctx, c, up, us.SessionID, pump, map[string]pendingInput{
+		return b.inputRequired(ctx, who, c, up, us.SessionID, pump, map[string]pendingInput{
 			"input-1": {ID: msg.ID.Raw(), Method: msg.Method, Params: msg.Params},
 		})
 	case jsonrpc.KindErrorResponse:
@@ -488,8 +474,8 @@ func (rq *Request) awaitInput(ctx context.Context, c *call, up *upstreamRef, us 
 	return msg.Result, nil
 }
 
-// inputRequired reports whether a result is a 2026-07-28 input_required.
-func inputRequired(res json.RawMessage) bool {
+// InputRequired reports whether a result is a 2026-07-28 input_required.
+func InputRequired(res json.RawMessage) bool {
 	if !strings.Contains(string(res), `"input_required"`) {
 		return false // the common case, without parsing
 	}
@@ -509,11 +495,11 @@ type answer struct {
 	Error   *jsonrpc.Error  `json:"e,omitempty"`
 }
 
-// askClient asks a session client for the inputs a 2026-07-28 upstream's
+// AskClient asks a session client for the inputs a 2026-07-28 upstream's
 // input_required result requests, and returns the params of the retry:
 // the call's, with the answers as inputResponses and the upstream's
 // requestState.
-func (rq *Request) askClient(ctx context.Context, c *call, up *upstreamRef, params, res json.RawMessage) (json.RawMessage, error) {
+func (b *Bridge) AskClient(ctx context.Context, who *Caller, c *Call, up Upstream, params, res json.RawMessage, max int) (json.RawMessage, error) {
 	o, err := jsonx.ParseValidObject(res)
 	if err != nil {
 		return nil, err
@@ -522,55 +508,55 @@ func (rq *Request) askClient(ctx context.Context, c *call, up *upstreamRef, para
 	var asks *jsonx.Object
 	if v := o.Get("inputRequests"); v != nil && string(v) != "null" {
 		if asks, err = jsonx.ParseValidObject(v); err != nil {
-			return nil, fmt.Errorf("upstream %s: malformed inputRequests: %w", up.cfg.Name, err)
+			return nil, fmt.Errorf("upstream %s: malformed inputRequests: %w", up.Name(), err)
 		}
 	}
 	if asks != nil && len(asks.Members) > 0 {
-		if rq.h.mailbox == nil || c.out.Collects() {
-			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input, which cannot reach this client", up.cfg.Name)
+		if b.mailbox == nil || c.Out.Collects() {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input, which cannot reach this client", up.Name())
 		}
 		// The answers wait in one mailbox, which holds at most
 		// sessions.mailbox_messages: an upstream asks for no more at once.
-		if limit := rq.st.cfg.Sessions.MailboxMessages; limit > 0 && len(asks.Members) > limit {
-			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for %d inputs at once, more than the gateway relays (%d)", up.cfg.Name, len(asks.Members), limit)
+		if limit := max; limit > 0 && len(asks.Members) > limit {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for %d inputs at once, more than the gateway relays (%d)", up.Name(), len(asks.Members), limit)
 		}
 		box := session.NewID()
-		deadline := time.Now().Add(up.client.Timeout())
+		deadline := time.Now().Add(up.Timeout())
 		pending := make(map[string]bool, len(asks.Members))
 		for _, m := range asks.Members {
 			ask, err := jsonx.ParseValidObject(m.Value)
 			if err != nil {
-				return nil, fmt.Errorf("upstream %s: malformed input request: %w", up.cfg.Name, err)
+				return nil, fmt.Errorf("upstream %s: malformed input request: %w", up.Name(), err)
 			}
 			method, _ := ask.GetString("method")
-			if !rq.clientCan(method) {
+			if !b.can(who, method) {
 				// The upstream asked for what the client did not declare
 				// (mrtr, "Server Requirements" 7).
-				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for %q, which the client did not declare", up.cfg.Name, method)
+				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for %q, which the client did not declare", up.Name(), method)
 			}
 			k := base64.RawURLEncoding.EncodeToString([]byte(m.Name))
 			// The marker first: the answer may come before event returns.
-			if err := rq.h.markAsked(ctx, rq, box, k, deadline); err != nil {
+			if err := b.markAsked(ctx, who, box, k, deadline); err != nil {
 				return nil, err
 			}
-			if err := c.out.Event(jsonrpc.AppendRequest(nil, jsonrpc.StringID(askedPrefix+box+"."+k), method, ask.Get("params"))); err != nil {
+			if err := c.Out.Event(jsonrpc.AppendRequest(nil, jsonrpc.StringID(askedPrefix+box+"."+k), method, ask.Get("params"))); err != nil {
 				return nil, err
 			}
 			pending[m.Name] = true
 		}
 		for len(pending) > 0 {
-			raw, err := rq.h.mailbox.Take(ctx, answerKeyPrefix+box, time.Until(deadline))
+			raw, err := b.mailbox.Take(ctx, answerKeyPrefix+box, time.Until(deadline))
 			if errors.Is(err, session.ErrNotFound) {
-				return nil, fmt.Errorf("upstream %s: %s: waiting for the client's input: %w", up.cfg.Name, c.method, context.DeadlineExceeded)
+				return nil, fmt.Errorf("upstream %s: %s: waiting for the client's input: %w", up.Name(), c.Method, context.DeadlineExceeded)
 			} else if err != nil {
 				return nil, err
 			}
 			var a answer
-			if json.Unmarshal(raw, &a) != nil || a.Session != rq.Session.ID || !pending[a.Key] {
+			if json.Unmarshal(raw, &a) != nil || a.Session != who.Session || !pending[a.Key] {
 				continue
 			}
 			if a.Error != nil {
-				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client could not give the input upstream %s asked for: %s", up.cfg.Name, a.Error.Message)
+				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client could not give the input upstream %s asked for: %s", up.Name(), a.Error.Message)
 			}
 			answers.Set(a.Key, a.Result)
 			delete(pending, a.Key)
@@ -611,22 +597,22 @@ func askedKey(box, k, sid string) string {
 }
 
 // markAsked records that the input request k of mailbox box is asked of
-// rq's client, until deadline.
-func (h *Server) markAsked(ctx context.Context, rq *Request, box, k string, deadline time.Time) error {
-	b, err := json.Marshal(askedMarker{Principal: PrincipalKey(rq), Deadline: deadline.UnixMilli()})
+// who's client, until deadline.
+func (b *Bridge) markAsked(ctx context.Context, who *Caller, box, k string, deadline time.Time) error {
+	buf, err := json.Marshal(askedMarker{Principal: who.Principal, Deadline: deadline.UnixMilli()})
 	if err != nil {
 		return err
 	}
-	return h.mailbox.Post(ctx, askedKey(box, k, rq.Session.ID), b, time.Until(deadline))
+	return b.mailbox.Post(ctx, askedKey(box, k, who.Session), buf, time.Until(deadline))
 }
 
 // postAnswer posts a session client's answer to an input request (its id
 // without askedPrefix is rest) to the mailbox of the call that asked, if
 // the gateway asked it of this session and the call still waits; it
 // returns errUnsolicited otherwise.
-func (h *Server) postAnswer(ctx context.Context, rq *Request, rest string, msg *jsonrpc.Message) error {
+func (b *Bridge) postAnswer(ctx context.Context, who *Caller, rest string, msg *jsonrpc.Message) error {
 	box, k, ok := strings.Cut(rest, ".")
-	if !ok || h.mailbox == nil || len(box) != 32 || strings.Contains(k, ".") {
+	if !ok || b.mailbox == nil || len(box) != 32 || strings.Contains(k, ".") {
 		return errUnsolicited
 	}
 	if _, err := hex.DecodeString(box); err != nil {
@@ -636,50 +622,50 @@ func (h *Server) postAnswer(ctx context.Context, rq *Request, rest string, msg *
 	if err != nil {
 		return errUnsolicited
 	}
-	raw, err := h.mailbox.Take(ctx, askedKey(box, k, rq.Session.ID), 0)
+	raw, err := b.mailbox.Take(ctx, askedKey(box, k, who.Session), 0)
 	if errors.Is(err, session.ErrNotFound) {
 		return errUnsolicited
 	} else if err != nil {
-		h.log.Warn("taking the marker of an input request", "error", err)
+		b.log.Warn("taking the marker of an input request", "error", err)
 		return nil
 	}
 	var m askedMarker
-	if json.Unmarshal(raw, &m) != nil || m.Principal != PrincipalKey(rq) {
+	if json.Unmarshal(raw, &m) != nil || m.Principal != who.Principal {
 		return errUnsolicited
 	}
 	ttl := min(time.Until(time.UnixMilli(m.Deadline)), answerTTL)
 	if ttl <= 0 {
 		return errUnsolicited // the call gave up
 	}
-	a := answer{Session: rq.Session.ID, Key: string(key), Result: msg.Result, Error: msg.Error}
+	a := answer{Session: who.Session, Key: string(key), Result: msg.Result, Error: msg.Error}
 	if msg.Kind == jsonrpc.KindResponse && (len(msg.Result) == 0 || msg.Result[0] != '{') {
 		// Not a result the upstream could take: the call fails now
 		// rather than at its timeout.
 		a.Result, a.Error = nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "the client's answer is not an object")
 	}
-	b, err := json.Marshal(a)
+	buf, err := json.Marshal(a)
 	if err != nil {
 		return nil
 	}
-	err = h.mailbox.Post(ctx, answerKeyPrefix+box, b, ttl)
+	err = b.mailbox.Post(ctx, answerKeyPrefix+box, buf, ttl)
 	if err != nil && (errors.Is(err, session.ErrLimit) || errors.Is(err, session.ErrFull)) {
 		// Too big for the mailbox: a short error in its place, so the
 		// call fails now rather than at its timeout.
-		h.log.Debug("a client's answer to an input request exceeds the mailbox", "tenant", rq.principal.Tenant, "error", err)
+		b.log.Debug("a client's answer to an input request exceeds the mailbox", "tenant", who.Tenant, "error", err)
 		a.Result, a.Error = nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the answer exceeds the gateway's mailbox limit")
-		if b, err = json.Marshal(a); err == nil {
-			err = h.mailbox.Post(ctx, answerKeyPrefix+box, b, ttl)
+		if buf, err = json.Marshal(a); err == nil {
+			err = b.mailbox.Post(ctx, answerKeyPrefix+box, buf, ttl)
 		}
 	}
 	if err != nil {
-		h.log.Warn("posting a client's answer to an input request", "error", err)
+		b.log.Warn("posting a client's answer to an input request", "error", err)
 	}
 	return nil
 }
 
 // unsolicited drops a client's answer that no pending request of the
 // gateway's awaits, counting it.
-func (h *Server) unsolicited(rq *Request) {
-	h.metrics.LimitRejection(telemetry.LimitUnsolicitedAnswer, rq.principal.Tenant)
-	h.log.Debug("dropped a client's answer to no pending request", "tenant", rq.principal.Tenant)
+func (b *Bridge) unsolicited(who *Caller) {
+	b.metrics.LimitRejection(telemetry.LimitUnsolicitedAnswer, who.Tenant)
+	b.log.Debug("dropped a client's answer to no pending request", "tenant", who.Tenant)
 }

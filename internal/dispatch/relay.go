@@ -1,0 +1,196 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+
+	"github.com/mcpgw/gateway/internal/bridge"
+	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/telemetry"
+	"github.com/mcpgw/gateway/internal/upstream"
+)
+
+// relay forwards a client request to up and relays the answer: each
+// Notification as it arrives, then the result (through rewrite, if set) or
+// the upstream's error. Requests for input are bridged between the
+// revisions (see mrtr.go).
+func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params json.RawMessage, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+	// A 2026-07-28 client's call may be parked for its retry: then the
+	// upstream call outlives this request, and ends with the client gone
+	// only while it is not parked.
+	callCtx, parked := ctx, false
+	if rq.Stateless && c.m.input && rq.h.bridge.Relays() {
+		us, err := rq.upstreamSession(ctx, up)
+		if err != nil {
+			return nil, err
+		}
+		if !upstream.IsModern(us) {
+			// Only a retry carries these: most calls skip the parse.
+			if bytes.Contains(params, []byte(`"requestState"`)) || bytes.Contains(params, []byte(`"inputResponses"`)) {
+				if p, err := jsonx.ParseValidObject(params); err == nil {
+					if state, ok := p.GetString("requestState"); ok {
+						return rq.h.bridge.Resume(ctx, rq.caller(), c.bridged(), up.client, us, p, state, rewrite)
+					}
+					if p.Get("inputResponses") != nil {
+						p.Delete("inputResponses")
+						params = p.Bytes()
+					}
+				}
+			}
+			detached, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+			stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+			defer func() {
+				if stop() && !parked {
+					cancel(nil)
+				}
+			}()
+			callCtx = detached
+			c.cancelParked = cancel
+		}
+	}
+	id := forwardID(c.id)
+	for round := 1; ; round++ {
+		res, us, err := rq.relayOnce(ctx, callCtx, c, up, id, params, &parked)
+		if err != nil || parked {
+			return res, err
+		}
+		if !rq.Stateless && upstream.IsModern(us) && c.m.input && bridge.InputRequired(res) {
+			// A 2026-07-28 upstream asks a session client for input.
+			if round > bridge.MaxInputRounds {
+				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input more than %d times", up.cfg.Name, bridge.MaxInputRounds)
+			}
+			if params, err = rq.h.bridge.AskClient(ctx, rq.caller(), c.bridged(), up.client, params, res, rq.st.cfg.Sessions.MailboxMessages); err != nil {
+				return nil, err
+			}
+			// A retry is a new request, with an id of its own (mrtr,
+			// "Client Requirements" 3).
+			id = jsonrpc.StringID("c." + c.id.String() + "/" + strconv.Itoa(round))
+			continue
+		}
+		if rewrite != nil {
+			return rewrite(res)
+		}
+		return res, nil
+	}
+}
+
+// relayOnce sends one request of relay and relays what comes back until
+// its result, which it returns with the upstream session it went on. A
+// request for input it parks sets *parked and returns the input_required
+// result.
+func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstreamRef, id jsonrpc.ID, params json.RawMessage, parked *bool) (json.RawMessage, session.Upstream, error) {
+	resp, err := rq.callWith(callCtx, up, id, c.method, params, c.upHeader)
+	if err != nil {
+		return nil, session.Upstream{}, err
+	}
+	defer func() {
+		if !*parked {
+			resp.Close()
+		}
+	}()
+	if resp.Streaming() {
+		c.out.Stream()
+	}
+	for {
+		msg, raw, err := resp.Next()
+		if err != nil {
+			return nil, resp.us, err
+		}
+		switch msg.Kind {
+		case jsonrpc.KindNotification:
+			rq.h.observe(up, msg)
+			if msg.Method == "notifications/cancelled" {
+				continue // about the upstream's own requests, of which we relay none
+			}
+			if msg.Method == "notifications/resources/updated" {
+				raw = rewriteUpdated(raw, msg, up.cat.Prefix)
+			}
+			if msg.Method == "notifications/message" && rq.Stateless && !rq.WantsLogs {
+				// 2026-07-28: no log messages for requests that did not
+				// ask for them (_meta logLevel).
+				continue
+			}
+			if err := c.out.Event(raw); err != nil {
+				return nil, resp.us, err // the client is gone
+			}
+		case jsonrpc.KindRequest:
+			who := rq.caller()
+			if c.cancelParked != nil && rq.h.bridge.CanAnswer(who, msg.Method) {
+				res, err := rq.h.bridge.Park(ctx, who, c.bridged(), up.client, resp, msg, c.cancelParked, rq.st.cfg.Limits.ParkedCallsPerPrincipal)
+				if le := (*bridge.LimitError)(nil); errors.As(err, &le) {
+					rq.h.LimitHit(ctx, rq, telemetry.LimitParkedCalls, c.method)
+				}
+				if err != nil {
+					return nil, resp.us, err
+				}
+				*parked = true
+				return res, resp.us, nil
+			}
+			rq.h.bridge.UpstreamRequest(ctx, who, c.out, up.client, resp.us, msg)
+		case jsonrpc.KindResponse:
+			return msg.Result, resp.us, nil
+		case jsonrpc.KindErrorResponse:
+			return nil, resp.us, msg.Error
+		}
+	}
+}
+
+// rewriteUpdated rewrites the uri of a notifications/resources/updated.
+func rewriteUpdated(raw []byte, msg *jsonrpc.Message, prefix string) []byte {
+	if prefix == "" {
+		return raw
+	}
+	p, err := jsonx.ParseValidObject(msg.Params)
+	if err != nil {
+		return raw
+	}
+	if u, ok := p.GetString("uri"); ok {
+		p.SetString("uri", catalog.ExposedURI(prefix, u))
+		return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, p.Bytes())
+	}
+	return raw
+}
+
+// caller is who rq is, to the bridge.
+func (rq *Request) caller() *bridge.Caller {
+	who := &bridge.Caller{Principal: PrincipalKey(rq), Tenant: rq.principal.Tenant, Stateless: rq.Stateless}
+	switch {
+	case rq.Stateless:
+		who.Caps = rq.MetaCaps
+	case rq.Session != nil:
+		who.Caps = rq.Session.ClientCapabilities
+	}
+	if rq.Session != nil {
+		who.Session = rq.Session.ID
+	}
+	return who
+}
+
+// bridged is the call, to the bridge.
+func (c *call) bridged() *bridge.Call {
+	return &bridge.Call{Method: c.method, Target: c.target, Out: c.out}
+}
+
+// ClientResponse routes a session client's answer to a request the
+// gateway forwarded to it (see bridge.Bridge.ClientResponse): back to the
+// upstream that asked, on the session's own upstream session, when the
+// tenant may use that upstream.
+func (h *Server) ClientResponse(ctx context.Context, rq *Request, msg *jsonrpc.Message) {
+	h.bridge.ClientResponse(ctx, rq.caller(), msg, func(name string) (bridge.Upstream, session.Upstream, bool) {
+		up := rq.st.byName[name]
+		if up == nil || !slices.Contains(rq.view.Upstreams, name) {
+			return nil, session.Upstream{}, false
+		}
+		rq.mu.Lock()
+		us, ok := rq.Session.Upstreams[name]
+		rq.mu.Unlock()
+		return up.client, us, ok
+	})
+}
