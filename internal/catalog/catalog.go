@@ -107,6 +107,10 @@ type Item struct {
 type Listing struct {
 	Items   []Item
 	index   map[string]int // exposed name → position in Items; -1 for a duplicate
+	// dups holds, for each exposed name listed more than once, the
+	// original of each copy: the policy decides whether the tenant sees
+	// the clash at all.
+	dups map[string][]string
 	fetched time.Time
 	digest  [32]byte // of the items as listed, to notice a change
 	size    int      // bytes of the items as listed
@@ -657,11 +661,18 @@ func (c *Catalog) build(up *Upstream, k Kind, raw []json.RawMessage) *Listing {
 		if exp != orig {
 			o.SetString(info.Key, exp)
 		}
-		if _, dup := l.index[exp]; dup {
+		if pos, dup := l.index[exp]; dup {
 			// The upstream listed one name twice, or two long names
 			// shortened to the same one: neither is usable.
 			c.reportConflict(k, exp, up.Name, up.Name)
-			l.index[exp] = -1
+			if l.dups == nil {
+				l.dups = make(map[string][]string)
+			}
+			if pos >= 0 {
+				l.dups[exp] = []string{l.Items[pos].Original}
+				l.index[exp] = -1
+			}
+			l.dups[exp] = append(l.dups[exp], orig)
 			continue
 		}
 		l.index[exp] = len(l.Items)
@@ -722,14 +733,19 @@ func (c *Catalog) Merge(k Kind, ups []*Upstream, ls []*Listing, lk Lookup) []Ite
 		}
 		for j := range l.Items {
 			it := &l.Items[j]
+			if l.dups != nil && l.index[it.Exposed] < 0 {
+				continue // listed twice: see below
+			}
 			if !lk.Visible(k, ups[i], it.Original) {
 				continue
 			}
 			owners[it.Exposed] = append(owners[it.Exposed], ups[i].Name)
 			out = append(out, *it)
 		}
-		for name, pos := range l.index {
-			if pos < 0 { // listed twice by this upstream
+		for name := range l.dups {
+			// Listed twice by this upstream: a clash, if the tenant may
+			// see any of the copies; else nothing at all.
+			if l.visibleDup(k, ups[i], name, lk) {
 				owners[name] = append(owners[name], ups[i].Name, ups[i].Name)
 			}
 		}
@@ -744,6 +760,17 @@ func (c *Catalog) Merge(k Kind, ups []*Upstream, ls []*Listing, lk Lookup) []Ite
 	}
 	sort.Slice(kept, func(i, j int) bool { return kept[i].Exposed < kept[j].Exposed })
 	return kept
+}
+
+// visibleDup reports whether the tenant may see any copy of name, which
+// the listing holds more than once.
+func (l *Listing) visibleDup(k Kind, up *Upstream, name string, lk Lookup) bool {
+	for _, orig := range l.dups[name] {
+		if lk.Visible(k, up, orig) {
+			return true
+		}
+	}
+	return false
 }
 
 // ResolveError is what resolving an exposed name reports: the name is

@@ -124,8 +124,11 @@ func (c *Catalog) Resolve(ctx context.Context, k Kind, name string, ups []*Upstr
 	var found *Item
 	var lastErr error
 	cands := 0
+	// A name in a configured prefix's namespace is never an unprefixed
+	// upstream's: its listing left such names out.
+	foreign := c.Foreign(name, kinds[k].URI)
 	for i, up := range ups {
-		if !k.Owns(up.Prefix, name) {
+		if !k.Owns(up.Prefix, name) || up.Prefix == "" && foreign {
 			continue
 		}
 		cands++
@@ -137,8 +140,10 @@ func (c *Catalog) Resolve(ctx context.Context, k Kind, name string, ups []*Upstr
 		pos, ok := l.index[name]
 		switch {
 		case !ok:
-		case pos < 0:
+		case pos < 0 && l.visibleDup(k, up, name, lk):
 			owners = append(owners, i, i) // listed twice by one upstream
+		case pos < 0:
+			denied, deniedName = i, l.dups[name][0]
 		case lk.Visible(k, up, l.Items[pos].Original):
 			owners = append(owners, i)
 			found = &l.Items[pos]
