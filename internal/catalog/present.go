@@ -42,12 +42,7 @@ func AssertAnnotations(tool json.RawMessage, a config.ToolAnnotations) json.RawM
 	if err != nil {
 		return tool
 	}
-	ann := &jsonx.Object{}
-	if cur := o.Get("annotations"); cur != nil {
-		if p, err := jsonx.ParseValidObject(cur); err == nil {
-			ann = p
-		}
-	}
+	ann := o.ObjectOr("annotations")
 	set := func(name string, v any) {
 		b, _ := json.Marshal(v)
 		ann.Set(name, b)

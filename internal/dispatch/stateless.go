@@ -82,12 +82,7 @@ func (h *Server) decorate(rq *Request, m *Method, res json.RawMessage) json.RawM
 	if o.Get("resultType") == nil {
 		o.Set("resultType", json.RawMessage(`"complete"`))
 	}
-	meta := &jsonx.Object{}
-	if raw := o.Get("_meta"); raw != nil {
-		if m, err := jsonx.ParseValidObject(raw); err == nil {
-			meta = m
-		}
-	}
+	meta := o.ObjectOr("_meta")
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
 	meta.Set(protocol.MetaServerInfo, info)
 	o.Set("_meta", meta.Bytes())
@@ -125,12 +120,8 @@ func stripProtocolMeta(params json.RawMessage) json.RawMessage {
 	if err != nil {
 		return params
 	}
-	raw := p.Get("_meta")
-	if raw == nil {
-		return params
-	}
-	meta, err := jsonx.ParseValidObject(raw)
-	if err != nil {
+	meta, ok := p.Object("_meta")
+	if !ok {
 		return params
 	}
 	kept := meta.Members[:0]

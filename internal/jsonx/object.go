@@ -55,6 +55,27 @@ func (o *Object) Get(name string) json.RawMessage {
 	return nil
 }
 
+// Object returns the member called name parsed as an object, which it must
+// be, as ParseValidObject parses it; ok is false when there is no such
+// member or it is not a valid object.
+func (o *Object) Object(name string) (m *Object, ok bool) {
+	raw := o.Get(name)
+	if raw == nil {
+		return nil, false
+	}
+	m, err := parseObjectValid(raw)
+	return m, err == nil
+}
+
+// ObjectOr returns the member called name parsed as an object, or a new
+// empty object when there is none or it is not a valid object.
+func (o *Object) ObjectOr(name string) *Object {
+	if m, ok := o.Object(name); ok {
+		return m
+	}
+	return &Object{}
+}
+
 // HasCaseVariant reports whether the object has a member whose name equals
 // name ignoring ASCII case but is not name itself ("Name" for "name").
 // encoding/json matches struct fields case-insensitively, so an upstream

@@ -227,11 +227,18 @@ func appendResultEvent(dst []byte, id jsonrpc.ID, result json.RawMessage) []byte
 // else as an application/json body with the given status. Nothing may be
 // written after it.
 func (r *responder) final(status int, msg []byte) {
+	r.last(func(dst []byte) []byte { return appendEvent(dst, msg) }, func() { writeJSON(r.w, status, msg) })
+}
+
+// last writes the response message: with event, as the stream's last
+// event, or, when nothing was written yet, with body, as the whole body,
+// r.mu held.
+func (r *responder) last(event func(dst []byte) []byte, body func()) {
 	r.mu.Lock()
 	sse, written := r.sse, r.written
 	r.mu.Unlock()
 	if sse {
-		r.lastEvent(func(dst []byte) []byte { return appendEvent(dst, msg) })
+		r.lastEvent(event)
 		return
 	}
 	if written {
@@ -240,26 +247,18 @@ func (r *responder) final(status int, msg []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.written = true
-	writeJSON(r.w, status, msg)
+	body()
 }
 
 // Result writes a success response. As a JSON body it is written in
 // three parts, so that a large result (a cached list) is not copied into a
 // new envelope for every response.
 func (r *responder) Result(id jsonrpc.ID, result json.RawMessage) {
-	r.mu.Lock()
-	sse, written := r.sse, r.written
-	r.mu.Unlock()
-	if sse {
-		r.lastEvent(func(dst []byte) []byte { return appendResultEvent(dst, id, result) })
-		return
-	}
-	if written {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.written = true
+	r.last(func(dst []byte) []byte { return appendResultEvent(dst, id, result) }, func() { r.writeResult(id, result) })
+}
+
+// writeResult writes a success response as the whole body.
+func (r *responder) writeResult(id jsonrpc.ID, result json.RawMessage) {
 	head := jsonrpc.AppendResult(nil, id, json.RawMessage("0"))
 	head = head[:len(head)-2] // up to `"result":`
 	if len(result) == 0 {

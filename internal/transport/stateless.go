@@ -22,14 +22,7 @@ func metaOf(params json.RawMessage) *jsonx.Object {
 	if err != nil {
 		return nil
 	}
-	raw := p.Get("_meta")
-	if raw == nil {
-		return nil
-	}
-	m, err := jsonx.ParseValidObject(raw)
-	if err != nil {
-		return nil
-	}
+	m, _ := p.Object("_meta")
 	return m
 }
 

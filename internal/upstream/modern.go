@@ -181,12 +181,7 @@ func WithModernMeta(params, info, caps json.RawMessage) json.RawMessage {
 			p = o
 		}
 	}
-	meta := &jsonx.Object{}
-	if raw := p.Get("_meta"); raw != nil {
-		if m, err := jsonx.ParseValidObject(raw); err == nil {
-			meta = m
-		}
-	}
+	meta := p.ObjectOr("_meta")
 	meta.SetString(protocol.MetaProtocolVersion, modernVersion.String())
 	if len(info) > 0 {
 		meta.Set(protocol.MetaClientInfo, info)
