@@ -105,12 +105,12 @@ type Item struct {
 
 // Listing is one upstream's list of one kind.
 type Listing struct {
-	Items   []Item
-	index   map[string]int // exposed name → position in Items; -1 for a duplicate
+	Items []Item
+	index map[string]int // exposed name → position in Items; -1 for a duplicate
 	// dups holds, for each exposed name listed more than once, the
 	// original of each copy: the policy decides whether the tenant sees
 	// the clash at all.
-	dups map[string][]string
+	dups    map[string][]string
 	fetched time.Time
 	digest  [32]byte // of the items as listed, to notice a change
 	size    int      // bytes of the items as listed
@@ -346,7 +346,7 @@ func (c *Catalog) Get(ctx context.Context, up *Upstream, k Kind, scope string, f
 	if w == nil {
 		if c.closed {
 			c.mu.Unlock()
-			return nil, errors.New("router: closed")
+			return nil, errors.New("catalog: closed")
 		}
 		w = &walk{done: make(chan struct{}), start: now, scope: scope}
 		c.walks[key] = w

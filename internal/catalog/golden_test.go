@@ -239,7 +239,7 @@ func (gc *goldenCase) run(t *testing.T) []output {
 		for i, up := range ups {
 			l, err := lk.Listing(ctx, up, k)
 			if err != nil {
-				// As the router does: one failing upstream never breaks
+				// As dispatch does: one failing upstream never breaks
 				// the others' list.
 				errs = append(errs, fmt.Sprintf("%s %s: %v\n", up.Name, method, err))
 				continue
@@ -315,7 +315,7 @@ func resolve(t *testing.T, c *catalog.Catalog, ups []*catalog.Upstream, lk *look
 	return ans
 }
 
-// lookup is one request's way into the catalog, as the router's: the
+// lookup is one request's way into the catalog, as dispatch's: the
 // fresh Listing, else a walk through the archive's pages; and the policy.
 type lookup struct {
 	c     *catalog.Catalog

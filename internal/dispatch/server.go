@@ -1,38 +1,3 @@
-// Package router is the gateway's MCP endpoint: the Streamable HTTP
-// transport rules, the session lifecycle, and the method table that
-// aggregates a tenant's upstreams behind one MCP server.
-//
-//	client ──POST/GET/DELETE /mcp──► Handler.ServeHTTP
-//	                                   │ Origin, Accept, size, JSON-RPC envelope
-//	                                   │ session: Mcp-Session-Id → session.Record
-//	                                   │          (bound to the principal in ctx)
-//	                                   ▼
-//	                                 methods (a table, not a switch)
-//	                                   │ lists: catalog (per-replica cache) merge
-//	                                   │ calls: catalog resolve → owning upstream
-//	                                   ▼
-//	                                 upstream.Client ──► upstream MCP server
-//
-// # Sessions
-//
-// initialize creates a [session.Record] and opens one upstream session per
-// upstream the tenant may use; their Mcp-Session-Ids live in the record, so
-// any replica holding the same store can serve the next request. An upstream
-// that forgot its session (404) is re-initialized transparently and the new
-// id is stored with compare-and-swap.
-//
-// # Streams
-//
-// A request routed to one upstream is answered the way the upstream answers:
-// a JSON body stays a JSON body, an SSE stream is relayed event by event as
-// it arrives (progress, log messages, then the result). The client's request
-// id never reaches the upstream; the upstream sees "c.<id>" and the response
-// gets the client's id back, byte for byte.
-//
-// # Pass-through
-//
-// Params and results stay raw JSON; the router rewrites only the member it
-// routes on (a name, a URI) and leaves every other byte alone.
 package dispatch
 
 import (

@@ -1,5 +1,5 @@
 // Package gateway assembles the gateway from its parts: the session store,
-// the MCP router behind its middleware, the admin endpoints, and the HTTP
+// the MCP endpoint behind its middleware, the admin endpoints, and the HTTP
 // servers that serve them. cmd/gateway parses flags and calls [Run]; tests
 // build the same handler with [New].
 package gateway
@@ -77,14 +77,14 @@ type Gateway struct {
 	watch  watchState // the config file's watch, started by Run
 }
 
-// live is what a reload replaces: one config generation, the router's
+// live is what a reload replaces: one config generation, the endpoint's
 // snapshot of it and the auth chain in front of that snapshot. A request
 // loads it once, when it enters /mcp, and keeps it: its tenant is checked
 // and routed against the same config, whatever reloads happen meanwhile.
 type live struct {
 	cfg      *config.Config
 	verifier *auth.Verifier // nil with auth.anonymous
-	authn    http.Handler   // the auth middleware in front of the router's snapshot of cfg
+	authn    http.Handler   // the auth middleware in front of the endpoint's snapshot of cfg
 	metadata http.Handler   // RFC 9728 document; nil with auth.anonymous
 }
 
@@ -216,7 +216,7 @@ func (g *Gateway) Close() error {
 	return errors.Join(g.server.Close(), g.store.Close())
 }
 
-// newMux wires the MCP endpoint: recover, request id, auth, then the router;
+// newMux wires the MCP endpoint: recover, request id, auth, then the transport;
 // and, with issuers, the protected resource metadata (RFC 9728) at both the
 // path-inserted and the root well-known URL.
 func (g *Gateway) newMux() http.Handler {
@@ -225,13 +225,13 @@ func (g *Gateway) newMux() http.Handler {
 	r.Use(middleware.RequestID)
 	r.With(telemetry.HTTPMiddleware(g.opts.TracerProvider, "/mcp")).Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The request's one snapshot of the config: the deadline below,
-		// the auth chain and the router behind it all read this one.
+		// the auth chain and the transport behind it all read this one.
 		l := g.live.Load()
 		// The body's read deadline starts here, before authentication:
 		// a request refused with 401 leaves its body for net/http to
 		// discard, and a client sending it slowly must not hold the
 		// connection for that. net/http clears it when the body reaches
-		// EOF, as the router's read of it always does.
+		// EOF, as the transport's read of it always does.
 		if t := l.cfg.Server.ReadBodyTimeout.D(); t > 0 && r.Method == http.MethodPost {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(t))
 		}
@@ -415,7 +415,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr 
 		// No WriteTimeout: responses stream. Each request is bounded by
 		// server.request_timeout inside the handler instead. No
 		// ReadTimeout either: it would be fixed at start, and span the
-		// headers; the router sets server.read_body_timeout on each POST
+		// headers; the transport sets server.read_body_timeout on each POST
 		// from its live config, when it starts reading the body.
 		IdleTimeout: 2 * time.Minute,
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -302,7 +302,7 @@ func gatewayGoroutines() []string {
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		for _, pkg := range []string{"internal/router.", "internal/session.", "internal/upstream.", "internal/gateway.(*Gateway)", "internal/auth."} {
+		for _, pkg := range []string{"internal/transport.", "internal/dispatch.", "internal/bridge.", "internal/catalog.", "internal/session.", "internal/upstream.", "internal/gateway.(*Gateway)", "internal/auth."} {
 			if strings.Contains(g, "github.com/mcpgw/gateway/"+pkg) {
 				out = append(out, g)
 				break

@@ -33,7 +33,7 @@ import (
 const reloadInterval = 2 * time.Second
 
 type reloadState struct {
-	// swap serializes Reload: the router's generation and the auth chain
+	// swap serializes Reload: the endpoint's generation and the auth chain
 	// in front of it must be replaced in the same order.
 	swap sync.Mutex
 
@@ -59,7 +59,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		return err
 	}
 	g.metrics.ConfigReload(telemetry.ReloadOK)
-	// The new auth chain is built around the router's new generation and
+	// The new auth chain is built around the endpoint's new generation and
 	// published as one: a request entering /mcp gets both or neither.
 	g.edge.SetConfig(cfg, func(rt *transport.Snapshot) { g.live.Store(g.buildLive(cfg, v, rt)) })
 	g.reload.mu.Lock()

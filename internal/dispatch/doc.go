@@ -1,0 +1,49 @@
+// Package dispatch serves MCP methods for the transport: it aggregates a
+// tenant's upstreams behind one MCP server.
+//
+// It owns the method table (table.go: each method's handler and its facts),
+// the methods themselves, the session lifecycle behind the HTTP one
+// (initialize's record and upstream sessions, their end), the upstream
+// sessions a gateway session holds and the calls made on them, the relay
+// of an upstream's answer to the client, the config snapshot a request is
+// served with and its replacement on reload, the watches that keep the
+// catalog fresh, readiness, and what each request leaves in spans,
+// metrics and the audit log.
+//
+// A request path, top to bottom:
+//
+//	transport ── Request, Method ──► Server.Serve
+//	                                   │ span, timeout, cancellation
+//	                                   ▼
+//	                                 the method (table.go)
+//	                                   │ lists: catalog.Merge of the tenant's listings
+//	                                   │ calls: catalog.Resolve → the owning upstream
+//	                                   ▼
+//	                                 relay (relay.go) ──► upstream.Client
+//	                                   │ notifications → Out.Event, as they arrive
+//	                                   │ requests for input → bridge
+//	                                   ▼
+//	                                 observe: metrics, audit; the result → Out
+//
+// It must not speak HTTP: statuses, headers and bodies are the transport's
+// (an error the transport answers at the HTTP level goes through
+// [Out.Refuse]). It must not decide what a name means: listing, merging,
+// resolving and namespacing are the catalog's. Requests for input between
+// revisions are the bridge's.
+//
+// # Sessions
+//
+// initialize creates a [session.Record] and opens one upstream session per
+// upstream the tenant may use; their Mcp-Session-Ids live in the record, so
+// any replica holding the same store can serve the next request. An upstream
+// that forgot its session (404) is re-initialized transparently and the new
+// id is stored with compare-and-swap. A 2026-07-28 caller has no session:
+// the gateway keeps a record per principal instead (stateless.go).
+//
+// # Pass-through
+//
+// Params and results stay raw JSON; dispatch rewrites only the member it
+// routes on (a name, a URI) and leaves every other byte alone. The client's
+// request id never reaches the upstream; the upstream sees "c.<id>" and the
+// response gets the client's id back, byte for byte.
+package dispatch
