@@ -27,9 +27,9 @@ type responder struct {
 	rc *http.ResponseController
 
 	discard bool // a collector: nothing is written
-	// metadataURL is the protected resource metadata a step-up challenge
-	// points to.
-	metadataURL string
+	// publicURL is the gateway's, whose protected resource metadata a
+	// step-up challenge points to.
+	publicURL string
 	// onSSE, if set, is called once when the response becomes a stream.
 	onSSE func()
 
@@ -295,7 +295,7 @@ func (r *responder) Refuse(id jsonrpc.ID, err error) bool {
 		r.final(http.StatusBadRequest, jsonrpc.AppendError(nil, id, &jsonrpc.Error{Code: protocol.CodeHeaderMismatch, Message: hm.Error()}))
 		return true
 	case errors.As(err, &se):
-		r.challenge(r.metadataURL, se.Scopes)
+		r.challenge(auth.MetadataURL(r.publicURL), se.Scopes)
 		return true
 	}
 	return false

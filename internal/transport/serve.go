@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
@@ -36,7 +35,7 @@ func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request, rq *di
 // revision.
 func (h *Handler) serveRequest(w http.ResponseWriter, r *http.Request, rq *dispatch.Request, msg *jsonrpc.Message, m *dispatch.Method) {
 	out := newResponder(w)
-	out.metadataURL = auth.MetadataURL(rq.State().Config().Server.PublicURL)
+	out.publicURL = rq.State().Config().Server.PublicURL
 	out.onSSE = h.metrics.SSEStreamOpened
 	out.deferHeaders()
 	defer out.finish()
