@@ -234,25 +234,39 @@ redis_ping() {
 	) 2>/dev/null
 }
 
+# gwserver STORE: the server and sessions sections of a gateway config.
+gwserver() {
+	cat <<-EOF
+		server:
+		  listen: "127.0.0.1:0"
+		  admin_listen: "127.0.0.1:0"
+		$(gwpublic)
+		  # Long enough that the list scenario is served from the cache
+		  # from its first request to its last.
+		  list_cache_ttl: 10m
+		sessions:
+		  store: $1
+		  idle_ttl: 10m
+	EOF
+}
+
+# gwrules: with POLICY=1, the rules a tenant has on each upstream it sees,
+# as the lines that follow the name in its tenants[].upstreams[] item.
+gwrules() {
+	if [[ $POLICY == 1 ]]; then
+		printf '        tools: { allow: ["echo", "t*", "get_*"], deny: ["delete_*", "admin_*"] }\n'
+		printf '        required_scopes: { "admin_reset": ["mcp:admin"] }\n'
+	fi
+}
+
 # gwconfig FILE STORE UPSTREAMS...: writes a gateway config; each upstream
 # is NAME=URL.
 gwconfig() {
 	local file=$1 store=$2 u
 	shift 2
 	{
-		cat <<-EOF
-			# Written by bench/compare.sh.
-			server:
-			  listen: "127.0.0.1:0"
-			  admin_listen: "127.0.0.1:0"
-			$(gwpublic)
-			  # Long enough that the list scenario is served from the cache
-			  # from its first request to its last.
-			  list_cache_ttl: 10m
-			sessions:
-			  store: $store
-			  idle_ttl: 10m
-		EOF
+		echo "# Written by bench/compare.sh."
+		gwserver "$store"
 		if [[ $store == redis ]]; then
 			cat <<-EOF
 				  redis:
@@ -277,8 +291,7 @@ gwconfig() {
 			printf 'tenants:\n  - id: default\n    upstreams:\n'
 			for u in "$@"; do
 				printf '      - name: %s\n' "${u%%=*}"
-				printf '        tools: { allow: ["echo", "t*", "get_*"], deny: ["delete_*", "admin_*"] }\n'
-				printf '        required_scopes: { "admin_reset": ["mcp:admin"] }\n'
+				gwrules
 			done
 		fi
 	} >"$file"
@@ -288,29 +301,14 @@ gwconfig() {
 # store, 50 upstreams all at URL ("up", the one called, and u01..u49), and
 # 1,000 tenants: "default" (the caller's) sees up, u17 and u33,
 # each of tenant-0001..tenant-0999 sees five upstreams; with POLICY=1 every
-# tenant has gwconfig's rules on every upstream it sees.
+# tenant has gwconfig's rules (gwrules) on every upstream it sees.
 gwconfig_large() {
 	local file=$1 url=$2 i j u
 	local names=(up)
 	for i in $(seq -w 1 49); do names+=("u$i"); done
-	rules() {
-		if [[ $POLICY == 1 ]]; then
-			printf '        tools: { allow: ["echo", "t*", "get_*"], deny: ["delete_*", "admin_*"] }\n'
-			printf '        required_scopes: { "admin_reset": ["mcp:admin"] }\n'
-		fi
-	}
 	{
-		cat <<-EOF
-			# Written by bench/compare.sh (LARGE_CONFIG=1).
-			server:
-			  listen: "127.0.0.1:0"
-			  admin_listen: "127.0.0.1:0"
-			$(gwpublic)
-			  list_cache_ttl: 10m
-			sessions:
-			  store: memory
-			  idle_ttl: 10m
-		EOF
+		echo "# Written by bench/compare.sh (LARGE_CONFIG=1)."
+		gwserver memory
 		gwauth
 		echo "upstreams:"
 		for u in "${names[@]}"; do
@@ -319,13 +317,13 @@ gwconfig_large() {
 		printf 'tenants:\n  - id: default\n    upstreams:\n'
 		for u in up u17 u33; do
 			printf '      - name: %s\n' "$u"
-			rules
+			gwrules
 		done
 		for i in $(seq 1 999); do
 			printf '  - id: tenant-%04d\n    upstreams:\n' "$i"
 			for j in 0 1 2 3 4; do
 				printf '      - name: %s\n' "${names[$(((i * 7 + j * 11) % 50))]}"
-				rules
+				gwrules
 			done
 		done
 	} >"$file"

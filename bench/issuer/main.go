@@ -17,34 +17,22 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mcpgw/gateway/internal/auth"
+	"github.com/mcpgw/gateway/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "issuer:", err)
-		}
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("issuer", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("issuer", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("issuer", stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address, on loopback (port 0 picks a free port)")
 	tokenFile := fs.String("token-file", "", "where to write the token (required; created with mode 0600)")
 	subject := fs.String("subject", "bench", "the token's sub")
@@ -52,11 +40,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	audience := fs.String("audience", "mcpbench", "the token's aud: one of the gateway's audiences for this issuer")
 	scopes := fs.String("scopes", "mcp", "the token's scopes, space-separated")
 	ttl := fs.Duration("ttl", 12*time.Hour, "the token's lifetime")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if *tokenFile == "" {
 		return errors.New("-token-file is required")

@@ -32,42 +32,27 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
+
+	"github.com/mcpgw/gateway/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "proxy:", err)
-		}
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("proxy", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("proxy", stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address (port 0 picks a free port)")
 	upstream := fs.String("upstream", "", "the upstream's origin, such as http://127.0.0.1:9001 (required; the request path is kept)")
 	maxBody := fs.Int64("max-body", 4<<20, "largest request body accepted, in bytes (413 beyond)")
 	maxIdle := fs.Int("max-idle", 1024, "idle connections kept to the upstream")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	target, err := url.Parse(*upstream)
 	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
@@ -85,20 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	fmt.Fprintf(stdout, "listening on http://%s -> %s\n", ln.Addr(), target)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutCtx) // open SSE streams may outlive the grace period
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return cli.Serve(ctx, srv, ln)
 }
 
 // newProxy returns the bare reverse proxy to target, with the body

@@ -29,6 +29,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/mcpgw/gateway/internal/cli"
 )
 
 func main() {
@@ -129,24 +131,10 @@ type Check struct {
 	OK       bool     `json:"ok"`
 }
 
-type metaFlag map[string]string
-
-func (f metaFlag) String() string { return "" }
-
-func (f metaFlag) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("want key=value, got %q", s)
-	}
-	f[k] = v
-	return nil
-}
-
 func run(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("summarize", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("summarize", stderr)
 	out := fs.String("o", "", "write the summary as JSON to this file")
-	meta := metaFlag{}
+	meta := cli.KeyValues{}
 	fs.Var(meta, "meta", "key=value recorded in the JSON summary (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -400,7 +388,7 @@ func (s *Summary) writeText(w io.Writer) error {
 	for _, sn := range s.Scenarios {
 		for _, t := range sn.Targets {
 			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n",
-				sn.Name, t.Name, t.RPS, us(t.P50), us(t.P90), us(t.P99), us(t.Max), t.Errors,
+				sn.Name, t.Name, t.RPS, cli.Micros(t.P50), cli.Micros(t.P90), cli.Micros(t.P99), cli.Micros(t.Max), t.Errors,
 				optUS(t.AddedP50), ratio(t.AddedVsProxy), ratio(t.RPSVsProxy), ratio(t.P99VsProxy))
 		}
 	}
@@ -452,22 +440,12 @@ func (s *Summary) writeText(w io.Writer) error {
 	return nil
 }
 
-func us(v float64) string {
-	switch {
-	case v >= 1e6:
-		return fmt.Sprintf("%.2fs", v/1e6)
-	case v >= 1e3:
-		return fmt.Sprintf("%.2fms", v/1e3)
-	}
-	return fmt.Sprintf("%.0fµs", v)
-}
-
 func optUS(v *float64) string {
 	if v == nil {
 		return "-"
 	}
 	if math.Abs(*v) >= 1e3 {
-		return us(*v)
+		return cli.Micros(*v)
 	}
 	return fmt.Sprintf("%.0fµs", *v)
 }

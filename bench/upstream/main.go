@@ -12,42 +12,26 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/mcpgw/gateway/bench/echoserver"
+	"github.com/mcpgw/gateway/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "upstream:", err)
-		}
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("upstream", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("upstream", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("upstream", stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address (port 0 picks a free port)")
 	tools := fs.Int("tools", 0, "number of extra tools besides echo, for tools/list tests")
 	jsonResp := fs.Bool("json", false, "answer with application/json instead of SSE streams")
 	count := fs.Bool("count", false, "count requests by JSON-RPC method, served at "+echoserver.StatsPath)
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if *tools < 0 {
 		return errors.New("-tools must not be negative")
@@ -61,18 +45,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	fmt.Fprintf(stdout, "listening on http://%s%s (tools: %d, json: %t)\n", ln.Addr(), echoserver.Path, *tools+1, *jsonResp)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutCtx) // open SSE streams may outlive the grace period
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return cli.Serve(ctx, srv, ln)
 }

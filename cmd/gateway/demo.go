@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -23,15 +22,9 @@ const demoTenant = "demo"
 // development token issuer, all on loopback: no config file, no external
 // service.
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("demo", stderr)
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the MCP listener")
-	var lf logFlags
-	lf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitError{2}
-	}
-	log, err := lf.logger(stderr)
+	log, err := parseLogged(fs, args, stderr)
 	if err != nil {
 		return err
 	}

@@ -16,41 +16,41 @@ import (
 	"github.com/mcpgw/gateway/internal/gateway"
 )
 
-// logFlags are the logging flags every long-running command takes.
-type logFlags struct {
-	format, level string
+// newFlagSet returns the flag set of the subcommand name: it reports
+// problems and -h to stderr and returns them from Parse.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
 }
 
-func (lf *logFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&lf.format, "log-format", "text", "log format: text or json")
-	fs.StringVar(&lf.level, "log-level", "info", "log level: debug, info, warn or error")
-}
-
-func (lf *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+// parseLogged parses args with fs and the logging flags every
+// long-running command takes, and returns the logger they ask for, which
+// writes to w. Flags fs cannot parse give exitError{2}, fs having said why.
+func parseLogged(fs *flag.FlagSet, args []string, w io.Writer) (*slog.Logger, error) {
+	format := fs.String("log-format", "text", "log format: text or json")
+	levelName := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, exitError{2}
+	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(lf.level)); err != nil {
+	if err := level.UnmarshalText([]byte(*levelName)); err != nil {
 		return nil, fmt.Errorf("-log-level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	switch lf.format {
+	switch *format {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, fmt.Errorf("-log-format: want text or json, got %q", lf.format)
+	return nil, fmt.Errorf("-log-format: want text or json, got %q", *format)
 }
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("serve", stderr)
 	path := fs.String("config", "configs/gateway.yaml", "path of the YAML config file")
-	var lf logFlags
-	lf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitError{2}
-	}
-	log, err := lf.logger(stderr)
+	log, err := parseLogged(fs, args, stderr)
 	if err != nil {
 		return err
 	}
@@ -69,8 +69,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 }
 
 func validate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("validate", stderr)
 	path := fs.String("config", "", "path of the YAML config file (required)")
 	if err := fs.Parse(args); err != nil {
 		return exitError{2}
@@ -102,8 +101,7 @@ func validate(args []string, getenv func(string) string, stdout, stderr io.Write
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func explain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("explain", stderr)
 	path := fs.String("config", "", "path of the YAML config file (required)")
 	id := fs.String("tenant", "", "tenant id (required)")
 	if err := fs.Parse(args); err != nil {

@@ -46,6 +46,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mcpgw/gateway/internal/cli"
 )
 
 func main() {
@@ -114,24 +116,9 @@ func (f *headerFlag) Set(s string) error {
 	return nil
 }
 
-// tagFlag collects repeated -tag key=value flags.
-type tagFlag map[string]string
-
-func (f tagFlag) String() string { return "" }
-
-func (f tagFlag) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("want key=value, got %q", s)
-	}
-	f[k] = v
-	return nil
-}
-
 // parseFlags turns the command line into a validated config.
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, *outputOptions, error) {
-	fs := flag.NewFlagSet("mcpload", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("mcpload", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: mcpload -url http://127.0.0.1:PORT/mcp [flags]\n\nflags:")
 		fs.PrintDefaults()
@@ -155,12 +142,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	token := fs.String("token", "", "bearer token, sent as Authorization: Bearer TOKEN (default $MCPLOAD_TOKEN, which keeps it out of ps)")
 	fs.BoolVar(&cfg.AllowRemote, "allow-remote", false, "allow a non-loopback target (these are shared machines: load only what you own)")
 	fs.BoolVar(&opts.json, "json", false, "print the result as one JSON line instead of text")
-	fs.Var(tagFlag(opts.tags), "tag", "key=value copied into the JSON result's tags (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	fs.Var(cli.KeyValues(opts.tags), "tag", "key=value copied into the JSON result's tags (repeatable)")
+	if err := cli.Parse(fs, args); err != nil {
 		return nil, nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 
 	var problems []error

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mcpgw/gateway/internal/cli"
 )
 
 // report is the outcome of a run, printed as text or as one JSON line.
@@ -133,24 +135,11 @@ func (r *report) writeText(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "latency   p50 %s  p90 %s  p99 %s  max %s  mean %s\n",
-		fmtMicros(r.Latency.P50), fmtMicros(r.Latency.P90), fmtMicros(r.Latency.P99), fmtMicros(r.Latency.Max), fmtMicros(r.Latency.Mean))
+		cli.Micros(r.Latency.P50), cli.Micros(r.Latency.P90), cli.Micros(r.Latency.P99), cli.Micros(r.Latency.Max), cli.Micros(r.Latency.Mean))
 	fmt.Fprintf(&b, "errors    %d\n", r.Errors)
 	for _, k := range slices.Sorted(maps.Keys(r.ErrorKinds)) {
 		fmt.Fprintf(&b, "  %-14s %d  e.g. %s\n", k, r.ErrorKinds[k], r.ErrorSamples[k])
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// fmtMicros formats microseconds with a unit that keeps 3 significant
-// digits or so.
-func fmtMicros(us float64) string {
-	switch {
-	case us >= 1e6:
-		return fmt.Sprintf("%.2fs", us/1e6)
-	case us >= 1e3:
-		return fmt.Sprintf("%.2fms", us/1e3)
-	default:
-		return fmt.Sprintf("%.0fµs", us)
-	}
 }

@@ -71,6 +71,21 @@ func ParseDockerfile(r io.Reader) ([]Instruction, error) {
 	return out, nil
 }
 
+// readDockerfile parses the Dockerfile at path. A syntax error names the
+// file.
+func readDockerfile(path string) ([]Instruction, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ins, err := ParseDockerfile(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ins, nil
+}
+
 func parseInstruction(line int, s string) (Instruction, error) {
 	cmd, rest, _ := strings.Cut(s, " ")
 	in := Instruction{Line: line, Cmd: strings.ToUpper(cmd), Flags: map[string]string{}}
@@ -98,14 +113,9 @@ func parseInstruction(line int, s string) (Instruction, error) {
 // .dockerignore that applies (<Dockerfile>.dockerignore next to the
 // Dockerfile, else .dockerignore at the context's root).
 func CheckDockerfile(contextDir, dockerfile string) ([]string, error) {
-	f, err := os.Open(dockerfile)
+	ins, err := readDockerfile(dockerfile)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	ins, err := ParseDockerfile(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dockerfile, err)
 	}
 	ignore, err := loadDockerignore(contextDir, dockerfile)
 	if err != nil {

@@ -86,12 +86,7 @@ func indexPair(s []string, a, b string) int {
 // COPYs leave out, a missing go.sum entry or an embed pattern that matches
 // nothing is a problem. Nothing is compiled.
 func CheckGoBuild(contextDir, dockerfile, dir string) ([]string, error) {
-	f, err := os.Open(dockerfile)
-	if err != nil {
-		return nil, err
-	}
-	ins, err := ParseDockerfile(f)
-	f.Close()
+	ins, err := readDockerfile(dockerfile)
 	if err != nil {
 		return nil, err
 	}

@@ -675,10 +675,7 @@ func (m *Memory) Post(ctx context.Context, key string, msg []byte, ttl time.Dura
 
 // Take implements [Mailbox.Take].
 func (m *Memory) Take(ctx context.Context, key string, wait time.Duration) ([]byte, error) {
-	if err := checkMailboxKey(key); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := checkTake(ctx, key); err != nil {
 		return nil, err
 	}
 	now := m.now()

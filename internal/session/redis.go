@@ -811,10 +811,7 @@ func (r *Redis) Post(ctx context.Context, key string, msg []byte, ttl time.Durat
 // Take implements [Mailbox.Take]. The wait is rounded up to whole
 // milliseconds.
 func (r *Redis) Take(ctx context.Context, key string, wait time.Duration) ([]byte, error) {
-	if err := checkMailboxKey(key); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := checkTake(ctx, key); err != nil {
 		return nil, err
 	}
 	k := r.mailboxKey(key)

@@ -195,6 +195,15 @@ func checkPost(key string, ttl time.Duration) error {
 	return nil
 }
 
+// checkTake reports why Take cannot start for key, if it cannot: a key
+// that cannot name a mailbox, or ctx done already.
+func checkTake(ctx context.Context, key string) error {
+	if err := checkMailboxKey(key); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
 // NewID returns a new session id: 128 random bits from crypto/rand, as 32
 // lowercase hex characters (visible ASCII, as Streamable HTTP requires).
 func NewID() string {

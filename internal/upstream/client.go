@@ -534,17 +534,19 @@ func (c *Client) Notify(ctx context.Context, s session.Upstream, method string, 
 
 // notify sends a notification within ctx's deadline.
 func (c *Client) notify(ctx context.Context, s session.Upstream, method string, params json.RawMessage) error {
-	body := jsonrpc.AppendRequest(nil, jsonrpc.ID{}, method, params)
-	req, err := c.newRequest(ctx, http.MethodPost, s, body)
+	return c.post(ctx, s, method, jsonrpc.AppendRequest(nil, jsonrpc.ID{}, method, params))
+}
+
+// post sends body, a message the upstream is not to answer (a
+// notification, or a response to its request), on session s for op. The
+// upstream should answer 202 Accepted; any 2xx is accepted.
+func (c *Client) post(ctx context.Context, s session.Upstream, op string, body []byte) error {
+	resp, err := c.send(ctx, http.MethodPost, s, op, body)
 	if err != nil {
-		return c.error(method, 0, err)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return c.transportError(ctx, method, err)
+		return err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return c.statusError(method, resp, s.SessionID != "")
+		return c.statusError(op, resp, s.SessionID != "")
 	}
 	discard(resp.Body)
 	return nil
@@ -564,13 +566,9 @@ func (c *Client) Terminate(ctx context.Context, s session.Upstream) error {
 
 func (c *Client) terminate(ctx context.Context, s session.Upstream) error {
 	const op = "terminate"
-	req, err := c.newRequest(ctx, http.MethodDelete, s, nil)
+	resp, err := c.send(ctx, http.MethodDelete, s, op, nil)
 	if err != nil {
-		return c.error(op, 0, err)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return c.transportError(ctx, op, err)
+		return err
 	}
 	switch code := resp.StatusCode; {
 	case code >= 200 && code <= 299, code == http.StatusMethodNotAllowed, code == http.StatusNotFound:
@@ -616,6 +614,20 @@ func (c *Client) resume(ctx context.Context, s session.Upstream, op, lastEventID
 		return nil, c.error(op, resp.StatusCode, fmt.Errorf("resumed stream has content type %q", excerpt([]byte(resp.Header.Get("Content-Type")), 64)))
 	}
 	return resp.Body, nil
+}
+
+// send sends a request built by newRequest, with no headers of its own,
+// for op. Its error is an *Error.
+func (c *Client) send(ctx context.Context, method string, s session.Upstream, op string, body []byte) (*http.Response, error) {
+	req, err := c.newRequest(ctx, method, s, body)
+	if err != nil {
+		return nil, c.error(op, 0, err)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, c.transportError(ctx, op, err)
+	}
+	return resp, nil
 }
 
 // newRequest builds a request to the upstream. body is a JSON-RPC message

@@ -226,17 +226,5 @@ func (c *Client) Reply(ctx context.Context, s session.Upstream, id jsonrpc.ID, r
 	} else {
 		body = jsonrpc.AppendResult(nil, id, result)
 	}
-	req, err := c.newRequest(ctx, http.MethodPost, s, body)
-	if err != nil {
-		return c.error(op, 0, err)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return c.transportError(ctx, op, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return c.statusError(op, resp, s.SessionID != "")
-	}
-	discard(resp.Body)
-	return nil
+	return c.post(ctx, s, op, body)
 }
