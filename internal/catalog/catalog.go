@@ -4,10 +4,13 @@
 // into the one list a tenant sees; and the way back from an exposed name
 // or URI to the upstream that owns it and the name it has there.
 //
-// Both answers come from the same data, so a name that is not listed is not
-// routable, and a name two upstreams expose (possible with empty prefixes)
-// is neither listed nor routable: it is a conflict, reported to the admin,
-// never silently shadowed. Namespacing (names.go), the hygiene of listed
+// Both answers come from the same data, so a tool or prompt name that is
+// not listed is not routable, and a name two upstreams expose (possible
+// with empty prefixes) is neither listed nor routable: it is a conflict,
+// reported to the admin, never silently shadowed. Resource URIs are the
+// exception: a server may serve resources it does not list (templates,
+// links in results), so a URI only one upstream could own goes to it by
+// its prefix, and the listings decide only among several candidates. Namespacing (names.go), the hygiene of listed
 // names, and what a tool's definition says about headers (xheader.go) live
 // here too.
 //
