@@ -148,7 +148,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		writeError(w, http.StatusForbidden, m.insufficient, "Forbidden: insufficient scope")
 		return
 	}
-	next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+	next.ServeHTTP(w, r.WithContext(withVerified(r.Context(), p, token)))
 }
 
 // fail reports a refused request to the hook and the log. token, if not

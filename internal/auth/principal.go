@@ -32,15 +32,45 @@ func (p *Principal) HasScopes(scopes ...string) bool {
 
 type principalKey struct{}
 
+// verified is what the context holds: the principal, and the token it was
+// verified from ("" for the anonymous one).
+type verified struct {
+	p     *Principal
+	token string
+}
+
 // WithPrincipal returns a copy of ctx carrying p.
 func WithPrincipal(ctx context.Context, p *Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
+	return context.WithValue(ctx, principalKey{}, &verified{p: p})
+}
+
+// withVerified returns a copy of ctx carrying p and the token it was
+// verified from.
+func withVerified(ctx context.Context, p *Principal, token string) context.Context {
+	return context.WithValue(ctx, principalKey{}, &verified{p: p, token: token})
 }
 
 // PrincipalFrom returns the principal in ctx, if any.
 func PrincipalFrom(ctx context.Context) (*Principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(*Principal)
-	return p, ok && p != nil
+	v, ok := ctx.Value(principalKey{}).(*verified)
+	return v.principal(), ok && v.principal() != nil
+}
+
+// TokenFrom returns the access token the principal in ctx was verified
+// from, "" if none. Only token exchange (internal/credentials) may use it,
+// and only to send it to the authorization server that issued it.
+func TokenFrom(ctx context.Context) string {
+	if v, ok := ctx.Value(principalKey{}).(*verified); ok && v != nil {
+		return v.token
+	}
+	return ""
+}
+
+func (v *verified) principal() *Principal {
+	if v == nil {
+		return nil
+	}
+	return v.p
 }
 
 // AnonymousSubject is the subject of the principal [Anonymous] installs.
@@ -50,10 +80,10 @@ const AnonymousSubject = "anonymous"
 // the same anonymous principal of the given tenant. It is what the gateway
 // uses when no token issuer is configured.
 func Anonymous(tenant string) func(http.Handler) http.Handler {
-	p := &Principal{Subject: AnonymousSubject, Tenant: tenant}
+	v := &verified{p: &Principal{Subject: AnonymousSubject, Tenant: tenant}}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, v)))
 		})
 	}
 }

@@ -124,13 +124,37 @@ type Listing struct {
 }
 
 // listKey names a cached Listing. scope is "" for a Listing shared by every
-// session, else the id of the one gateway session it was fetched for and
-// may be served to.
+// session; "\x00" and a partition for one shared by the sessions of that
+// partition (see Scope); else the id of the one gateway session it was
+// fetched for and may be served to.
 type listKey struct {
 	upstream string
 	kind     Kind
 	scope    string
 }
+
+// A Scope says which cached listings a request may be served.
+type Scope struct {
+	// Partition names the identity the request reaches the upstream with
+	// ("" when every caller reaches it as the same one): listings shared
+	// between sessions are shared only within one partition.
+	Partition string
+	// Session is the gateway session ("" outside any), whose own listings
+	// serve upstreams with lists per session or marked private.
+	Session string
+}
+
+// shared is the key of the listing of kind k of up shared in sc's
+// partition.
+func (sc Scope) shared(up *Upstream, k Kind) listKey {
+	if sc.Partition == "" {
+		return listKey{up.Name, k, ""}
+	}
+	return listKey{up.Name, k, "\x00" + sc.Partition}
+}
+
+// sharedKey reports whether key is one shared by sessions.
+func sharedKey(key listKey) bool { return key.scope == "" || key.scope[0] == 0 }
 
 // Bounds bound one walk through an upstream's pages.
 type Bounds struct {
@@ -286,33 +310,33 @@ func (c *Catalog) Close() {
 }
 
 // key returns where the Listing of kind k of up is cached for a request of
-// session scope: the shared entry, unless up's lists are per session or
-// the upstream marked them private. ok is false when there is no such
-// place (a per-session Listing wanted outside any session).
-func (c *Catalog) key(up *Upstream, k Kind, scope string) (key listKey, ok bool) {
-	key = listKey{up.Name, k, ""}
+// scope sc: the entry shared in its partition, unless up's lists are per
+// session or the upstream marked them private. ok is false when there is
+// no such place (a per-session Listing wanted outside any session).
+func (c *Catalog) key(up *Upstream, k Kind, sc Scope) (key listKey, ok bool) {
+	key = sc.shared(up, k)
 	if up.Shared {
 		if l := c.lists[key]; l == nil || !l.private {
 			return key, true
 		}
 	}
-	key.scope = scope
-	return key, scope != ""
+	key.scope = sc.Session
+	return key, sc.Session != ""
 }
 
-// Fresh returns the cached Listing of kind k of up for session scope if it
-// is fresh, else nil.
-func (c *Catalog) Fresh(up *Upstream, k Kind, scope string) *Listing {
+// Fresh returns the cached Listing of kind k of up for a request of scope
+// sc if it is fresh, else nil.
+func (c *Catalog) Fresh(up *Upstream, k Kind, sc Scope) *Listing {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := listKey{up.Name, k, ""}
+	key := sc.shared(up, k)
 	l := c.lists[key] // one lookup on every call's path, for a shared list
 	if !up.Shared || l != nil && l.private {
 		// As key does: the session's own Listing.
-		if scope == "" {
+		if sc.Session == "" {
 			return nil
 		}
-		key.scope = scope
+		key.scope = sc.Session
 		l = c.lists[key]
 	}
 	if l == nil || l.private || c.now().Sub(l.fetched) >= c.ttl {
@@ -321,17 +345,16 @@ func (c *Catalog) Fresh(up *Upstream, k Kind, scope string) *Listing {
 	return l
 }
 
-// Get returns up's Listing of kind k for session scope ("" outside any
-// session): from the cache while it is fresh, else the remembered failure
+// Get returns up's Listing of kind k for a request of scope sc: from the cache while it is fresh, else the remembered failure
 // while it lasts, else from a walk, which it starts unless one is running.
 // It waits for the walk until listWait after the walk started, or until
 // ctx ends, whichever is first; the walk itself goes on, owned by the
 // catalog, bounded by the upstream's timeout, so that the next request has
 // it. No client-chosen value causes a walk: only a Listing that is missing
 // or older than the TTL does.
-func (c *Catalog) Get(ctx context.Context, up *Upstream, k Kind, scope string, fetch FetchFunc) (*Listing, error) {
+func (c *Catalog) Get(ctx context.Context, up *Upstream, k Kind, sc Scope, fetch FetchFunc) (*Listing, error) {
 	c.mu.Lock()
-	key, ok := c.key(up, k, scope)
+	key, ok := c.key(up, k, sc)
 	if !ok {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("upstream %s: %s: lists are per session", up.Name, kinds[k].ListMethod)
@@ -351,7 +374,7 @@ func (c *Catalog) Get(ctx context.Context, up *Upstream, k Kind, scope string, f
 			c.mu.Unlock()
 			return nil, errors.New("catalog: closed")
 		}
-		w = &walk{done: make(chan struct{}), start: now, scope: scope}
+		w = &walk{done: make(chan struct{}), start: now, scope: sc.Session}
 		c.walks[key] = w
 		c.wg.Add(1)
 		go c.run(ctx, up, k, key, w, fetch)
@@ -367,11 +390,11 @@ func (c *Catalog) Get(ctx context.Context, up *Upstream, k Kind, scope string, f
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if w.private && w.scope != scope {
+	if w.private && w.scope != sc.Session {
 		// A shared walk came back private: it belongs to the session it
 		// was fetched under. Any other session fetches its own (the key
 		// now says so).
-		return c.Get(ctx, up, k, scope, fetch)
+		return c.Get(ctx, up, k, sc, fetch)
 	}
 	return w.l, w.err
 }
@@ -418,12 +441,12 @@ func (c *Catalog) run(ctx context.Context, up *Upstream, k Kind, key listKey, w 
 		if c.ctx.Err() == nil {
 			c.fail(key, err)
 		}
-	case private && key.scope == "":
+	case private && sharedKey(key):
 		// cacheScope "private" (2026-07-28 server/utilities/caching,
 		// "Cache Scope Field"): never in the shared cache. The marker
 		// sends every session to its own Listing from now on; this one
 		// goes to the session it was fetched under, if any.
-		c.lists[key] = &Listing{private: true, fetched: l.fetched}
+		c.store(key, &Listing{private: true, fetched: l.fetched})
 		if w.scope != "" {
 			c.store(listKey{key.upstream, key.kind, w.scope}, l)
 		}

@@ -56,7 +56,7 @@ func TestCatalogListFailureBackoff(t *testing.T) {
 		{4900 * time.Millisecond, 4}, {200 * time.Millisecond, 5}, // 5 s: the TTL caps it
 	} {
 		now = now.Add(step.advance)
-		if _, err := c.Get(ctx, up, Tools, "s", fetch); !errors.Is(err, boom) {
+		if _, err := c.Get(ctx, up, Tools, Scope{Session: "s"}, fetch); !errors.Is(err, boom) {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		if n := walks.Load(); n != step.walks {
@@ -80,7 +80,7 @@ func TestCatalogCloseWaitsForWalks(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-started; cancel() }()
-	if _, err := c.Get(ctx, up, Tools, "s", fetch); !errors.Is(err, context.Canceled) {
+	if _, err := c.Get(ctx, up, Tools, Scope{Session: "s"}, fetch); !errors.Is(err, context.Canceled) {
 		t.Fatalf("get: %v", err)
 	}
 	select {
@@ -94,7 +94,7 @@ func TestCatalogCloseWaitsForWalks(t *testing.T) {
 	default:
 		t.Fatal("close returned before the walk ended")
 	}
-	if _, err := c.Get(context.Background(), up, Tools, "s", fetch); err == nil {
+	if _, err := c.Get(context.Background(), up, Tools, Scope{Session: "s"}, fetch); err == nil {
 		t.Error("a walk started after close")
 	}
 }
@@ -118,26 +118,26 @@ func TestCatalogPrivateLists(t *testing.T) {
 			ctx := context.Background()
 			for range 2 {
 				for _, s := range []string{"a", "b"} {
-					l, err := c.Get(ctx, up, Tools, s, fetchAs(s))
+					l, err := c.Get(ctx, up, Tools, Scope{Session: s}, fetchAs(s))
 					if err != nil {
 						t.Fatal(err)
 					}
 					if len(l.Items) != 1 || l.Items[0].Original != "only_"+s {
 						t.Fatalf("session %s got %v", s, l.Items)
 					}
-					if f := c.Fresh(up, Tools, s); f != l {
+					if f := c.Fresh(up, Tools, Scope{Session: s}); f != l {
 						t.Fatalf("session %s: fresh is not its own Listing", s)
 					}
 				}
 			}
-			if _, err := c.Get(ctx, up, Tools, "", fetchAs("watch")); err == nil {
+			if _, err := c.Get(ctx, up, Tools, Scope{Session: ""}, fetchAs("watch")); err == nil {
 				t.Error("a per-session Listing was served outside any session")
 			}
 			c.EndSession("a")
-			if c.Fresh(up, Tools, "a") != nil {
+			if c.Fresh(up, Tools, Scope{Session: "a"}) != nil {
 				t.Error("an ended session's Listing is still cached")
 			}
-			if c.Fresh(up, Tools, "b") == nil {
+			if c.Fresh(up, Tools, Scope{Session: "b"}) == nil {
 				t.Error("another session's Listing was dropped")
 			}
 		})
@@ -154,7 +154,7 @@ func TestCatalogScopedBound(t *testing.T) {
 	fetch := func(context.Context, Bounds) ([]json.RawMessage, bool, error) { return tools("x"), false, nil }
 	for i := range maxScopedLists + 10 {
 		now = now.Add(time.Millisecond)
-		if _, err := c.Get(context.Background(), up, Tools, "s"+strconv.Itoa(i), fetch); err != nil {
+		if _, err := c.Get(context.Background(), up, Tools, Scope{Session: "s"+strconv.Itoa(i)}, fetch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -173,7 +173,7 @@ func TestCatalogInvalidateScoped(t *testing.T) {
 	up := testRef("u", config.ListsPerSession)
 	fetch := func(context.Context, Bounds) ([]json.RawMessage, bool, error) { return tools("x"), false, nil }
 	for _, k := range []Kind{Tools, Prompts, Resources, Templates} {
-		if _, err := c.Get(context.Background(), up, k, "s1", fetch); err != nil {
+		if _, err := c.Get(context.Background(), up, k, Scope{Session: "s1"}, fetch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -183,5 +183,41 @@ func TestCatalogInvalidateScoped(t *testing.T) {
 	c.mu.Unlock()
 	if n != 0 || entries != 0 || scopes != 0 {
 		t.Errorf("after invalidate: %d scoped listings, %d entries, %d sessions; want none", n, entries, scopes)
+	}
+}
+
+// TestCatalogPartitions: a shared listing is shared within its partition
+// only (the identity the upstream was reached with), and the partitioned
+// listings stay within the bound on listings that are not shared by all.
+func TestCatalogPartitions(t *testing.T) {
+	c := testCatalog(t, time.Minute)
+	up := testRef("u", config.ListsShared)
+	ctx := context.Background()
+	fetchAs := func(who string) FetchFunc {
+		return func(context.Context, Bounds) ([]json.RawMessage, bool, error) { return tools("only_" + who), false, nil }
+	}
+	for _, p := range []string{"", "t:a/", "t:b/"} {
+		l, err := c.Get(ctx, up, Tools, Scope{Partition: p, Session: "s-" + p}, fetchAs(p))
+		if err != nil || len(l.Items) != 1 || l.Items[0].Original != "only_"+p {
+			t.Fatalf("partition %q: %+v %v", p, l, err)
+		}
+	}
+	for _, p := range []string{"", "t:a/", "t:b/"} {
+		// Another session of the same partition is served the same one.
+		if l := c.Fresh(up, Tools, Scope{Partition: p, Session: "other"}); l == nil || l.Items[0].Original != "only_"+p {
+			t.Errorf("partition %q: %+v", p, l)
+		}
+	}
+	for i := range maxScopedLists + 10 {
+		p := "u:" + strconv.Itoa(i)
+		if _, err := c.Get(ctx, up, Tools, Scope{Partition: p}, fetchAs(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.mu.Lock()
+	n := c.nScoped
+	c.mu.Unlock()
+	if n > maxScopedLists {
+		t.Errorf("%d partitioned listings kept, bound %d", n, maxScopedLists)
 	}
 }

@@ -324,11 +324,11 @@ type lookup struct {
 }
 
 func (lk *lookup) Listing(ctx context.Context, up *catalog.Upstream, k catalog.Kind) (*catalog.Listing, error) {
-	if l := lk.c.Fresh(up, k, lk.scope); l != nil {
+	if l := lk.c.Fresh(up, k, catalog.Scope{Session: lk.scope}); l != nil {
 		return l, nil
 	}
 	pages := lk.gc.pages[up.Name+"/"+k.Info().ListMethod]
-	return lk.c.Get(ctx, up, k, lk.scope, func(ctx context.Context, b catalog.Bounds) ([]json.RawMessage, bool, error) {
+	return lk.c.Get(ctx, up, k, catalog.Scope{Session: lk.scope}, func(ctx context.Context, b catalog.Bounds) ([]json.RawMessage, bool, error) {
 		return catalog.Paginate(up.Name, k, b, func(params json.RawMessage) (json.RawMessage, error) {
 			return servePage(pages, params)
 		})

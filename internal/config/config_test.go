@@ -387,7 +387,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level key",
 			yaml: "server: {}\nupstream: []\n",
-			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, limits, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
 		},
 		{
 			name: "unknown nested key",
@@ -397,7 +397,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown upstream key",
 			yaml: up + "    token: x\n",
-			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, headers, lists, name, prefix, timeout, url, watch)"},
+			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, headers, lists, name, prefix, timeout, url, watch)"},
 		},
 		{
 			name: "duplicate key",
@@ -412,7 +412,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "merge key",
 			yaml: "base: &b {listen: \":1\"}\n",
-			want: []string{"test.yaml:1: base: unknown key (want one of auth, limits, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:1: base: unknown key (want one of auth, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
 		},
 		{
 			name: "merge key in section",
@@ -1474,7 +1474,7 @@ func TestParseTenantProblems(t *testing.T) {
 				"test.yaml:15: tenants[1].upstreams[0].prompts.allow: has no value: leave the key out to allow everything, or write [] to allow nothing",
 				"test.yaml:16: tenants[1].upstreams[0].prompts.deny: must be a list",
 				"test.yaml:17: tenants[1].upstreams[0].resources: must be a mapping",
-				"test.yaml:18: tenants[1].upstreams[0].policy: unknown key (want one of annotations, name, prompts, required_scopes, resources, tools)",
+				"test.yaml:18: tenants[1].upstreams[0].policy: unknown key (want one of annotations, auth, headers, name, prompts, required_scopes, resources, tools)",
 				"test.yaml:20: tenants[1].upstreams[1].tools.except: unknown key (want one of allow, deny)",
 			},
 		},
@@ -1526,7 +1526,7 @@ func TestParseTenantProblems(t *testing.T) {
 		{
 			name: "tenants not a list",
 			yaml: "    upstreams: []\ntenants2: {}\n",
-			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, limits, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
 		},
 	}
 	for _, tt := range tests {

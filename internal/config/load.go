@@ -244,7 +244,7 @@ func addType(s map[reflect.Type]mapping, t reflect.Type, o option, where string)
 		ok = o.name == "ratio"
 	case k == reflect.Pointer:
 		e := t.Elem().Kind()
-		ok = e == reflect.String || e == reflect.Bool || e == reflect.Float64
+		ok = e == reflect.String || e == reflect.Bool || e == reflect.Float64 || e == reflect.Struct && o.name == ""
 		addType(s, t.Elem(), o, where)
 	case k == reflect.Slice:
 		e := t.Elem()
@@ -321,6 +321,14 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value, o option) {
 		d.list(n, path, v)
 	case t.Kind() == reflect.Map:
 		d.names(n, path, v)
+	case t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct:
+		// A section that may be absent: nil unless the file has it.
+		if isNull(n) {
+			return
+		}
+		e := reflect.New(t.Elem())
+		d.fields(n, path, e.Elem())
+		v.Set(e)
 	case t.Kind() == reflect.Pointer:
 		e := reflect.New(t.Elem())
 		if d.scalarValue(n, path, e.Elem(), o) {

@@ -119,3 +119,64 @@ func redactURL(s string) string {
 	}
 	return u.String()
 }
+
+// String describes a with its client secret redacted. fmt uses it for %v
+// and %s, including when a is inside a Config.
+func (a UpstreamAuth) String() string {
+	return fmt.Sprintf("{mode: %s, token_url: %s, issuer: %s, client_id: %q, client_secret: %s, scopes: %v, resource: %s, audience: %q, header: %q}",
+		a.Mode, redactURL(a.TokenURL), redactURL(a.Issuer), a.ClientID, redactSecret(a.ClientSecret), a.Scopes, a.Resource, a.Audience, a.Header)
+}
+
+// GoString is like String; it keeps %#v from printing the secret.
+func (a UpstreamAuth) GoString() string { return "config.UpstreamAuth" + a.String() }
+
+// LogValue logs a's settings, and whether a client secret is set instead
+// of the secret.
+func (a UpstreamAuth) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("mode", a.Mode),
+		slog.String("token_url", redactURL(a.TokenURL)),
+		slog.String("issuer", redactURL(a.Issuer)),
+		slog.String("client_id", a.ClientID),
+		slog.Bool("client_secret_set", a.ClientSecret != ""),
+	)
+}
+
+// MarshalJSON encodes a with its client secret redacted; see
+// [Upstream.MarshalJSON].
+func (a UpstreamAuth) MarshalJSON() ([]byte, error) {
+	type plain UpstreamAuth
+	p := plain(a)
+	p.ClientSecret = redactSecret(a.ClientSecret)
+	return json.Marshal(p)
+}
+
+// String describes t with its header values redacted.
+func (t TenantUpstream) String() string {
+	var hs []string
+	for _, name := range slices.Sorted(maps.Keys(t.Headers)) {
+		hs = append(hs, name+": "+redacted)
+	}
+	auth := "none"
+	if t.Auth != nil {
+		auth = t.Auth.String()
+	}
+	return fmt.Sprintf("{name: %s, tools: %v, prompts: %v, resources: %v, headers: {%s}, auth: %s}",
+		t.Name, t.Tools, t.Prompts, t.Resources, strings.Join(hs, ", "), auth)
+}
+
+// GoString is like String; it keeps %#v from printing header values.
+func (t TenantUpstream) GoString() string { return "config.TenantUpstream" + t.String() }
+
+// MarshalJSON encodes t with its header values redacted.
+func (t TenantUpstream) MarshalJSON() ([]byte, error) {
+	type plain TenantUpstream
+	p := plain(t)
+	if t.Headers != nil {
+		p.Headers = make(map[string]string, len(t.Headers))
+		for name := range t.Headers {
+			p.Headers[name] = redacted
+		}
+	}
+	return json.Marshal(p)
+}

@@ -26,6 +26,7 @@ type Config struct {
 	Tenants   []Tenant   `yaml:"tenants"`
 	Limits    Limits     `yaml:"limits"`
 	Telemetry Telemetry  `yaml:"telemetry"`
+	Identity  Identity   `yaml:"identity"`
 
 	// Path is the file the config was loaded from ("" when built in code).
 	Path string `yaml:"-"`
@@ -36,6 +37,19 @@ type Config struct {
 	// them. Parse sorts them by line; Validate replaces them with its own,
 	// which have no lines.
 	Warnings []Problem `yaml:"-"`
+}
+
+// Identity configures the tokens the gateway signs for upstreams with
+// auth mode signed_identity, and the keys it publishes at
+// /.well-known/jwks.json.
+type Identity struct {
+	// SigningKeys are PEM files of private keys (EC P-256 for ES256, RSA
+	// of 2048 bits or more for RS256). The first signs; all are
+	// published, so that a key being rotated out still verifies. Empty:
+	// one key is generated per process (fine for one replica only).
+	SigningKeys []string `yaml:"signing_keys"`
+	// TokenTTL is the lifetime of a signed token. Default 5m.
+	TokenTTL Duration `yaml:"token_ttl"`
 }
 
 // Upstream returns the upstream named name, or nil if there is none.
@@ -188,6 +202,13 @@ type TenantUpstream struct {
 	// original name. They replace the upstream's in what the tenant is shown
 	// and are the only annotations policy may rely on.
 	Annotations map[string]ToolAnnotations `yaml:"annotations"`
+	// Headers are added to the upstream's headers for this tenant's
+	// requests, replacing those of the same name: the tenant's own
+	// credentials for a shared upstream. Secrets, as the upstream's are.
+	Headers map[string]string `yaml:"headers" cfg:"headers"`
+	// Auth overrides the upstream's auth for this tenant, key by key: a
+	// key set here replaces the upstream's, the others stay.
+	Auth *UpstreamAuth `yaml:"auth"`
 }
 
 // Rules select items by glob patterns (path.Match syntax) on the upstream's
@@ -235,6 +256,47 @@ type Upstream struct {
 	// differ per upstream session ("per_session": fetched under each
 	// client's own upstream session and never served to another).
 	Lists string `yaml:"lists"`
+	// Auth says how the gateway proves who it is, or whom it calls for,
+	// beyond the static Headers: a token from the upstream's authorization
+	// server (client_credentials), the caller's token exchanged for one
+	// (token_exchange), or a token the gateway signs (signed_identity).
+	// nil means the static Headers alone. A tenant may override it.
+	Auth *UpstreamAuth `yaml:"auth"`
+}
+
+// The upstream authentication modes (Upstream.Auth.Mode).
+const (
+	AuthClientCredentials = "client_credentials"
+	AuthTokenExchange     = "token_exchange"
+	AuthSignedIdentity    = "signed_identity"
+)
+
+// UpstreamAuth is how the gateway authenticates to one upstream.
+type UpstreamAuth struct {
+	// Mode is client_credentials, token_exchange or signed_identity.
+	Mode string `yaml:"mode"`
+	// TokenURL is the authorization server's token endpoint
+	// (client_credentials, token_exchange). Issuer instead finds it by
+	// discovery (RFC 8414, then OpenID Connect Discovery).
+	TokenURL string `yaml:"token_url"`
+	Issuer   string `yaml:"issuer"`
+	// ClientID and ClientSecret are the gateway's client at that server,
+	// sent with HTTP Basic authentication. The secret is a secret: ${VAR}
+	// references are expanded, and it is never logged or printed.
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret" cfg:"secret"`
+	// Scopes are asked for (client_credentials, token_exchange) or put in
+	// the token (signed_identity: default, the caller's own).
+	Scopes []string `yaml:"scopes"`
+	// Resource is the RFC 8707 resource indicator a token is asked for,
+	// and Audience the RFC 8693 audience (token_exchange) or the aud of a
+	// signed token (signed_identity; default: the upstream's URL).
+	Resource string `yaml:"resource"`
+	Audience string `yaml:"audience"`
+	// Header is where the token goes: "Authorization" (the default), as
+	// "Bearer <token>", or the name of another header, holding the token
+	// alone.
+	Header string `yaml:"header"`
 }
 
 // SharedLists reports whether the upstream's lists may be shared between

@@ -143,6 +143,7 @@ func (v *validator) config(c *Config) {
 	v.tenants(c)
 	v.limits(&c.Limits)
 	v.telemetry(c)
+	nonNegative(v, "identity.token_ttl", c.Identity.TokenTTL)
 }
 
 func (v *validator) limits(l *Limits) {
@@ -313,6 +314,7 @@ func (v *validator) upstream(path string, u *Upstream) {
 
 	nonNegative(v, path+".timeout", u.Timeout)
 	v.headers(path+".headers", u.Headers)
+	v.upstreamAuth(path+".auth", u.Auth)
 
 	switch u.AuditArguments {
 	case "", AuditArgumentsNone, AuditArgumentsHash, AuditArgumentsRedacted:

@@ -75,6 +75,10 @@ func (v *validator) tenants(c *Config) {
 			for _, tool := range slices.Sorted(maps.Keys(tu.Annotations)) {
 				v.toolKey(keyPath(an, tool), tool, tu.Tools)
 			}
+			v.headers(up+".headers", tu.Headers)
+			if u := c.Upstream(tu.Name); u != nil && tu.Auth != nil {
+				v.upstreamAuth(up+".auth", EffectiveAuth(u, tu))
+			}
 		}
 	}
 }

@@ -87,11 +87,24 @@ type Options struct {
 	// every request (trace context: traceparent, tracestate, baggage). It
 	// runs after the config's headers and before the protocol's.
 	Inject func(ctx context.Context, h http.Header)
+	// Credentials, if set, add to each request the credentials of the
+	// caller its context carries, after the config's headers (replacing
+	// those of the same name). A request the upstream refuses with 401 is
+	// sent once more with fresh ones, if Invalidate says they may differ.
+	Credentials Credentials
 	// Secrets are credentials for the upstream beyond the values of
 	// upstreams[].headers (which are secrets already): they are scrubbed
 	// from every error and log line derived from the upstream's answers.
 	// See [Scrubber].
 	Secrets []string
+}
+
+// Credentials produce the per-request credentials of an upstream (see
+// internal/credentials).
+type Credentials interface {
+	Apply(ctx context.Context, h http.Header) error
+	Invalidate(ctx context.Context) bool
+	Close()
 }
 
 // InitResult is what an upstream answered to initialize.
@@ -151,6 +164,7 @@ type Client struct {
 	log     *slog.Logger
 	maxMsg  int
 	inject  func(context.Context, http.Header)
+	creds   Credentials
 	// initParams is the initialize request's params, built once.
 	initParams json.RawMessage
 	// redact lists strings (URL, host) removed from error messages.
@@ -181,6 +195,7 @@ func New(cfg config.Upstream, opts Options) *Client {
 		hc:      opts.HTTPClient,
 		log:     opts.Logger,
 		inject:  opts.Inject,
+		creds:   opts.Credentials,
 	}
 	if c.timeout <= 0 {
 		c.timeout = defaultTimeout
@@ -267,6 +282,9 @@ func (c *Client) Timeout() time.Duration { return c.timeout }
 // own transport. The client remains usable.
 func (c *Client) Close() error {
 	c.bg.Wait()
+	if c.creds != nil {
+		c.creds.Close()
+	}
 	if c.own != nil {
 		c.own.CloseIdleConnections()
 	}
@@ -478,6 +496,11 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 		// Nothing of it reached the upstream (see replayable).
 		resp, err = c.callAgain(tctx, req)
 	}
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		// The upstream ran nothing: a token it no longer takes is
+		// replaced, and the request sent once more.
+		resp, err = c.reauthorize(tctx, req, resp)
+	}
 	if err != nil {
 		err = c.transportError(tctx, method, err)
 		if tctx.Err() != nil {
@@ -511,6 +534,29 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 		return nil, c.error(method, resp.StatusCode, err)
 	}
 	return r, nil
+}
+
+// reauthorize sends req once more with fresh credentials after the
+// upstream answered resp, a 401, if the credentials may differ; else it
+// returns resp as it is.
+func (c *Client) reauthorize(ctx context.Context, req *http.Request, resp *http.Response) (*http.Response, error) {
+	if c.creds == nil || !c.creds.Invalidate(ctx) || req.GetBody == nil && req.Body != nil {
+		return resp, nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	again := req.Clone(ctx)
+	if req.GetBody != nil {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		again.Body = body
+	}
+	if err := c.creds.Apply(ctx, again.Header); err != nil {
+		return nil, err
+	}
+	return c.hc.Do(again)
 }
 
 // callAgain sends req, which was not sent, once more with its body rewound.
@@ -624,6 +670,9 @@ func (c *Client) send(ctx context.Context, method string, s session.Upstream, op
 		return nil, c.error(op, 0, err)
 	}
 	resp, err := c.hc.Do(req)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		resp, err = c.reauthorize(ctx, req, resp)
+	}
 	if err != nil {
 		return nil, c.transportError(ctx, op, err)
 	}
@@ -648,6 +697,11 @@ func (c *Client) newRequest(ctx context.Context, method string, s session.Upstre
 	}
 	for k, v := range c.header {
 		req.Header[k] = v
+	}
+	if c.creds != nil {
+		if err := c.creds.Apply(ctx, req.Header); err != nil {
+			return nil, err
+		}
 	}
 	if c.inject != nil {
 		c.inject(ctx, req.Header)

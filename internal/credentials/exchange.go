@@ -1,0 +1,214 @@
+package credentials
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/mcpgw/gateway/internal/config"
+)
+
+// maxExchanged bounds the exchanged tokens one upstream's source keeps;
+// when full, the expired go, then the half that expires first.
+const maxExchanged = 10000
+
+// exchange trades the caller's verified access token for one whose
+// audience is the upstream (RFC 8693), at the authorization server that
+// issued it, authenticating as the gateway's own client. Tokens are cached
+// per caller (issuer, subject, tenant, scopes) under a hash, never under
+// the token, until shortly before their expiry.
+type exchange struct {
+	upstream, header   string
+	ep                 *endpoint
+	hc                 *http.Client
+	clientID, secret   string
+	scopes             []string
+	resource, audience string
+	onFetch            func(upstream, mode, outcome string)
+
+	sf    singleflight.Group
+	mu    sync.Mutex
+	cache map[[32]byte]exchanged
+}
+
+type exchanged struct {
+	token  string
+	expiry time.Time
+}
+
+func newExchange(u *config.Upstream, a *config.UpstreamAuth, opts Options) *exchange {
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: fetchTimeout}
+	}
+	return &exchange{
+		upstream: u.Name, header: a.Header, hc: hc, onFetch: opts.OnFetch,
+		ep:       &endpoint{hc: hc, tokenURL: a.TokenURL, issuer: a.Issuer},
+		clientID: a.ClientID, secret: a.ClientSecret, scopes: slices.Clone(a.Scopes),
+		resource: a.Resource, audience: a.Audience,
+		cache: make(map[[32]byte]exchanged),
+	}
+}
+
+func (x *exchange) Mode(*Caller) string        { return ModeTokenExchange }
+func (x *exchange) Partition(c *Caller) string { return "u:" + principalHash(c) }
+func (x *exchange) NeedsCaller() bool          { return true }
+func (x *exchange) Close()                     {}
+
+func (x *exchange) key(c *Caller) [32]byte {
+	h := sha256.New()
+	for _, s := range append([]string{c.Issuer, c.Subject, c.Tenant, x.upstream}, c.Scopes...) {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+func (x *exchange) Invalidate(ctx context.Context) bool {
+	k := x.key(From(ctx))
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.cache, k)
+	return true
+}
+
+func (x *exchange) Apply(ctx context.Context, h http.Header) error {
+	c := From(ctx)
+	if c.Token.Value() == "" {
+		return &Error{Upstream: x.upstream, Mode: ModeTokenExchange, Err: ErrNoCaller}
+	}
+	k := x.key(c)
+	x.mu.Lock()
+	e, ok := x.cache[k]
+	x.mu.Unlock()
+	if ok && time.Now().Before(e.expiry.Add(-early)) {
+		setToken(h, x.header, e.token)
+		return nil
+	}
+	v, err, _ := x.sf.Do(string(k[:]), func() (any, error) {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+		defer cancel()
+		e, err := x.fetch(fctx, c)
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		if x.onFetch != nil {
+			x.onFetch(x.upstream, ModeTokenExchange, outcome)
+		}
+		if err != nil {
+			return nil, err
+		}
+		x.store(k, e)
+		return e, nil
+	})
+	if err != nil {
+		return &Error{Upstream: x.upstream, Mode: ModeTokenExchange, Err: err}
+	}
+	setToken(h, x.header, v.(exchanged).token)
+	return nil
+}
+
+func (x *exchange) store(k [32]byte, e exchanged) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.cache) >= maxExchanged {
+		now := time.Now()
+		for key, v := range x.cache {
+			if now.After(v.expiry) {
+				delete(x.cache, key)
+			}
+		}
+		if len(x.cache) >= maxExchanged {
+			ends := make([]time.Time, 0, len(x.cache))
+			for _, v := range x.cache {
+				ends = append(ends, v.expiry)
+			}
+			slices.SortFunc(ends, func(a, b time.Time) int { return a.Compare(b) })
+			cut := ends[len(ends)/2]
+			for key, v := range x.cache {
+				if !v.expiry.After(cut) {
+					delete(x.cache, key)
+				}
+			}
+		}
+	}
+	x.cache[k] = e
+}
+
+// fetch performs one exchange (RFC 8693 §2.1).
+func (x *exchange) fetch(ctx context.Context, c *Caller) (exchanged, error) {
+	u, err := x.ep.url(ctx)
+	if err != nil {
+		return exchanged{}, err
+	}
+	form := url.Values{
+		"grant_type":           {"urn:ietf:params:oauth:grant-type:token-exchange"},
+		"subject_token":        {c.Token.Value()},
+		"subject_token_type":   {"urn:ietf:params:oauth:token-type:access_token"},
+		"requested_token_type": {"urn:ietf:params:oauth:token-type:access_token"},
+	}
+	if x.resource != "" {
+		form.Set("resource", x.resource)
+	}
+	if x.audience != "" {
+		form.Set("audience", x.audience)
+	}
+	if len(x.scopes) > 0 {
+		form.Set("scope", strings.Join(x.scopes, " "))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(form.Encode()))
+	if err != nil {
+		return exchanged{}, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	req.SetBasicAuth(url.QueryEscape(x.clientID), url.QueryEscape(x.secret))
+	resp, err := x.hc.Do(req)
+	if err != nil {
+		return exchanged{}, fmt.Errorf("token exchange: %w", errors.Unwrap(err))
+	}
+	defer resp.Body.Close()
+	var body struct {
+		AccessToken      string `json:"access_token"`
+		IssuedTokenType  string `json:"issued_token_type"`
+		TokenType        string `json:"token_type"`
+		ExpiresIn        int64  `json:"expires_in"`
+		Error            string `json:"error"`
+		ErrorDescription string `json:"error_description"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body); err != nil && resp.StatusCode == http.StatusOK {
+		return exchanged{}, errors.New("token exchange: malformed response")
+	}
+	if resp.StatusCode != http.StatusOK || body.AccessToken == "" {
+		msg := fmt.Sprintf("token exchange refused (HTTP %d)", resp.StatusCode)
+		if body.Error != "" {
+			msg += ": " + truncate(body.Error, 64)
+			if body.ErrorDescription != "" {
+				msg += ": " + truncate(body.ErrorDescription, 200)
+			}
+		}
+		return exchanged{}, errors.New(msg)
+	}
+	if !strings.EqualFold(body.TokenType, "bearer") {
+		return exchanged{}, fmt.Errorf("token exchange: token_type %q is not Bearer", truncate(body.TokenType, 32))
+	}
+	ttl := time.Duration(body.ExpiresIn) * time.Second
+	if ttl <= 0 {
+		ttl = 5 * time.Minute
+	}
+	return exchanged{token: body.AccessToken, expiry: time.Now().Add(ttl)}, nil
+}

@@ -1,0 +1,235 @@
+package credentials
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/mcpgw/gateway/internal/config"
+)
+
+const (
+	// fetchTimeout bounds one token request, whatever the caller's context.
+	fetchTimeout = 10 * time.Second
+	// early is how long before its expiry a token is no longer used.
+	early = 30 * time.Second
+	// refreshAt is the share of a token's lifetime after which it is
+	// refreshed in the background while still in use.
+	refreshAt = 0.75
+)
+
+// endpoint is an authorization server's token endpoint: given, or found
+// by discovery on first use (and again after a failure).
+type endpoint struct {
+	hc       *http.Client
+	tokenURL string
+	issuer   string
+	mu       sync.Mutex
+}
+
+func (e *endpoint) url(ctx context.Context) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.tokenURL != "" {
+		return e.tokenURL, nil
+	}
+	base := strings.TrimSuffix(e.issuer, "/")
+	for _, wk := range []string{"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+wk, nil)
+		if err != nil {
+			return "", err
+		}
+		resp, err := e.hc.Do(req)
+		if err != nil {
+			return "", fmt.Errorf("discovery: %w", err)
+		}
+		var md struct {
+			Issuer        string `json:"issuer"`
+			TokenEndpoint string `json:"token_endpoint"`
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&md)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || err != nil {
+			continue
+		}
+		if strings.TrimSuffix(md.Issuer, "/") != base || md.TokenEndpoint == "" {
+			return "", errors.New("discovery: the metadata names another issuer, or no token endpoint")
+		}
+		e.tokenURL = md.TokenEndpoint
+		return e.tokenURL, nil
+	}
+	return "", errors.New("discovery: no authorization server metadata at the issuer")
+}
+
+// oauthError describes a token request's failure without the response
+// body beyond the standard error fields.
+func oauthError(err error) error {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		msg := fmt.Sprintf("token request refused (HTTP %d)", re.Response.StatusCode)
+		if re.ErrorCode != "" {
+			msg += ": " + re.ErrorCode
+			if re.ErrorDescription != "" {
+				msg += ": " + truncate(re.ErrorDescription, 200)
+			}
+		}
+		return errors.New(msg)
+	}
+	return err
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// clientCredentials fetches tokens with the gateway's own client
+// (RFC 6749 §4.4): one token for every caller, cached until shortly before
+// its expiry, fetched once however many requests need it at the same
+// moment, and refreshed in the background once most of its life is over.
+type clientCredentials struct {
+	upstream string
+	header   string
+	ep       *endpoint
+	cfg      clientcredentials.Config
+	hc       *http.Client
+	onFetch  func(upstream, mode, outcome string)
+
+	mu        sync.Mutex
+	tok       *oauth2.Token
+	fetched   time.Time
+	flight    chan struct{} // closed when the fetch in progress ends
+	flightErr error
+	bg        sync.WaitGroup
+}
+
+func newClientCredentials(u *config.Upstream, a *config.UpstreamAuth, opts Options) *clientCredentials {
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: fetchTimeout}
+	}
+	c := &clientCredentials{
+		upstream: u.Name, header: a.Header, hc: hc, onFetch: opts.OnFetch,
+		ep: &endpoint{hc: hc, tokenURL: a.TokenURL, issuer: a.Issuer},
+		cfg: clientcredentials.Config{
+			ClientID: a.ClientID, ClientSecret: a.ClientSecret, Scopes: a.Scopes,
+			AuthStyle: oauth2.AuthStyleInHeader,
+		},
+	}
+	if a.Resource != "" {
+		c.cfg.EndpointParams = map[string][]string{"resource": {a.Resource}}
+	}
+	return c
+}
+
+func (c *clientCredentials) Mode(*Caller) string      { return ModeClientCredentials }
+func (c *clientCredentials) Partition(*Caller) string { return "" }
+func (c *clientCredentials) NeedsCaller() bool        { return false }
+func (c *clientCredentials) Close()                   { c.bg.Wait() }
+
+func (c *clientCredentials) Apply(ctx context.Context, h http.Header) error {
+	tok, err := c.token(ctx)
+	if err != nil {
+		return &Error{Upstream: c.upstream, Mode: ModeClientCredentials, Err: err}
+	}
+	setToken(h, c.header, tok)
+	return nil
+}
+
+func (c *clientCredentials) Invalidate(context.Context) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tok = nil
+	return true
+}
+
+// token returns a usable token, fetching one if there is none.
+func (c *clientCredentials) token(ctx context.Context) (string, error) {
+	for {
+		c.mu.Lock()
+		now := time.Now()
+		if t := c.tok; t != nil && (t.Expiry.IsZero() || now.Before(t.Expiry.Add(-early))) {
+			if !t.Expiry.IsZero() && c.flight == nil && now.After(c.fetched.Add(time.Duration(refreshAt*float64(t.Expiry.Sub(c.fetched))))) {
+				// Most of its life is over: a new one in the background,
+				// while this one serves.
+				c.startLocked()
+			}
+			c.mu.Unlock()
+			return t.AccessToken, nil
+		}
+		fl := c.flight
+		if fl == nil {
+			fl = c.startLocked()
+		}
+		c.mu.Unlock()
+		select {
+		case <-fl:
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
+		c.mu.Lock()
+		err, tok := c.flightErr, c.tok
+		c.mu.Unlock()
+		if tok == nil {
+			if err == nil {
+				err = errors.New("no token")
+			}
+			return "", err
+		}
+	}
+}
+
+// startLocked starts a fetch, which outlives the request that needed it
+// (others may wait for it) and is bounded by fetchTimeout. c.mu is held.
+func (c *clientCredentials) startLocked() chan struct{} {
+	fl := make(chan struct{})
+	c.flight = fl
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+		defer cancel()
+		tok, err := c.fetch(ctx)
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		if c.onFetch != nil {
+			c.onFetch(c.upstream, ModeClientCredentials, outcome)
+		}
+		c.mu.Lock()
+		if err == nil {
+			c.tok, c.fetched = tok, time.Now()
+		}
+		c.flightErr = err
+		c.flight = nil
+		c.mu.Unlock()
+		close(fl)
+	}()
+	return fl
+}
+
+func (c *clientCredentials) fetch(ctx context.Context) (*oauth2.Token, error) {
+	u, err := c.ep.url(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg := c.cfg
+	cfg.TokenURL = u
+	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, c.hc))
+	if err != nil {
+		return nil, oauthError(err)
+	}
+	return tok, nil
+}
