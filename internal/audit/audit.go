@@ -90,6 +90,10 @@ type Record struct {
 	// Arguments is what [ReduceArguments] made of the arguments, never
 	// the raw arguments.
 	Arguments string
+	// Credentials is how the gateway authenticated to the upstream for
+	// this call, when not with static headers alone: client_credentials,
+	// token_exchange or signed_identity (never a credential itself).
+	Credentials string
 	// Reason says why a request was denied or failed, as a short fixed
 	// string ("hidden by policy", "insufficient scope", "timeout",
 	// "upstream error", or an auth failure reason).
@@ -105,7 +109,8 @@ type Logger struct {
 // New returns a Logger writing one JSON object per line to w, with the
 // keys time, level, msg ("audit"), event and the non-empty ones of
 // tenant, subject, client_id, session_id, method, upstream, tool, uri,
-// decision, outcome, duration_ms, trace_id, arguments and reason. Each
+// decision, outcome, duration_ms, trace_id, arguments, credentials and
+// reason. Each
 // line is one Write to w.
 func New(w io.Writer) *Logger {
 	return &Logger{h: slog.NewJSONHandler(w, nil)}
@@ -184,6 +189,7 @@ func (l *Logger) Write(ctx context.Context, r Record) error {
 	}
 	add("trace_id", r.TraceID)
 	add("arguments", r.Arguments)
+	add("credentials", r.Credentials)
 	add("reason", r.Reason)
 	// Handle with a context that cannot be cancelled: a client that went
 	// away must not cost the record of what it did.

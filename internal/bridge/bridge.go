@@ -231,8 +231,14 @@ func (b *Bridge) Park(ctx context.Context, who *Caller, c *Call, up Upstream, re
 		return nil, err
 	}
 	caps := who.Caps
-	if !b.own.Go(func(life context.Context) {
+	if !b.own.Go(func(owned context.Context) {
 		defer release()
+		// The owner's life, with the call's values (whom the upstream
+		// requests are made for, the trace): the pump's replies to the
+		// upstream go with the call's credentials.
+		life, stop := context.WithCancel(context.WithoutCancel(ctx))
+		defer stop()
+		defer context.AfterFunc(owned, stop)()
 		b.pumpInput(life, up, resp, pump, caps, cancel, release)
 	}) {
 		release()

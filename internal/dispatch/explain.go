@@ -7,10 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/tenant"
@@ -49,7 +51,31 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 			continue
 		}
 		fmt.Fprintf(w, "\nupstream %s (prefix %q)\n", u.Name, prefix)
-		c := upstream.New(u, upstream.Options{HTTPClient: opts.HTTPClient, Logger: log, ClientInfo: info})
+		uopts := upstream.Options{HTTPClient: opts.HTTPClient, Logger: log, ClientInfo: info}
+		ctx := ctx
+		if src := credentials.ForUpstream(cfg, &u, credentials.Options{HTTPClient: opts.HTTPClient, Logger: log}); src != nil {
+			who := &credentials.Caller{Tenant: id}
+			mode, part := src.Mode(who), "the same for every tenant"
+			switch p := src.Partition(who); {
+			case src.NeedsCaller() || strings.HasPrefix(p, "u:"):
+				part = "per user"
+			case p != "":
+				part = "this tenant's own"
+			}
+			fmt.Fprintf(w, "  identity: %s, %s\n", mode, part)
+			if src.NeedsCaller() {
+				// No user here to act for: what each user sees is
+				// what the upstream shows that user.
+				fmt.Fprintf(w, "  not listed: the upstream is reached as each user\n")
+				src.Close()
+				continue
+			}
+			uopts.Credentials = src
+			ctx = credentials.With(ctx, who)
+		} else {
+			fmt.Fprintf(w, "  identity: static headers, the same for every tenant\n")
+		}
+		c := upstream.New(u, uopts)
 		res, err := c.Open(ctx)
 		if err != nil {
 			fmt.Fprintf(w, "  unreachable: %v\n", err)

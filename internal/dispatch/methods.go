@@ -89,6 +89,7 @@ func (h *Server) Dispatch(ctx context.Context, rq *Request, msg *jsonrpc.Message
 // Serve is Dispatch with the method's entry m, which the caller looked
 // up (see LookupMethod).
 func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, out Out, m *Method) []byte {
+	ctx = rq.withCaller(ctx)
 	ctx, cancel := context.WithTimeout(ctx, rq.st.cfg.Server.RequestTimeout.D())
 	defer cancel()
 	ctx, cancelCause := context.WithCancelCause(ctx)
@@ -251,8 +252,11 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, err e
 		r.Outcome = audit.OutcomeError
 		r.Reason = failureReason(err)
 	}
-	if up := rq.st.byName[c.upstream]; up != nil && c.arguments != nil {
-		r.Arguments = audit.ReduceArguments(up.cfg.AuditArguments, c.arguments)
+	if up := rq.st.byName[c.upstream]; up != nil {
+		if c.arguments != nil {
+			r.Arguments = audit.ReduceArguments(up.cfg.AuditArguments, c.arguments)
+		}
+		r.Credentials = rq.mode(up)
 	}
 	h.audit.Record(ctx, r)
 	return outcome
@@ -357,7 +361,7 @@ func listMethod(k catalog.Kind) methodFunc {
 		ls := make([]*catalog.Listing, len(ups))
 		var wg sync.WaitGroup
 		for i, up := range ups {
-			if l := rq.h.catalog.Fresh(up, k, rq.listScope()); l != nil {
+			if l := rq.h.catalog.Fresh(up, k, rq.listScope(up)); l != nil {
 				ls[i] = l // the common case: no goroutine, no upstream
 				continue
 			}

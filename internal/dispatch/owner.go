@@ -46,7 +46,7 @@ type owner struct {
 	wg     sync.WaitGroup
 
 	// Expired sessions' upstream sessions, waiting for a worker.
-	expiries []map[string]session.Upstream
+	expiries []*session.Record // only the principal and upstream session ids
 	workers  int // running expiry workers
 	dropped  int // expiries dropped since the last report
 }
@@ -129,7 +129,7 @@ func (h *Server) Expire(rec *session.Record) {
 		}
 		return
 	}
-	o.expiries = append(o.expiries, ups)
+	o.expiries = append(o.expiries, &session.Record{Principal: rec.Principal, Upstreams: ups})
 	if o.workers < expiryWorkers {
 		o.workers++
 		o.goLocked(h.expiryWorker)
@@ -156,10 +156,10 @@ func (h *Server) expiryWorker(context.Context) {
 			}
 			return
 		}
-		ups := o.expiries[0]
+		rec := o.expiries[0]
 		o.expiries[0] = nil
 		o.expiries = o.expiries[1:]
 		o.mu.Unlock()
-		h.terminateUpstreams(context.Background(), h.state.Load(), &session.Record{Upstreams: ups})
+		h.terminateUpstreams(context.Background(), h.state.Load(), rec)
 	}
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/mcpgw/gateway/internal/bridge"
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/credentials"
+	"github.com/mcpgw/gateway/internal/identity"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
@@ -41,6 +43,9 @@ type Options struct {
 	Version string
 	// HTTPClient sends upstream requests. If nil, each upstream gets its own.
 	HTTPClient *http.Client
+	// AuthClient talks to the authorization servers of upstreams with
+	// auth (token requests, discovery). If nil, a default client.
+	AuthClient *http.Client
 	// Metrics, if nil, means no metrics.
 	Metrics *telemetry.Metrics
 	// TracerProvider, if nil, means no spans; the client's trace context
@@ -59,6 +64,7 @@ type Server struct {
 	log     *slog.Logger
 	version string
 	httpc   *http.Client
+	authc   *http.Client
 
 	catalog *catalog.Catalog
 	watch   watchers
@@ -96,6 +102,11 @@ type State struct {
 	tenants   *tenant.Set
 	merged    sync.Map // mergedKey → *mergedEntry: lists as each tenant sees them
 	byTenant  sync.Map // tenant id → *tenantUpstreams
+	// creds is set when some upstream has per-request credentials:
+	// requests then carry their caller in their context.
+	creds bool
+	// signer mints signed-identity tokens; nil when no upstream uses them.
+	signer *identity.Signer
 }
 
 // upstreamRef is one configured upstream and its client.
@@ -103,6 +114,9 @@ type upstreamRef struct {
 	cfg    config.Upstream
 	cat    catalog.Upstream // what the catalog knows of it
 	client *upstream.Client
+	// creds are its per-request credentials; nil for static headers alone
+	// (which the client sends).
+	creds credentials.Source
 }
 
 // tenantUpstreams are the upstreams a tenant may use, in config order, and
@@ -129,6 +143,7 @@ func New(opts Options) (*Server, error) {
 		log:      log,
 		version:  opts.Version,
 		httpc:    opts.HTTPClient,
+		authc:    opts.AuthClient,
 		lastCaps: make(map[string]json.RawMessage),
 		idPrefix: session.NewID()[:12],
 		metrics:  opts.Metrics,
@@ -158,19 +173,33 @@ func New(opts Options) (*Server, error) {
 func (h *Server) build(cfg *config.Config, prev *State) *State {
 	st := &State{cfg: cfg, byName: make(map[string]*upstreamRef), origins: make(map[string]bool), tenants: tenant.NewSet(cfg)}
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
+	st.signer = h.signerFor(cfg, prev)
 	for _, u := range cfg.Upstreams {
+		tc := tenantCredentials(cfg, u.Name)
 		if prev != nil {
-			if old := prev.byName[u.Name]; old != nil && reflect.DeepEqual(old.cfg, u) {
+			if old := prev.byName[u.Name]; old != nil && reflect.DeepEqual(old.cfg, u) &&
+				reflect.DeepEqual(tenantCredentials(prev.cfg, u.Name), tc) && (!usesSigner(cfg, &u) || prev.signer == st.signer) {
 				st.upstreams = append(st.upstreams, old)
 				st.byName[u.Name] = old
+				st.creds = st.creds || old.creds != nil
 				continue
 			}
 		}
 		ref := &upstreamRef{cfg: u, cat: catalog.NewUpstream(&u)}
+		copts := credentials.Options{HTTPClient: h.authc, OnFetch: h.metrics.TokenFetch, Logger: h.log}
+		if st.signer != nil {
+			copts.Signer = st.signer
+		}
+		ref.creds = credentials.ForUpstream(cfg, &u, copts)
+		var creds upstream.Credentials
+		if ref.creds != nil {
+			creds, st.creds = ref.creds, true
+		}
 		ref.client = upstream.New(u, upstream.Options{
-			HTTPClient: h.httpc,
-			Logger:     h.log.With("upstream", u.Name),
-			ClientInfo: info,
+			Credentials: creds,
+			HTTPClient:  h.httpc,
+			Logger:      h.log.With("upstream", u.Name),
+			ClientInfo:  info,
 			// Requests for input are bridged to the clients that can
 			// answer them, and refused for the others (see mrtr.go).
 			Capabilities: json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}}`),
@@ -254,6 +283,10 @@ type Request struct {
 	Header               http.Header     // the request's, for Mcp-Param-* checks
 	MetaCaps             json.RawMessage // a stateless request's client capabilities
 
+	// who is whom the upstream requests are made for, once known (see
+	// withCaller).
+	who *credentials.Caller
+
 	// mu guards Session.Upstreams, which requests fanned out to several
 	// upstreams update concurrently.
 	mu      sync.Mutex
@@ -286,6 +319,7 @@ const terminateTimeout = 5 * time.Second
 // (one goroutine per upstream, waited for) and bounded in time, whatever
 // happens to ctx.
 func (h *Server) terminateUpstreams(ctx context.Context, st *State, rec *session.Record) {
+	ctx = recordCaller(ctx, st, rec.Principal)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -35,6 +35,7 @@ var ErrStoreUnavailable = errors.New("session store unavailable")
 // where the per-principal, per-tenant and global caps on sessions are
 // enforced, and a refused initialize must cost the upstreams nothing.
 func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Message) (json.RawMessage, error) {
+	ctx = rq.withCaller(ctx)
 	p, err := jsonx.ParseValidObject(msg.Params)
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: initialize params must be an object")

@@ -446,13 +446,21 @@ func listOn(ctx context.Context, c *upstream.Client, us session.Upstream, k cata
 	})
 }
 
-// listScope is the scope of the request's per-session listings: its
-// gateway session (for a stateless request, the principal's record).
-func (rq *Request) listScope() string {
-	if rq.Session == nil {
-		return ""
+// listScope is the scope of the request's listings of up: the identity it
+// reaches up with, and its gateway session (for a stateless request, the
+// principal's record), whose own listings serve upstreams with lists per
+// session.
+func (rq *Request) listScope(up *catalog.Upstream) catalog.Scope {
+	var sc catalog.Scope
+	if rq.Session != nil {
+		sc.Session = rq.Session.ID
 	}
-	return rq.Session.ID
+	if rq.st.creds {
+		if ref := rq.st.byName[up.Name]; ref != nil {
+			sc.Partition = rq.partition(ref)
+		}
+	}
+	return sc
 }
 
 // observe reacts to a notification an upstream sent: a list change marks
@@ -470,7 +478,7 @@ func (h *Server) observe(up *upstreamRef, msg *jsonrpc.Message) []catalog.Kind {
 // (or private), the one fetched under this session's own upstream session
 // and never served to another.
 func (rq *Request) Listing(ctx context.Context, up *catalog.Upstream, k catalog.Kind) (*catalog.Listing, error) {
-	scope := rq.listScope()
+	scope := rq.listScope(up)
 	if l := rq.h.catalog.Fresh(up, k, scope); l != nil {
 		return l, nil // every call's path: no closure, no allocation
 	}

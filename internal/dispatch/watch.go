@@ -62,7 +62,9 @@ func (h *Server) syncWatches(st *State) {
 	}
 	keep := make(map[*upstreamRef]bool, len(st.upstreams))
 	for _, up := range st.upstreams {
-		if !up.cfg.Watches() {
+		if !up.cfg.Watches() || up.creds != nil && up.creds.NeedsCaller() {
+			// An upstream reached as each caller has no stream of the
+			// gateway's own: its lists go by the TTL.
 			continue
 		}
 		keep[up] = true
@@ -220,7 +222,7 @@ func announcesListChanges(caps json.RawMessage) bool {
 // whose view changed (catalog.onChange) and has the new lists ready.
 func (h *Server) refresh(ctx context.Context, up *upstreamRef, us session.Upstream, ks []catalog.Kind) {
 	for _, k := range ks {
-		_, err := h.catalog.Get(ctx, &up.cat, k, "", func(ctx context.Context, b catalog.Bounds) ([]json.RawMessage, bool, error) {
+		_, err := h.catalog.Get(ctx, &up.cat, k, catalog.Scope{}, func(ctx context.Context, b catalog.Bounds) ([]json.RawMessage, bool, error) {
 			return listOn(ctx, up.client, us, k, "watch", b)
 		})
 		if err != nil {

@@ -313,6 +313,10 @@ func configKeys(before, after reflect.Value) []configKey {
 			case ft.Kind() == reflect.Struct && ft != durationType:
 				keys = append(keys, k)
 				walk(ft, fb, fa, path+".")
+			case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct:
+				// An optional section: absent (nil) unless written.
+				keys = append(keys, k)
+				walk(ft.Elem(), reflect.Value{}, reflect.Value{}, path+".")
 			case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
 				keys = append(keys, k)
 				var eb, ea reflect.Value
@@ -525,10 +529,11 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.ConfigReload(telemetry.ReloadError)
 	m.LimitRejection(telemetry.LimitSessionsPrincipal, "acme")
 	m.NameFlagged("github", telemetry.NameControlCharacter)
+	m.TokenFetch("github", "client_credentials", "ok")
 	return []string{
 		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial",
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed",
-		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged",
+		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "TokenFetch",
 		"Handler", // serves, records nothing
 	}
 }

@@ -139,7 +139,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		metrics.SetSessionsActiveFunc(m.Len)
 	}
 	srv, err := dispatch.New(dispatch.Options{
-		Config: cfg, Store: store, Logger: log, Version: opts.Version, HTTPClient: opts.HTTPClient,
+		Config: cfg, Store: store, Logger: log, Version: opts.Version, HTTPClient: opts.HTTPClient, AuthClient: opts.IdPClient,
 		Metrics: metrics, TracerProvider: opts.TracerProvider, Audit: opts.Audit,
 	})
 	if err != nil {
@@ -250,6 +250,9 @@ func (g *Gateway) newMux() http.Handler {
 			http.NotFound(w, r)
 		}))
 	}
+	// The keys of the tokens the gateway signs for upstreams with auth
+	// mode signed_identity (an empty set when none has).
+	r.Handle("/.well-known/jwks.json", g.server.JWKS())
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "404 page not found: the MCP endpoint is /mcp", http.StatusNotFound)
 	})

@@ -108,6 +108,7 @@ type Metrics struct {
 	lastOK   prometheus.Gauge
 	limits   *prometheus.CounterVec
 	names    *prometheus.CounterVec
+	tokens   *prometheus.CounterVec
 
 	sessions   atomic.Int64
 	sessionsFn atomic.Pointer[func() int]
@@ -184,6 +185,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcpgw_upstream_names_flagged_total",
 			Help: "Names upstreams listed that break the naming rules, by upstream and reason (dropped, or kept and counted).",
 		}, []string{"upstream", "reason"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_upstream_token_fetches_total",
+			Help: "Tokens the gateway fetched for upstream requests, by upstream, mode and outcome.",
+		}, []string{"upstream", "mode", "outcome"}),
 
 		tenants:   newCapped(MaxTenantLabels),
 		upstreams: newCapped(MaxUpstreamLabels),
@@ -200,7 +205,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.reqDur, m.upReqs, m.upDur, m.tools, m.authFail, m.denials,
-		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names,
+		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.tokens,
 	)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
@@ -429,6 +434,26 @@ func (m *Metrics) NameFlagged(upstream, reason string) {
 		reason = otherLabel
 	}
 	m.names.WithLabelValues(m.upstream(upstream), reason).Inc()
+}
+
+// Upstream credential modes: the values of the mode label of
+// mcpgw_upstream_token_fetches_total.
+var tokenModes = set("client_credentials", "token_exchange", "signed_identity")
+
+// TokenFetch records a token the gateway fetched for an upstream:
+// mcpgw_upstream_token_fetches_total{upstream,mode,outcome}, outcome "ok"
+// or "error".
+func (m *Metrics) TokenFetch(upstream, mode, outcome string) {
+	if m == nil {
+		return
+	}
+	if !tokenModes[mode] {
+		mode = otherLabel
+	}
+	if outcome != "ok" {
+		outcome = "error"
+	}
+	m.tokens.WithLabelValues(m.upstream(upstream), mode, outcome).Inc()
 }
 
 func (m *Metrics) tenant(t string) string {
