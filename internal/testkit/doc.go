@@ -13,7 +13,12 @@
 //     process.
 //   - [WriteFile] and [FreePort]: config files and ports for that process.
 //   - [StartIDP]: a real OpenID provider (node, oidc-provider) issuing JWT
-//     access tokens through the client_credentials grant.
+//     access tokens through the client_credentials grant, and through token
+//     exchange (RFC 8693) for the clients allowed to; it counts what it
+//     issued.
+//   - [AuthUpstream]: a go-sdk MCP server behind the SDK's bearer token
+//     middleware, accepting JWTs of a JWKS (an IDP's) or static keys, whose
+//     whoami tool tells which identity a call's token stood for.
 //   - [RunTSClient]: the official TypeScript MCP SDK client, run by node.
 //   - [NodeDir]: the Node scripts behind those two, in node/, with their
 //     npm dependencies installed (npm ci, once). Tests that use them need
