@@ -43,8 +43,8 @@ type exchange struct {
 }
 
 type exchanged struct {
-	token  string
-	expiry time.Time
+	token           string
+	fetched, expiry time.Time
 }
 
 func newExchange(u *config.Upstream, a *config.UpstreamAuth, opts Options) *exchange {
@@ -94,7 +94,7 @@ func (x *exchange) Apply(ctx context.Context, h http.Header) error {
 	x.mu.Lock()
 	e, ok := x.cache[k]
 	x.mu.Unlock()
-	if ok && time.Now().Before(e.expiry.Add(-early)) {
+	if ok && time.Now().Before(e.expiry.Add(-margin(e.fetched, e.expiry))) {
 		setToken(h, x.header, e.token)
 		return nil
 	}
@@ -210,5 +210,6 @@ func (x *exchange) fetch(ctx context.Context, c *Caller) (exchanged, error) {
 	if ttl <= 0 {
 		ttl = 5 * time.Minute
 	}
-	return exchanged{token: body.AccessToken, expiry: time.Now().Add(ttl)}, nil
+	now := time.Now()
+	return exchanged{token: body.AccessToken, fetched: now, expiry: now.Add(ttl)}, nil
 }

@@ -94,6 +94,12 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
+// margin is how long before its expiry a token fetched at fetched stops
+// being used: early, or a quarter of its life for a short-lived one.
+func margin(fetched, expiry time.Time) time.Duration {
+	return min(early, expiry.Sub(fetched)/4)
+}
+
 // clientCredentials fetches tokens with the gateway's own client
 // (RFC 6749 §4.4): one token for every caller, cached until shortly before
 // its expiry, fetched once however many requests need it at the same
@@ -159,7 +165,7 @@ func (c *clientCredentials) token(ctx context.Context) (string, error) {
 	for {
 		c.mu.Lock()
 		now := time.Now()
-		if t := c.tok; t != nil && (t.Expiry.IsZero() || now.Before(t.Expiry.Add(-early))) {
+		if t := c.tok; t != nil && (t.Expiry.IsZero() || now.Before(t.Expiry.Add(-margin(c.fetched, t.Expiry)))) {
 			if !t.Expiry.IsZero() && c.flight == nil && now.After(c.fetched.Add(time.Duration(refreshAt*float64(t.Expiry.Sub(c.fetched))))) {
 				// Most of its life is over: a new one in the background,
 				// while this one serves.

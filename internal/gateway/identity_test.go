@@ -1,0 +1,265 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/testkit"
+)
+
+// whoami calls <prefix>__whoami and returns what the upstream verified.
+func whoami(t *testing.T, cs *mcp.ClientSession, name string) testkit.Whoami {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s: tool error: %s", name, text(t, res))
+	}
+	var w testkit.Whoami
+	if err := json.Unmarshal([]byte(text(t, res)), &w); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return w
+}
+
+// identityGateway runs a gateway trusting idp for client tokens, in front
+// of ups, with tenants acme and globex seeing every upstream.
+func identityGateway(t *testing.T, idp *testkit.IDP, ups []upstreamSpec, edit func(*config.Config)) (string, func(tenantClient string) *mcp.ClientSession) {
+	t.Helper()
+	url := startGateway(t, ups, func(c *config.Config) {
+		c.Auth = config.Auth{Issuers: []config.Issuer{{Name: "corp", IssuerURL: idp.Issuer, TenantClaim: "tenant"}}}
+		c.Tenants = []config.Tenant{{ID: "acme"}, {ID: "globex"}}
+		edit(c)
+	})
+	connect := func(client string) *mcp.ClientSession {
+		tok := idp.Token(t, client, url, "mcp")
+		return testkit.Connect(t, url, &testkit.ConnectOptions{Header: http.Header{"Authorization": {"Bearer " + tok}}})
+	}
+	return url, connect
+}
+
+// TestStaticCredentialsPerTenant: two tenants reach one upstream with their
+// own API keys (tenants[].upstreams[].headers): the upstream sees each
+// tenant's key, and neither tenant's lists or sessions serve the other.
+func TestStaticCredentialsPerTenant(t *testing.T) {
+	idp := testkit.StartIDP(t, idpClients)
+	up := testkit.NewAuthUpstream(t, testkit.AuthUpstreamOptions{Name: "saas", Static: map[string]testkit.AuthIdentity{
+		"key-acme":   {Subject: "acme-key", Tenant: "acme"},
+		"key-globex": {Subject: "globex-key", Tenant: "globex"},
+	}})
+	_, connect := identityGateway(t, idp, []upstreamSpec{{name: "saas", url: up.URL}}, func(c *config.Config) {
+		c.Tenants = []config.Tenant{
+			{ID: "acme", Upstreams: []config.TenantUpstream{{Name: "saas", Headers: map[string]string{"Authorization": "Bearer key-acme"}}}},
+			{ID: "globex", Upstreams: []config.TenantUpstream{{Name: "saas", Headers: map[string]string{"Authorization": "Bearer key-globex"}}}},
+		}
+	})
+	acme, globex := connect("acme-app"), connect("globex-app")
+	for range 2 {
+		if w := whoami(t, acme, "saas__whoami"); w.Subject != "acme-key" {
+			t.Errorf("acme reached the upstream as %+v", w)
+		}
+		if w := whoami(t, globex, "saas__whoami"); w.Subject != "globex-key" {
+			t.Errorf("globex reached the upstream as %+v", w)
+		}
+	}
+	for _, cs := range []*mcp.ClientSession{acme, globex} {
+		if _, err := cs.ListTools(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := up.Counts()
+	if len(c.Rejected) != 0 {
+		t.Errorf("the upstream refused requests: %v", c.Rejected)
+	}
+	// Each tenant listed the tools with its own key (a shared listing
+	// would have been fetched with one of them only).
+	if c.Accepted["acme-key"] == 0 || c.Accepted["globex-key"] == 0 {
+		t.Errorf("accepted: %v", c.Accepted)
+	}
+}
+
+// TestClientCredentials: the gateway's own client gets a token from the
+// authorization server (client_credentials), once however many calls need
+// it at the same moment, and a new one when the upstream refuses it (401)
+// or it expires; the caller's token never reaches the upstream.
+func TestClientCredentials(t *testing.T) {
+	clients := append([]testkit.IDPClient{{ID: "gateway", Secret: "gateway-secret", TTL: 40 * time.Second}}, idpClients...)
+	idp := testkit.StartIDP(t, clients)
+	up := testkit.NewAuthUpstream(t, testkit.AuthUpstreamOptions{Name: "svc", JWKSURL: idp.JWKSURL, Issuer: idp.Issuer, Audience: "https://svc.example"})
+	_, connect := identityGateway(t, idp, []upstreamSpec{{name: "svc", url: up.URL}}, func(c *config.Config) {
+		c.Upstreams[0].Auth = &config.UpstreamAuth{
+			Mode: config.AuthClientCredentials, Issuer: idp.Issuer, ClientID: "gateway", ClientSecret: "gateway-secret",
+			Scopes: []string{"mcp"}, Resource: "https://svc.example",
+		}
+	})
+	acme := connect("acme-app")
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if w := whoami(t, acme, "svc__whoami"); w.Subject != "gateway" || w.ClientID != "gateway" {
+				t.Errorf("the upstream saw %+v, want the gateway's own client", w)
+			}
+		})
+	}
+	wg.Wait()
+	if n := idp.Counts(t).ClientCredentials["gateway"]; n != 1 {
+		t.Errorf("%d token requests for concurrent calls, want 1", n)
+	}
+	globex := connect("globex-app")
+	if w := whoami(t, globex, "svc__whoami"); w.Subject != "gateway" {
+		t.Errorf("globex: %+v", w)
+	}
+	if n := idp.Counts(t).ClientCredentials["gateway"]; n != 1 {
+		t.Errorf("%d token requests, want 1: the token serves every caller", n)
+	}
+
+	// A 401 from the upstream: a new token, and the call sent again.
+	up.FailNext(1)
+	if w := whoami(t, acme, "svc__whoami"); w.Subject != "gateway" {
+		t.Errorf("after a 401: %+v", w)
+	}
+	if n := idp.Counts(t).ClientCredentials["gateway"]; n != 2 {
+		t.Errorf("%d token requests after a 401, want 2", n)
+	}
+	// Nothing the upstream accepted was the clients' own token.
+	for sub := range up.Counts().Accepted {
+		if sub != "gateway" {
+			t.Errorf("the upstream accepted a token of %q", sub)
+		}
+	}
+}
+
+// TestClientCredentialsRefused: a token the authorization server refuses is
+// a clear error naming the upstream and the mode, never the secret.
+func TestClientCredentialsRefused(t *testing.T) {
+	idp := testkit.StartIDP(t, idpClients)
+	up := testkit.NewAuthUpstream(t, testkit.AuthUpstreamOptions{Name: "svc", JWKSURL: idp.JWKSURL})
+	_, connect := identityGateway(t, idp, []upstreamSpec{{name: "svc", url: up.URL}}, func(c *config.Config) {
+		c.Upstreams[0].Auth = &config.UpstreamAuth{
+			Mode: config.AuthClientCredentials, TokenURL: idp.TokenURL, ClientID: "nobody", ClientSecret: "s3cret-value",
+		}
+	})
+	acme := connect("acme-app")
+	res, err := acme.CallTool(context.Background(), &mcp.CallToolParams{Name: "svc__whoami"})
+	if err == nil {
+		t.Fatalf("the call succeeded: %+v", res)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "svc") || !strings.Contains(msg, "client_credentials") || strings.Contains(msg, "s3cret-value") {
+		t.Errorf("error %q: want the upstream and the mode named, and no secret", msg)
+	}
+}
+
+// TestTokenExchange: each user reaches the upstream with their own token,
+// exchanged (RFC 8693) at the authorization server that issued the
+// caller's, cached per user; a refused exchange is a clean error.
+func TestTokenExchange(t *testing.T) {
+	clients := append([]testkit.IDPClient{
+		{ID: "gateway", Secret: "gateway-secret", TokenExchange: true},
+		{ID: "refused-app", Secret: "refused-secret", Tenant: "globex", Subject: "refused-user"},
+	}, idpClients...)
+	idp := testkit.StartIDP(t, clients)
+	up := testkit.NewAuthUpstream(t, testkit.AuthUpstreamOptions{Name: "svc", JWKSURL: idp.JWKSURL, Issuer: idp.Issuer, Audience: "https://svc.example"})
+	_, connect := identityGateway(t, idp, []upstreamSpec{{name: "svc", url: up.URL}}, func(c *config.Config) {
+		c.Upstreams[0].Auth = &config.UpstreamAuth{
+			Mode: config.AuthTokenExchange, TokenURL: idp.TokenURL, ClientID: "gateway", ClientSecret: "gateway-secret",
+			Resource: "https://svc.example",
+		}
+	})
+	acme, globex := connect("acme-app"), connect("globex-app")
+	for range 3 {
+		if w := whoami(t, acme, "svc__whoami"); w.Subject != "acme-app" || w.Tenant != "acme" {
+			t.Errorf("acme reached the upstream as %+v", w)
+		}
+		if w := whoami(t, globex, "svc__whoami"); w.Subject != "globex-app" || w.Tenant != "globex" {
+			t.Errorf("globex reached the upstream as %+v", w)
+		}
+	}
+	counts := idp.Counts(t)
+	for _, sub := range []string{"acme-app", "globex-app"} {
+		if n := counts.Exchanges("gateway", sub); n != 1 {
+			t.Errorf("%d exchanges for %s, want 1 (cached)", n, sub)
+		}
+	}
+	refused := connect("refused-app")
+	_, err := refused.CallTool(context.Background(), &mcp.CallToolParams{Name: "svc__whoami"})
+	if err == nil || !strings.Contains(err.Error(), "token_exchange") {
+		t.Errorf("a refused exchange: %v", err)
+	}
+}
+
+// TestClientCredentialsExpiry: a token is fetched again once it expires.
+func TestClientCredentialsExpiry(t *testing.T) {
+	clients := append([]testkit.IDPClient{{ID: "gateway", Secret: "gateway-secret", TTL: 2 * time.Second}}, idpClients...)
+	idp := testkit.StartIDP(t, clients)
+	up := testkit.NewAuthUpstream(t, testkit.AuthUpstreamOptions{Name: "svc", JWKSURL: idp.JWKSURL, Audience: "https://svc.example"})
+	_, connect := identityGateway(t, idp, []upstreamSpec{{name: "svc", url: up.URL}}, func(c *config.Config) {
+		c.Upstreams[0].Auth = &config.UpstreamAuth{
+			Mode: config.AuthClientCredentials, TokenURL: idp.TokenURL, ClientID: "gateway", ClientSecret: "gateway-secret",
+			Resource: "https://svc.example",
+		}
+	})
+	acme := connect("acme-app")
+	whoami(t, acme, "svc__whoami")
+	// The token lives 2 s (the IdP's clock counts whole seconds): past it,
+	// the next call needs a new one.
+	time.Sleep(2100 * time.Millisecond)
+	whoami(t, acme, "svc__whoami")
+	if n := idp.Counts(t).ClientCredentials["gateway"]; n < 2 {
+		t.Errorf("%d token requests across the token's expiry, want 2", n)
+	}
+	if r := up.Counts().Rejected; len(r) != 0 {
+		t.Errorf("the upstream refused expired tokens: %v", r)
+	}
+}
+
+// TestSignedIdentity: an upstream that trusts the gateway verifies the token
+// it signs against /.well-known/jwks.json and sees each caller's subject and
+// tenant, never the caller's own token.
+func TestSignedIdentity(t *testing.T) {
+	idp := testkit.StartIDP(t, idpClients)
+	// The upstream is configured before the gateway runs, so its key set
+	// URL points here, which forwards to the gateway's once known.
+	var jwksURL atomic.Value
+	keys := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := http.Get(jwksURL.Load().(string))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(keys.Close)
+	up := testkit.NewAuthUpstream(t, testkit.AuthUpstreamOptions{Name: "internal", JWKSURL: keys.URL})
+	url, connect := identityGateway(t, idp, []upstreamSpec{{name: "internal", url: up.URL}}, func(c *config.Config) {
+		c.Upstreams[0].Auth = &config.UpstreamAuth{Mode: config.AuthSignedIdentity}
+	})
+	jwksURL.Store(strings.TrimSuffix(url, "/mcp") + "/.well-known/jwks.json")
+	acme, globex := connect("acme-app"), connect("globex-app")
+	for range 2 {
+		if w := whoami(t, acme, "internal__whoami"); w.Subject != "acme-app" || w.Tenant != "acme" || w.ClientID != "mcp-gateway" {
+			t.Errorf("acme reached the upstream as %+v", w)
+		}
+		if w := whoami(t, globex, "internal__whoami"); w.Subject != "globex-app" || w.Tenant != "globex" {
+			t.Errorf("globex reached the upstream as %+v", w)
+		}
+	}
+	if r := up.Counts().Rejected; len(r) != 0 {
+		t.Errorf("the upstream refused: %v", r)
+	}
+}
