@@ -154,7 +154,7 @@ func TestCatalogScopedBound(t *testing.T) {
 	fetch := func(context.Context, Bounds) ([]json.RawMessage, bool, error) { return tools("x"), false, nil }
 	for i := range maxScopedLists + 10 {
 		now = now.Add(time.Millisecond)
-		if _, err := c.Get(context.Background(), up, Tools, Scope{Session: "s"+strconv.Itoa(i)}, fetch); err != nil {
+		if _, err := c.Get(context.Background(), up, Tools, Scope{Session: "s" + strconv.Itoa(i)}, fetch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -194,7 +194,9 @@ func TestCatalogPartitions(t *testing.T) {
 	up := testRef("u", config.ListsShared)
 	ctx := context.Background()
 	fetchAs := func(who string) FetchFunc {
-		return func(context.Context, Bounds) ([]json.RawMessage, bool, error) { return tools("only_" + who), false, nil }
+		return func(context.Context, Bounds) ([]json.RawMessage, bool, error) {
+			return tools("only_" + who), false, nil
+		}
 	}
 	for _, p := range []string{"", "t:a/", "t:b/"} {
 		l, err := c.Get(ctx, up, Tools, Scope{Partition: p, Session: "s-" + p}, fetchAs(p))

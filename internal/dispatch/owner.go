@@ -47,8 +47,8 @@ type owner struct {
 
 	// Expired sessions' upstream sessions, waiting for a worker.
 	expiries []*session.Record // only the principal and upstream session ids
-	workers  int // running expiry workers
-	dropped  int // expiries dropped since the last report
+	workers  int               // running expiry workers
+	dropped  int               // expiries dropped since the last report
 }
 
 // contextLocked returns the context close ends. o.mu must be held.
