@@ -90,6 +90,10 @@ func validate(args []string, getenv func(string) string, stdout, stderr io.Write
 		}
 		return exitError{1}
 	}
+	if err := dispatch.CheckConfig(cfg); err != nil {
+		fmt.Fprintf(stdout, "%s: %v\n", *path, err)
+		return exitError{1}
+	}
 	for _, w := range cfg.Warnings {
 		fmt.Fprintln(stdout, "warning: "+w.Error())
 	}

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"reflect"
 
@@ -32,6 +33,25 @@ func tenantCredentials(cfg *config.Config, name string) map[string]config.Tenant
 	return out
 }
 
+// credentialSecrets are the secrets of upstream u's credentials beyond its
+// own headers: the client secrets, and the tenants' header values, scrubbed
+// from whatever the upstream answers (see upstream.Scrubber).
+func credentialSecrets(u *config.Upstream, tenants map[string]config.TenantUpstream) []string {
+	var out []string
+	if u.Auth != nil {
+		out = append(out, u.Auth.ClientSecret)
+	}
+	for _, tu := range tenants {
+		for _, v := range tu.Headers {
+			out = append(out, v)
+		}
+		if tu.Auth != nil {
+			out = append(out, tu.Auth.ClientSecret)
+		}
+	}
+	return out
+}
+
 // usesSigner reports whether upstream u, for any tenant, uses signed
 // identity.
 func usesSigner(cfg *config.Config, u *config.Upstream) bool {
@@ -44,6 +64,22 @@ func usesSigner(cfg *config.Config, u *config.Upstream) bool {
 		}
 	}
 	return false
+}
+
+// CheckConfig checks what of cfg only loading can tell: the signing keys
+// of signed identity, when an upstream uses it. The error names the file,
+// never its contents.
+func CheckConfig(cfg *config.Config) error {
+	for i := range cfg.Upstreams {
+		if usesSigner(cfg, &cfg.Upstreams[i]) {
+			_, err := identity.NewSigner(identity.Options{Issuer: cfg.Server.PublicURL, KeyFiles: cfg.Identity.SigningKeys, TTL: cfg.Identity.TokenTTL.D()})
+			if err != nil {
+				return fmt.Errorf("identity: %w", err)
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // signerFor returns the signer of cfg: prev's when the identity settings
@@ -63,7 +99,7 @@ func (h *Server) signerFor(cfg *config.Config, prev *State) *identity.Signer {
 		Issuer: cfg.Server.PublicURL, KeyFiles: cfg.Identity.SigningKeys, TTL: cfg.Identity.TokenTTL.D(), Logger: h.log,
 	})
 	if err != nil {
-		// Validation loads the keys first (config.Validate cannot):
+		// CheckConfig loaded the keys before (config.Validate cannot):
 		// reaching here means they changed on disk since.
 		h.log.Error("signed identity: no signer; upstreams with auth mode signed_identity will fail", "error", err)
 		return nil

@@ -197,6 +197,7 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 		}
 		ref.client = upstream.New(u, upstream.Options{
 			Credentials: creds,
+			Secrets:     credentialSecrets(&u, tc),
 			HTTPClient:  h.httpc,
 			Logger:      h.log.With("upstream", u.Name),
 			ClientInfo:  info,

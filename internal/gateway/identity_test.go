@@ -263,3 +263,33 @@ func TestSignedIdentity(t *testing.T) {
 		t.Errorf("the upstream refused: %v", r)
 	}
 }
+
+// TestFetchedTokenScrubbed: an upstream that echoes the request's
+// credentials in an error does not hand a fetched token to the client.
+func TestFetchedTokenScrubbed(t *testing.T) {
+	clients := append([]testkit.IDPClient{{ID: "gateway", Secret: "gateway-secret"}}, idpClients...)
+	idp := testkit.StartIDP(t, clients)
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "denied; you sent: "+r.Header.Get("Authorization"), http.StatusInternalServerError)
+	}))
+	t.Cleanup(echo.Close)
+	_, connect := identityGateway(t, idp, []upstreamSpec{{name: "echo", url: echo.URL + "/mcp"}}, func(c *config.Config) {
+		c.Upstreams[0].Auth = &config.UpstreamAuth{
+			Mode: config.AuthClientCredentials, TokenURL: idp.TokenURL, ClientID: "gateway", ClientSecret: "gateway-secret",
+			Resource: "https://echo.example",
+		}
+	})
+	acme := connect("acme-app")
+	_, err := acme.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo__anything"})
+	if err == nil {
+		t.Fatal("the call succeeded")
+	}
+	tok := idp.Token(t, "gateway", "https://echo.example")
+	head := tok[:strings.LastIndexByte(tok, '.')] // header and claims: the same for any token of this client but iat/exp/jti
+	if strings.Contains(err.Error(), "eyJ") || strings.Contains(err.Error(), head[:20]) {
+		t.Errorf("the client got the upstream's token: %v", err)
+	}
+	if !strings.Contains(err.Error(), "[redacted]") {
+		t.Errorf("want the echoed token redacted: %v", err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/transport"
 )
@@ -54,6 +55,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	prev := g.live.Load()
 	cfg = keepRestartOnly(prev.cfg, cfg, g.log.Warn)
 	v, err := g.verifierFor(cfg, prev)
+	if err == nil {
+		err = dispatch.CheckConfig(cfg)
+	}
 	if err != nil {
 		g.refused(err)
 		return err

@@ -5,8 +5,9 @@
 // A Client is shared by every gateway session; the per-session part (the
 // upstream's Mcp-Session-Id and negotiated version) is a [session.Upstream]
 // value the caller keeps and passes in. Credentials come only from the
-// upstream's config: nothing of the client's request (its token above all)
-// ever reaches an upstream, because this package never sees it.
+// upstream's config and from Options.Credentials (the gateway's own, or
+// what it got for the caller): nothing of the client's request (its token
+// above all) ever reaches an upstream, because this package never sees it.
 //
 // Everything an upstream sends is untrusted input: sizes are bounded, every
 // request is bounded by the upstream's timeout, and the upstream's HTTP
@@ -518,6 +519,7 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 	}
 	r.inFlight = true
 	r.header = resp.Header
+	r.req = resp.Request
 	r.body = resp.Body
 	switch mediaType(resp.Header) {
 	case "application/json":
@@ -553,10 +555,34 @@ func (c *Client) reauthorize(ctx context.Context, req *http.Request, resp *http.
 		}
 		again.Body = body
 	}
-	if err := c.creds.Apply(ctx, again.Header); err != nil {
+	cred := make(http.Header, 1)
+	if err := c.creds.Apply(ctx, cred); err != nil {
 		return nil, err
 	}
-	return c.hc.Do(again)
+	for k, v := range cred {
+		again.Header[k] = v
+	}
+	return c.hc.Do(again.WithContext(context.WithValue(again.Context(), credKey{}, cred)))
+}
+
+// credKey keys the credentials a request carries in its context.
+type credKey struct{}
+
+// credentialsOf returns a scrubber of the per-request credentials req
+// carried (Options.Credentials), nil if none.
+func credentialsOf(req *http.Request) *Scrubber {
+	if req == nil {
+		return nil
+	}
+	h, _ := req.Context().Value(credKey{}).(http.Header)
+	if len(h) == 0 {
+		return nil
+	}
+	var vals []string
+	for _, v := range h {
+		vals = append(vals, v...)
+	}
+	return NewScrubber(vals...)
 }
 
 // callAgain sends req, which was not sent, once more with its body rewound.
@@ -691,6 +717,16 @@ func (c *Client) newRequest(ctx context.Context, method string, s session.Upstre
 		// A *bytes.Reader lets net/http set Content-Length (and GetBody).
 		rd = bytes.NewReader(body)
 	}
+	var cred http.Header
+	if c.creds != nil {
+		cred = make(http.Header, 1)
+		if err := c.creds.Apply(ctx, cred); err != nil {
+			return nil, err
+		}
+		// Kept with the request, to scrub them from what the upstream
+		// answers (see credentialsOf).
+		ctx = context.WithValue(ctx, credKey{}, cred)
+	}
 	req, err := http.NewRequestWithContext(ctx, method, c.url, rd)
 	if err != nil {
 		return nil, errors.New("invalid upstream URL")
@@ -698,10 +734,8 @@ func (c *Client) newRequest(ctx context.Context, method string, s session.Upstre
 	for k, v := range c.header {
 		req.Header[k] = v
 	}
-	if c.creds != nil {
-		if err := c.creds.Apply(ctx, req.Header); err != nil {
-			return nil, err
-		}
+	for k, v := range cred {
+		req.Header[k] = v
 	}
 	if c.inject != nil {
 		c.inject(ctx, req.Header)
@@ -809,13 +843,15 @@ func (c *Client) statusError(op string, resp *http.Response, sentSession bool) *
 		return c.error(op, code, ErrSessionExpired)
 	}
 	msg := fmt.Sprintf("HTTP %d", code)
-	// Scrubbed whole, before the excerpt could cut a secret in two.
-	if e := excerpt([]byte(c.Scrub(string(body))), maxExcerpt); e != "" {
+	// Scrubbed whole, before the excerpt could cut a secret in two, of the
+	// config's secrets and of the credentials this request carried.
+	cred := credentialsOf(resp.Request)
+	if e := excerpt([]byte(cred.Replace(c.Scrub(string(body)))), maxExcerpt); e != "" {
 		msg += ": " + e
 	}
 	e := c.error(op, code, errors.New(msg))
 	if m, err := jsonrpc.Decode(body); err == nil && m.Kind == jsonrpc.KindErrorResponse {
-		rpc := c.secrets.rpcError(m.Error)
+		rpc := cred.rpcError(c.secrets.rpcError(m.Error))
 		e.RPC = shortened(rpc)
 		if rpc.Code == protocol.CodeUnsupportedProtocolVersion && len(rpc.Data) <= maxErrorBody {
 			e.RPC.Data = rpc.Data // the supported versions (see discover)

@@ -47,6 +47,7 @@ type Response struct {
 	cancellable bool // false for initialize
 	inFlight    bool // the upstream may be working on the request
 	header      http.Header
+	req         *http.Request // the request sent, for its credentials (see credentialsOf)
 	streaming   bool
 
 	mu   sync.Mutex // guards body, which resumption replaces
@@ -99,7 +100,7 @@ func (r *Response) Next() (msg *jsonrpc.Message, raw []byte, err error) {
 		// may echo the request's headers: it goes to the client without
 		// the upstream's secrets. Results are the upstream's content and
 		// are not scanned (a per-call cost on every result).
-		if e := r.c.secrets.rpcError(msg.Error); e != msg.Error {
+		if e := credentialsOf(r.req).rpcError(r.c.secrets.rpcError(msg.Error)); e != msg.Error {
 			m := *msg
 			m.Error = e
 			// The message is written again from the scrubbed error, so
