@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/gateway"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
@@ -291,5 +294,66 @@ func TestFetchedTokenScrubbed(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "[redacted]") {
 		t.Errorf("want the echoed token redacted: %v", err)
+	}
+}
+
+// TestCredentialsReloadAuditMetrics: a reload that rotates the client secret
+// takes effect on the next call; token fetches are counted per upstream,
+// mode and outcome; the audit log names the mode of each call, never a
+// credential.
+func TestCredentialsReloadAuditMetrics(t *testing.T) {
+	clients := append([]testkit.IDPClient{{ID: "gateway", Secret: "gateway-secret-2"}}, idpClients...)
+	idp := testkit.StartIDP(t, clients)
+	up := testkit.NewAuthUpstream(t, testkit.AuthUpstreamOptions{Name: "svc", JWKSURL: idp.JWKSURL, Audience: "https://svc.example"})
+	var auditLog syncBuffer
+	var cfg *config.Config
+	g, url := startGatewayWith(t, gateway.Options{Audit: audit.New(&auditLog)}, []upstreamSpec{{name: "svc", url: up.URL}}, func(c *config.Config) {
+		c.Auth = config.Auth{Issuers: []config.Issuer{{Name: "corp", IssuerURL: idp.Issuer, TenantClaim: "tenant"}}}
+		c.Tenants = []config.Tenant{{ID: "acme"}}
+		c.Upstreams[0].Auth = &config.UpstreamAuth{
+			Mode: config.AuthClientCredentials, TokenURL: idp.TokenURL, ClientID: "gateway", ClientSecret: "gateway-secret-1",
+			Resource: "https://svc.example",
+		}
+		cfg = c
+	})
+	tok := idp.Token(t, "acme-app", url, "mcp")
+	acme := testkit.Connect(t, url, &testkit.ConnectOptions{Header: http.Header{"Authorization": {"Bearer " + tok}}})
+	if _, err := acme.CallTool(context.Background(), &mcp.CallToolParams{Name: "svc__whoami"}); err == nil {
+		t.Fatal("a call with a secret the IdP does not know succeeded")
+	}
+
+	next := *cfg
+	next.Upstreams = slices.Clone(cfg.Upstreams)
+	a := *cfg.Upstreams[0].Auth
+	a.ClientSecret = "gateway-secret-2"
+	next.Upstreams[0].Auth = &a
+	if err := g.Reload(&next); err != nil {
+		t.Fatal(err)
+	}
+	// A new session: the first one's upstream session failed to open.
+	acme = testkit.Connect(t, url, &testkit.ConnectOptions{Header: http.Header{"Authorization": {"Bearer " + tok}}})
+	if w := whoami(t, acme, "svc__whoami"); w.Subject != "gateway" {
+		t.Errorf("after the reload: %+v", w)
+	}
+
+	rec := httptest.NewRecorder()
+	g.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	metrics := rec.Body.String()
+	for _, want := range []string{
+		`mcpgw_upstream_token_fetches_total{mode="client_credentials",outcome="ok",upstream="svc"} 1`,
+		`mcpgw_upstream_token_fetches_total{mode="client_credentials",outcome="error",upstream="svc"}`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	log := auditLog.String()
+	if !strings.Contains(log, `"credentials":"client_credentials"`) {
+		t.Errorf("no audit record names the mode:\n%s", log)
+	}
+	for _, secret := range []string{"gateway-secret-1", "gateway-secret-2", "eyJ"} {
+		if strings.Contains(log, secret) {
+			t.Errorf("the audit log holds %q", secret)
+		}
 	}
 }
