@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/tenant"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
@@ -102,4 +104,37 @@ func sseEchoUpstream(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(jsonrpc.AppendResult(nil, msg.ID, []byte(result)))
+}
+
+// BenchmarkToolsCallCredentials is BenchmarkToolsCall/100B with each way
+// of authenticating to the upstream, caches warm: the per-call cost of a
+// mode next to static headers.
+func BenchmarkToolsCallCredentials(b *testing.B) {
+	raw := testkit.NewRawUpstream(b)
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token":"bench-token","token_type":"Bearer","expires_in":3600}`)
+	}))
+	b.Cleanup(tokens.Close)
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"raw__raw","arguments":{"q":"` + strings.Repeat("x", 100) + `"}}}`
+	for _, mode := range []struct {
+		name string
+		edit func(*config.Config)
+	}{
+		{"static", func(c *config.Config) { c.Upstreams[0].Headers = map[string]string{"Authorization": "Bearer static-key"} }},
+		{"tenant_static", func(c *config.Config) {
+			c.Tenants = []config.Tenant{{ID: tenant.DefaultID, Upstreams: []config.TenantUpstream{{Name: "raw", Headers: map[string]string{"Authorization": "Bearer tenant-key"}}}}}
+		}},
+		{"client_credentials", func(c *config.Config) {
+			c.Upstreams[0].Auth = &config.UpstreamAuth{Mode: config.AuthClientCredentials, TokenURL: tokens.URL, ClientID: "gw", ClientSecret: "gw-secret"}
+		}},
+		{"signed_identity", func(c *config.Config) {
+			c.Upstreams[0].Auth = &config.UpstreamAuth{Mode: config.AuthSignedIdentity}
+		}},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			url := startGateway(b, []upstreamSpec{{name: "raw", url: raw.URL}}, mode.edit)
+			benchCalls(b, url, body)
+		})
+	}
 }
