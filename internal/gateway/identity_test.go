@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/gateway"
+	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
@@ -354,6 +355,58 @@ func TestCredentialsReloadAuditMetrics(t *testing.T) {
 	for _, secret := range []string{"gateway-secret-1", "gateway-secret-2", "eyJ"} {
 		if strings.Contains(log, secret) {
 			t.Errorf("the audit log holds %q", secret)
+		}
+	}
+}
+
+// TestListsPerTenantCredentials: an upstream that lists per credential
+// (each key its own tools) shows each tenant its own list: a listing
+// fetched with one tenant's key is never served to the other.
+func TestListsPerTenantCredentials(t *testing.T) {
+	idp := testkit.StartIDP(t, idpClients)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if r.Method != http.MethodPost || key == "" {
+			http.Error(w, "no key", http.StatusUnauthorized)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		msg, err := jsonrpc.Decode(body)
+		if err != nil || msg.Kind != jsonrpc.KindRequest {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		result := `{}`
+		switch msg.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"keyed","version":"1"}}`
+		case "tools/list":
+			result = `{"tools":[{"name":"only_` + key + `","inputSchema":{"type":"object"}}]}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(jsonrpc.AppendResult(nil, msg.ID, []byte(result)))
+	}))
+	t.Cleanup(up.Close)
+	_, connect := identityGateway(t, idp, []upstreamSpec{{name: "keyed", url: up.URL + "/mcp"}}, func(c *config.Config) {
+		c.Tenants = []config.Tenant{
+			{ID: "acme", Upstreams: []config.TenantUpstream{{Name: "keyed", Headers: map[string]string{"Authorization": "Bearer acmekey"}}}},
+			{ID: "globex", Upstreams: []config.TenantUpstream{{Name: "keyed", Headers: map[string]string{"Authorization": "Bearer globexkey"}}}},
+		}
+	})
+	for _, c := range []struct{ client, want string }{
+		{"acme-app", "keyed__only_acmekey"}, {"globex-app", "keyed__only_globexkey"},
+		{"acme-other", "keyed__only_acmekey"}, {"globex-app", "keyed__only_globexkey"},
+	} {
+		res, err := connect(c.client).ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Tools) != 1 || res.Tools[0].Name != c.want {
+			var names []string
+			for _, tl := range res.Tools {
+				names = append(names, tl.Name)
+			}
+			t.Errorf("%s sees %v, want [%s]", c.client, names, c.want)
 		}
 	}
 }
