@@ -293,6 +293,11 @@ type UpstreamAuth struct {
 	// signed token (signed_identity; default: the upstream's URL).
 	Resource string `yaml:"resource"`
 	Audience string `yaml:"audience"`
+	// Actor, with token_exchange, sends the gateway's own token (client
+	// credentials of the same client) as the exchange's actor_token, so
+	// that the issued token names the gateway as the party acting for the
+	// user (its act claim, RFC 8693 §4.1).
+	Actor bool `yaml:"actor"`
 	// Header is where the token goes: "Authorization" (the default), as
 	// "Bearer <token>", or the name of another header, holding the token
 	// alone.

@@ -37,6 +37,9 @@ func (v *validator) upstreamAuth(path string, a *UpstreamAuth) {
 	default:
 		v.addf(path+".mode", "unknown mode %q: must be %s, %s or %s", a.Mode, AuthClientCredentials, AuthTokenExchange, AuthSignedIdentity)
 	}
+	if a.Actor && a.Mode != AuthTokenExchange {
+		v.addf(path+".actor", "applies to mode %s only", AuthTokenExchange)
+	}
 	if a.Resource != "" {
 		v.httpURL(path+".resource", a.Resource)
 	}
@@ -82,6 +85,7 @@ func EffectiveAuth(u *Upstream, t *TenantUpstream) *UpstreamAuth {
 	if o.Scopes != nil {
 		a.Scopes = slices.Clone(o.Scopes)
 	}
+	a.Actor = a.Actor || o.Actor
 	return &a
 }
 

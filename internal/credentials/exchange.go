@@ -37,6 +37,9 @@ type exchange struct {
 	resource, audience string
 	onFetch            func(upstream, mode, outcome string)
 
+	// actor, if set, gets the gateway's own token, sent as actor_token.
+	actor *clientCredentials
+
 	sf    singleflight.Group
 	mu    sync.Mutex
 	cache map[[32]byte]exchanged
@@ -52,13 +55,18 @@ func newExchange(u *config.Upstream, a *config.UpstreamAuth, opts Options) *exch
 	if hc == nil {
 		hc = &http.Client{Timeout: fetchTimeout}
 	}
-	return &exchange{
+	x := &exchange{
 		upstream: u.Name, header: a.Header, hc: hc, onFetch: opts.OnFetch,
 		ep:       &endpoint{hc: hc, tokenURL: a.TokenURL, issuer: a.Issuer},
 		clientID: a.ClientID, secret: a.ClientSecret, scopes: slices.Clone(a.Scopes),
 		resource: a.Resource, audience: a.Audience,
 		cache: make(map[[32]byte]exchanged),
 	}
+	if a.Actor {
+		x.actor = newClientCredentials(u, a, opts)
+		x.actor.ep = x.ep
+	}
+	return x
 }
 
 func (x *exchange) Mode(*Caller) string        { return ModeTokenExchange }
@@ -169,6 +177,14 @@ func (x *exchange) fetch(ctx context.Context, c *Caller) (exchanged, error) {
 	}
 	if len(x.scopes) > 0 {
 		form.Set("scope", strings.Join(x.scopes, " "))
+	}
+	if x.actor != nil {
+		tok, err := x.actor.token(ctx)
+		if err != nil {
+			return exchanged{}, fmt.Errorf("the gateway's actor token: %w", err)
+		}
+		form.Set("actor_token", tok)
+		form.Set("actor_token_type", "urn:ietf:params:oauth:token-type:access_token")
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(form.Encode()))
 	if err != nil {

@@ -410,3 +410,21 @@ func TestListsPerTenantCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenExchangeActor: with auth.actor, the exchanged token names the
+// gateway's client as the party acting for the user.
+func TestTokenExchangeActor(t *testing.T) {
+	clients := append([]testkit.IDPClient{{ID: "gateway", Secret: "gateway-secret", TokenExchange: true}}, idpClients...)
+	idp := testkit.StartIDP(t, clients)
+	up := testkit.NewAuthUpstream(t, testkit.AuthUpstreamOptions{Name: "svc", JWKSURL: idp.JWKSURL, Audience: "https://svc.example"})
+	_, connect := identityGateway(t, idp, []upstreamSpec{{name: "svc", url: up.URL}}, func(c *config.Config) {
+		c.Upstreams[0].Auth = &config.UpstreamAuth{
+			Mode: config.AuthTokenExchange, TokenURL: idp.TokenURL, ClientID: "gateway", ClientSecret: "gateway-secret",
+			Resource: "https://svc.example", Actor: true,
+		}
+	})
+	w := whoami(t, connect("acme-app"), "svc__whoami")
+	if w.Subject != "acme-app" || w.Actor["sub"] != "gateway" {
+		t.Errorf("the upstream saw %+v, want acme-app acted for by the gateway", w)
+	}
+}
