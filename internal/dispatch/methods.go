@@ -304,6 +304,7 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 
 // Notification handles a notification from the client.
 func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Message) {
+	ctx = rq.withCaller(ctx)
 	switch msg.Method {
 	case "notifications/cancelled":
 		p, err := jsonx.ParseValidObject(msg.Params)

@@ -183,6 +183,7 @@ func (c *call) bridged() *bridge.Call {
 // upstream that asked, on the session's own upstream session, when the
 // tenant may use that upstream.
 func (h *Server) ClientResponse(ctx context.Context, rq *Request, msg *jsonrpc.Message) {
+	ctx = rq.withCaller(ctx)
 	h.bridge.ClientResponse(ctx, rq.caller(), msg, func(name string) (bridge.Upstream, session.Upstream, bool) {
 		up := rq.st.byName[name]
 		if up == nil || !slices.Contains(rq.view.Upstreams, name) {
