@@ -22,6 +22,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -45,22 +47,37 @@ type Caller struct {
 	Token Secret
 }
 
-// Secret is a string that does not print: fmt, slog and encoding/json see
-// only that it is set.
-type Secret struct{ v string }
+// Secret is a string that does not print: fmt (whatever the verb, and
+// inside structs, where fmt prints the fields themselves), slog and
+// encoding/json see only that it is set. The value is held behind a
+// pointer, so that not even a struct printed field by field shows it.
+type Secret struct{ p *string }
 
 // NewSecret wraps s.
-func NewSecret(s string) Secret { return Secret{s} }
+func NewSecret(s string) Secret {
+	if s == "" {
+		return Secret{}
+	}
+	return Secret{&s}
+}
 
 // Value returns the secret itself.
-func (s Secret) Value() string { return s.v }
+func (s Secret) Value() string {
+	if s.p == nil {
+		return ""
+	}
+	return *s.p
+}
 
 func (s Secret) String() string {
-	if s.v == "" {
+	if s.p == nil {
 		return ""
 	}
 	return "REDACTED"
 }
+
+// Format prints String whatever the verb.
+func (s Secret) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.String()) }
 
 // GoString is like String.
 func (s Secret) GoString() string { return s.String() }

@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/singleflight"
-
 	"github.com/mcpgw/gateway/internal/config"
 )
 
@@ -30,6 +28,7 @@ const maxExchanged = 10000
 // the token, until shortly before their expiry.
 type exchange struct {
 	upstream, header   string
+	issuer             string // the configured issuer, without a trailing slash; "" with token_url
 	ep                 *endpoint
 	hc                 *http.Client
 	clientID, secret   string
@@ -40,9 +39,10 @@ type exchange struct {
 	// actor, if set, gets the gateway's own token, sent as actor_token.
 	actor *clientCredentials
 
-	sf    singleflight.Group
-	mu    sync.Mutex
-	cache map[[32]byte]exchanged
+	flights map[[32]byte]*flight // by caller key, guarded by mu
+	bg      sync.WaitGroup       // exchanges in flight, which outlive the requests that left
+	mu      sync.Mutex
+	cache   map[[32]byte]exchanged
 }
 
 type exchanged struct {
@@ -57,6 +57,7 @@ func newExchange(u *config.Upstream, a *config.UpstreamAuth, opts Options) *exch
 	}
 	x := &exchange{
 		upstream: u.Name, header: a.Header, hc: hc, onFetch: opts.OnFetch,
+		issuer:   strings.TrimSuffix(a.Issuer, "/"),
 		ep:       &endpoint{hc: hc, tokenURL: a.TokenURL, issuer: a.Issuer},
 		clientID: a.ClientID, secret: a.ClientSecret, scopes: slices.Clone(a.Scopes),
 		resource: a.Resource, audience: a.Audience,
@@ -72,7 +73,12 @@ func newExchange(u *config.Upstream, a *config.UpstreamAuth, opts Options) *exch
 func (x *exchange) Mode(*Caller) string        { return ModeTokenExchange }
 func (x *exchange) Partition(c *Caller) string { return "u:" + principalHash(c) }
 func (x *exchange) NeedsCaller() bool          { return true }
-func (x *exchange) Close()                     {}
+func (x *exchange) Close() {
+	x.bg.Wait()
+	if x.actor != nil {
+		x.actor.Close()
+	}
+}
 
 func (x *exchange) key(c *Caller) [32]byte {
 	h := sha256.New()
@@ -106,7 +112,51 @@ func (x *exchange) Apply(ctx context.Context, h http.Header) error {
 		setToken(h, x.header, e.token)
 		return nil
 	}
-	v, err, _ := x.sf.Do(string(k[:]), func() (any, error) {
+	if x.issuer != "" && strings.TrimSuffix(c.Issuer, "/") != x.issuer {
+		// The caller's token goes only to the server that issued it.
+		return &Error{Upstream: x.upstream, Mode: ModeTokenExchange, Err: errors.New("the caller's token was issued by another issuer than the one configured")}
+	}
+	fl := x.start(ctx, k, c)
+	select {
+	case <-fl.done:
+	case <-ctx.Done():
+		// The exchange goes on, bounded by fetchTimeout, for whoever
+		// needs it next; Close waits for it.
+		return &Error{Upstream: x.upstream, Mode: ModeTokenExchange, Err: context.Cause(ctx)}
+	}
+	if fl.err != nil {
+		return &Error{Upstream: x.upstream, Mode: ModeTokenExchange, Err: fl.err}
+	}
+	setToken(h, x.header, fl.e.token)
+	return nil
+}
+
+// flight is one exchange in progress; e and err are set before done is
+// closed.
+type flight struct {
+	done chan struct{}
+	e    exchanged
+	err  error
+}
+
+// start returns the exchange in progress for key k, starting one for
+// caller c if there is none: one exchange per caller at a time, however
+// many requests need it. It outlives the request that started it, bounded
+// by fetchTimeout, and Close waits for it.
+func (x *exchange) start(ctx context.Context, k [32]byte, c *Caller) *flight {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if fl := x.flights[k]; fl != nil {
+		return fl
+	}
+	fl := &flight{done: make(chan struct{})}
+	if x.flights == nil {
+		x.flights = make(map[[32]byte]*flight)
+	}
+	x.flights[k] = fl
+	x.bg.Add(1)
+	go func() {
+		defer x.bg.Done()
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
 		defer cancel()
 		e, err := x.fetch(fctx, c)
@@ -117,17 +167,16 @@ func (x *exchange) Apply(ctx context.Context, h http.Header) error {
 		if x.onFetch != nil {
 			x.onFetch(x.upstream, ModeTokenExchange, outcome)
 		}
-		if err != nil {
-			return nil, err
+		if err == nil {
+			x.store(k, e)
 		}
-		x.store(k, e)
-		return e, nil
-	})
-	if err != nil {
-		return &Error{Upstream: x.upstream, Mode: ModeTokenExchange, Err: err}
-	}
-	setToken(h, x.header, v.(exchanged).token)
-	return nil
+		x.mu.Lock()
+		delete(x.flights, k)
+		x.mu.Unlock()
+		fl.e, fl.err = e, err
+		close(fl.done)
+	}()
+	return fl
 }
 
 func (x *exchange) store(k [32]byte, e exchanged) {

@@ -295,7 +295,7 @@ func TestTokenExchangeExpiry(t *testing.T) {
 		reuseTill time.Duration
 		refetchAt time.Duration
 	}{
-		{"two seconds", 2, 1400 * time.Millisecond, 1600 * time.Millisecond},
+		{"two seconds", 2, 1700 * time.Millisecond, 1900 * time.Millisecond},
 		{"one hour", 3600, 3569 * time.Second, 3571 * time.Second},
 		{"no expires_in", 0, 269 * time.Second, 271 * time.Second},
 	} {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -20,11 +21,16 @@ import (
 const (
 	// fetchTimeout bounds one token request, whatever the caller's context.
 	fetchTimeout = 10 * time.Second
-	// early is how long before its expiry a token is no longer used.
+	// early is how long before its expiry a token is no longer used (a tenth
+	// of its life for a short-lived one: see margin), after the background
+	// refresh, at refreshAt, had its chance.
 	early = 30 * time.Second
 	// refreshAt is the share of a token's lifetime after which it is
 	// refreshed in the background while still in use.
 	refreshAt = 0.75
+	// defaultLifetime is the life of a token whose expires_in is missing
+	// or not positive.
+	defaultLifetime = 5 * time.Minute
 )
 
 // endpoint is an authorization server's token endpoint: given, or found
@@ -43,8 +49,8 @@ func (e *endpoint) url(ctx context.Context) (string, error) {
 		return e.tokenURL, nil
 	}
 	base := strings.TrimSuffix(e.issuer, "/")
-	for _, wk := range []string{"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+wk, nil)
+	for _, u := range discoveryURLs(base) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
 			return "", err
 		}
@@ -68,6 +74,19 @@ func (e *endpoint) url(ctx context.Context) (string, error) {
 		return e.tokenURL, nil
 	}
 	return "", errors.New("discovery: no authorization server metadata at the issuer")
+}
+
+// discoveryURLs are where the metadata of issuer (without a trailing
+// slash) may be: RFC 8414 §3.1 puts the well-known segment between the
+// host and the issuer's path; OpenID Connect Discovery appends it.
+func discoveryURLs(issuer string) []string {
+	u, err := url.Parse(issuer)
+	if err != nil || u.Path == "" || u.Path == "/" {
+		return []string{issuer + "/.well-known/oauth-authorization-server", issuer + "/.well-known/openid-configuration"}
+	}
+	path := u.Path
+	u.Path = "/.well-known/oauth-authorization-server" + path
+	return []string{u.String(), issuer + "/.well-known/openid-configuration"}
 }
 
 // oauthError describes a token request's failure without the response
@@ -97,7 +116,7 @@ func truncate(s string, n int) string {
 // margin is how long before its expiry a token fetched at fetched stops
 // being used: early, or a quarter of its life for a short-lived one.
 func margin(fetched, expiry time.Time) time.Duration {
-	return min(early, expiry.Sub(fetched)/4)
+	return min(early, expiry.Sub(fetched)/10)
 }
 
 // clientCredentials fetches tokens with the gateway's own client
@@ -236,6 +255,11 @@ func (c *clientCredentials) fetch(ctx context.Context) (*oauth2.Token, error) {
 	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, c.hc))
 	if err != nil {
 		return nil, oauthError(err)
+	}
+	if !tok.Expiry.IsZero() && !tok.Expiry.After(time.Now()) {
+		// expires_in zero or negative: a server's mistake, taken as the
+		// usual lifetime rather than as a token to fetch again at once.
+		tok.Expiry = time.Now().Add(defaultLifetime)
 	}
 	return tok, nil
 }

@@ -1,8 +1,8 @@
 package credentials_test
 
-// Tests of behaviour that the package's documentation (or the RFCs it
-// follows) promises and the code does not deliver. They fail until the
-// code is fixed.
+// Regression tests: each failed against the first version of the package,
+// on behaviour its documentation (or the RFCs it follows) promises. The
+// comments describe the bug each one caught.
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ import (
 // clientCredentials.token is never taken: past 75% of its life, every
 // request waits for a foreground fetch instead of being served the old
 // token while a new one is fetched.
-func TestBug_ClientCredentialsShortLivedNoBackgroundRefresh(t *testing.T) {
+func TestRegression_ClientCredentialsShortLivedNoBackgroundRefresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		as, hc := memAS()
 		as.expiresIn = 100 // a 100 s token: 75 s of use, then 25 s to refresh it
@@ -59,7 +59,7 @@ func TestBug_ClientCredentialsShortLivedNoBackgroundRefresh(t *testing.T) {
 // gone, upstream timeout) stays blocked until the token endpoint answers or
 // fetchTimeout (10 s) passes. clientCredentials.Apply returns at once when
 // its context ends.
-func TestBug_TokenExchangeIgnoresContext(t *testing.T) {
+func TestRegression_TokenExchangeIgnoresContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		as, hc := memAS()
 		as.delay = 5 * time.Second
@@ -81,7 +81,7 @@ func TestBug_TokenExchangeIgnoresContext(t *testing.T) {
 // every caller's token to the configured token endpoint whatever issued
 // it: with auth.issuer set, a caller whose token another issuer signed
 // (a gateway trusting several issuers) has it sent to this one.
-func TestBug_TokenExchangeSendsTokenToAnotherIssuer(t *testing.T) {
+func TestRegression_TokenExchangeSendsTokenToAnotherIssuer(t *testing.T) {
 	as := startAS(t)
 	as.set(func(f *fakeAS) { f.asMeta = true })
 	a := xAuth(as)
@@ -105,7 +105,7 @@ func TestBug_TokenExchangeSendsTokenToAnotherIssuer(t *testing.T) {
 // (https://as/tenant1/.well-known/oauth-authorization-server), which is
 // only right for an issuer without a path. config.UpstreamAuth.Issuer
 // promises discovery "RFC 8414, then OpenID Connect Discovery".
-func TestBug_DiscoveryIssuerWithPath(t *testing.T) {
+func TestRegression_DiscoveryIssuerWithPath(t *testing.T) {
 	as := startAS(t)
 	as.set(func(f *fakeAS) {
 		f.metaIssuer = as.url + "/tenant1"
@@ -128,7 +128,7 @@ func TestBug_DiscoveryIssuerWithPath(t *testing.T) {
 // package makes its Expiry now + expires_in) is fetched again at once, in
 // a loop that ends only with the request's context: every Apply hammers
 // the token endpoint. The exchange treats expires_in ≤ 0 as 5 minutes.
-func TestBug_ClientCredentialsNonPositiveExpiresInLoops(t *testing.T) {
+func TestRegression_ClientCredentialsNonPositiveExpiresInLoops(t *testing.T) {
 	as := startAS(t)
 	as.set(func(f *fakeAS) { f.expiresIn = -60 })
 	src := source(t, config1(upstream(ccAuth(as))), credentials.Options{})
@@ -147,7 +147,7 @@ func TestBug_ClientCredentialsNonPositiveExpiresInLoops(t *testing.T) {
 // verbs print the struct's field, and so does %v of a Secret (or a Caller
 // holding one) reached through an unexported struct field — fmt, and
 // slog's text handler, which formats such values with %+v.
-func TestBug_SecretPrintedByFmt(t *testing.T) {
+func TestRegression_SecretPrintedByFmt(t *testing.T) {
 	s := credentials.NewSecret(hunter)
 	type session struct {
 		id     string
