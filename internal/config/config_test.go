@@ -152,7 +152,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"tenants:", "id:", "tools:", "prompts:", "resources:", "allow:", "deny:", "annotations:",
 		"title:", "readOnlyHint:", "destructiveHint:", "idempotentHint:", "openWorldHint:",
 		"audit_arguments:", "telemetry:", "tracing:", "enabled:", "endpoint:", "sample_ratio:",
-		"audit:", "output:", "pprof:",
+		"audit:", "output:", "pprof:", "ca_file:", "cert_file:", "key_file:", "server_name:",
 	} {
 		if !bytes.Contains(data, []byte(key)) {
 			t.Errorf("%s does not mention %q", examplePath, key)
@@ -397,7 +397,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown upstream key",
 			yaml: up + "    token: x\n",
-			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, headers, lists, name, prefix, timeout, url, watch)"},
+			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, headers, lists, name, prefix, timeout, tls, url, watch)"},
 		},
 		{
 			name: "duplicate key",

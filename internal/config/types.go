@@ -262,6 +262,34 @@ type Upstream struct {
 	// (token_exchange), or a token the gateway signs (signed_identity).
 	// nil means the static Headers alone. A tenant may override it.
 	Auth *UpstreamAuth `yaml:"auth"`
+	// TLS configures the TLS of an https upstream: the CAs it is verified
+	// against, a client certificate (mTLS) and the name it is verified
+	// as. nil means the system roots, no client certificate and the URL's
+	// host. Its files are read when the config is validated and again
+	// when the upstream's client is built (see [UpstreamTLS.Load]).
+	TLS *UpstreamTLS `yaml:"tls"`
+}
+
+// UpstreamTLS is the TLS of the gateway's connections to one upstream.
+// Certificate verification cannot be turned off.
+type UpstreamTLS struct {
+	// CAFile is a PEM bundle of the CA certificates trusted for this
+	// upstream, instead of the system roots (not in addition to them).
+	// Empty: the system roots.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the PEM client certificate (followed by
+	// any intermediates) and its private key, presented to the upstream
+	// (mutual TLS). Both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName, if set, is the name sent in SNI and that the upstream's
+	// certificate is verified against, instead of the URL's host.
+	ServerName string `yaml:"server_name"`
+
+	// fingerprint is the SHA-256 of the files' contents as validation
+	// read them (see [UpstreamTLS.Fingerprint]). It is a field so that
+	// reflect.DeepEqual of two Upstreams tells rotated files apart.
+	fingerprint string `yaml:"-"`
 }
 
 // The upstream authentication modes (Upstream.Auth.Mode).

@@ -32,7 +32,10 @@ var (
 // before and after [Config.ApplyDefaults]. Negative sizes and durations are
 // errors.
 //
-// Validate also sets c.Warnings, so it must not run while c is shared.
+// Validate reads the files of the upstreams' tls sections (see
+// [UpstreamTLS.Load]) and records their fingerprints (see
+// [UpstreamTLS.Fingerprint]). It also sets c.Warnings, so it must not run
+// while c is shared.
 // Warnings are a cheap heuristic for likely mistakes, not a proof; they
 // cover:
 //   - in a tenant's rules, an allow pattern that can never match because
@@ -315,6 +318,7 @@ func (v *validator) upstream(path string, u *Upstream) {
 	nonNegative(v, path+".timeout", u.Timeout)
 	v.headers(path+".headers", u.Headers)
 	v.upstreamAuth(path+".auth", u.Auth)
+	v.upstreamTLS(path+".tls", u.URL, u.TLS)
 
 	switch u.AuditArguments {
 	case "", AuditArgumentsNone, AuditArgumentsHash, AuditArgumentsRedacted:

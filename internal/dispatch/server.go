@@ -177,6 +177,8 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 	for _, u := range cfg.Upstreams {
 		tc := tenantCredentials(cfg, u.Name)
 		if prev != nil {
+			// DeepEqual also compares u.TLS's fingerprint, the hash of
+			// its files' contents: rotated files make a new client.
 			if old := prev.byName[u.Name]; old != nil && reflect.DeepEqual(old.cfg, u) &&
 				reflect.DeepEqual(tenantCredentials(prev.cfg, u.Name), tc) && (!usesSigner(cfg, &u) || prev.signer == st.signer) {
 				st.upstreams = append(st.upstreams, old)

@@ -71,8 +71,11 @@ var ErrSessionExpired = errors.New("upstream session expired")
 // Options configure a Client. The zero value is usable.
 type Options struct {
 	// HTTPClient sends the requests. If nil, a client with a dedicated,
-	// keep-alive transport is used. Its Timeout should be zero: the upstream's
-	// own timeout is applied per request.
+	// keep-alive transport is used, with the TLS settings of the upstream's
+	// config (upstreams[].tls). A given HTTPClient is used as it is: its
+	// TLS settings are the caller's, and the config's are ignored (New logs
+	// a warning when there are some). Its Timeout should be zero: the
+	// upstream's own timeout is applied per request.
 	HTTPClient *http.Client
 	// Logger, if nil, means no logging.
 	Logger *slog.Logger
@@ -157,7 +160,6 @@ var protocolHeaders = []string{"Accept", "Content-Type", "Content-Length",
 type Client struct {
 	name    string
 	url     string
-	urlErr  error // the configured URL does not parse
 	timeout time.Duration
 	header  http.Header // config headers, canonical keys; never modified
 	hc      *http.Client
@@ -166,6 +168,9 @@ type Client struct {
 	maxMsg  int
 	inject  func(context.Context, http.Header)
 	creds   Credentials
+	// setupErr makes every request fail: the configured URL does not
+	// parse, or the TLS files no longer load.
+	setupErr error
 	// initParams is the initialize request's params, built once.
 	initParams json.RawMessage
 	// redact lists strings (URL, host) removed from error messages.
@@ -185,8 +190,11 @@ type Client struct {
 	discoverParams json.RawMessage
 }
 
-// New returns a client for upstream cfg. It does no I/O; a URL that does not
-// parse makes every request fail.
+// New returns a client for upstream cfg. It does no network I/O; a URL that
+// does not parse makes every request fail. It reads the files of cfg.TLS,
+// when it builds its own transport (see [config.UpstreamTLS.Load]): the
+// config's validation read them already, so they fail to load here only if
+// they changed on disk since, and then every request fails too.
 func New(cfg config.Upstream, opts Options) *Client {
 	c := &Client{
 		name:    cfg.Name,
@@ -209,8 +217,25 @@ func New(cfg config.Upstream, opts Options) *Client {
 			c.header[k] = []string{v}
 		}
 	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.log = c.log.With("upstream", cfg.Name)
+	if c.hc != nil && cfg.TLS != nil {
+		c.log.Warn("upstream tls settings are ignored: the client was given an HTTP client of its own")
+	}
 	if c.hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
+		if cfg.TLS != nil {
+			tc, err := cfg.TLS.Load()
+			if err != nil {
+				// The error names files, never their contents; the
+				// clients are told only that the upstream is unusable.
+				c.log.Error("upstream tls: every request will fail", "error", err)
+				c.setupErr = errors.New("invalid upstream TLS settings")
+			}
+			t.TLSClientConfig = tc
+		}
 		t.MaxIdleConnsPerHost = idleConnsPerHost
 		t.MaxIdleConns = 256
 		// Without this the transport adds Accept-Encoding: gzip, a header
@@ -232,10 +257,6 @@ func New(cfg config.Upstream, opts Options) *Client {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
-	}
-	c.log = c.log.With("upstream", cfg.Name)
 	c.maxMsg = defaultMaxMessageBytes
 	if opts.MaxMessageBytes > 0 {
 		c.maxMsg = int(min(opts.MaxMessageBytes, math.MaxInt32))
@@ -243,13 +264,17 @@ func New(cfg config.Upstream, opts Options) *Client {
 
 	var redact []string
 	if u, err := url.Parse(cfg.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		c.urlErr = errors.New("invalid upstream URL")
+		c.setupErr = errors.New("invalid upstream URL")
 	} else {
 		// The whole URL before the host it contains: at one position, the
 		// first string listed that matches wins.
 		redact = append(redact, cfg.URL, "<upstream>", u.Redacted(), "<upstream>", u.Host, "<upstream>")
 		if h := u.Hostname(); h != u.Host {
 			redact = append(redact, h, "<upstream>")
+		}
+		// A certificate name mismatch quotes the name verified.
+		if cfg.TLS != nil && cfg.TLS.ServerName != "" {
+			redact = append(redact, cfg.TLS.ServerName, "<upstream>")
 		}
 	}
 	c.redact = strings.NewReplacer(redact...)
@@ -709,8 +734,8 @@ func (c *Client) send(ctx context.Context, method string, s session.Upstream, op
 // for POST, nil for GET and DELETE. Only the config's headers and the
 // protocol's are set.
 func (c *Client) newRequest(ctx context.Context, method string, s session.Upstream, body []byte) (*http.Request, error) {
-	if c.urlErr != nil {
-		return nil, c.urlErr
+	if c.setupErr != nil {
+		return nil, c.setupErr
 	}
 	var rd io.Reader
 	if body != nil {
