@@ -2,8 +2,11 @@ package dispatch
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
+	"os"
 	"reflect"
 
 	"github.com/mcpgw/gateway/internal/auth"
@@ -92,7 +95,10 @@ func (h *Server) signerFor(cfg *config.Config, prev *State) *identity.Signer {
 	if !need {
 		return nil
 	}
-	if prev != nil && prev.signer != nil && reflect.DeepEqual(prev.cfg.Identity, cfg.Identity) && prev.cfg.Server.PublicURL == cfg.Server.PublicURL {
+	// Key files rotated in place (the same paths) make a new signer too.
+	sum := keyFilesSum(cfg.Identity.SigningKeys)
+	if prev != nil && prev.signer != nil && reflect.DeepEqual(prev.cfg.Identity, cfg.Identity) &&
+		prev.cfg.Server.PublicURL == cfg.Server.PublicURL && prev.keysSum == sum {
 		return prev.signer
 	}
 	s, err := identity.NewSigner(identity.Options{
@@ -105,6 +111,24 @@ func (h *Server) signerFor(cfg *config.Config, prev *State) *identity.Signer {
 		return nil
 	}
 	return s
+}
+
+// keyFilesSum is a digest of the contents of key files ("" for none, or
+// for a file that cannot be read: NewSigner reports that).
+func keyFilesSum(files []string) string {
+	if len(files) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return ""
+		}
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // JWKS serves the public keys of the signed-identity tokens of the config

@@ -106,7 +106,8 @@ type State struct {
 	// requests then carry their caller in their context.
 	creds bool
 	// signer mints signed-identity tokens; nil when no upstream uses them.
-	signer *identity.Signer
+	signer  *identity.Signer
+	keysSum string // of the signing key files the signer was made from
 }
 
 // upstreamRef is one configured upstream and its client.
@@ -174,6 +175,9 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 	st := &State{cfg: cfg, byName: make(map[string]*upstreamRef), origins: make(map[string]bool), tenants: tenant.NewSet(cfg)}
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
 	st.signer = h.signerFor(cfg, prev)
+	if st.signer != nil {
+		st.keysSum = keyFilesSum(cfg.Identity.SigningKeys)
+	}
 	for _, u := range cfg.Upstreams {
 		tc := tenantCredentials(cfg, u.Name)
 		if prev != nil {
