@@ -2,10 +2,17 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -426,5 +433,62 @@ func TestTokenExchangeActor(t *testing.T) {
 	w := whoami(t, connect("acme-app"), "svc__whoami")
 	if w.Subject != "acme-app" || w.Actor["sub"] != "gateway" {
 		t.Errorf("the upstream saw %+v, want acme-app acted for by the gateway", w)
+	}
+}
+
+// TestSigningKeyRotation: a reload picks up a signing key file rotated in
+// place; /.well-known/jwks.json then publishes the new key.
+func TestSigningKeyRotation(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "identity.pem")
+	writeKey := func() {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeKey()
+	raw := testkit.NewRawUpstream(t)
+	var cfg *config.Config
+	g, url := startGatewayG(t, []upstreamSpec{{name: "raw", url: raw.URL}}, func(c *config.Config) {
+		c.Upstreams[0].Auth = &config.UpstreamAuth{Mode: config.AuthSignedIdentity}
+		c.Identity.SigningKeys = []string{keyFile}
+		cfg = c
+	})
+	kids := func() string {
+		resp, err := http.Get(strings.TrimSuffix(url, "/mcp") + "/.well-known/jwks.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var set struct {
+			Keys []struct {
+				Kid string `json:"kid"`
+			} `json:"keys"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&set); err != nil || len(set.Keys) != 1 {
+			t.Fatalf("jwks: %+v %v", set, err)
+		}
+		return set.Keys[0].Kid
+	}
+	before := kids()
+	if err := g.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if kids() != before {
+		t.Error("a reload with the same key file changed the key")
+	}
+	writeKey()
+	if err := g.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if after := kids(); after == before {
+		t.Error("the key file was rotated and reloaded, but the old key is still published")
 	}
 }
