@@ -108,7 +108,9 @@ func TestIdleStreams(t *testing.T) {
 	if peak := max(after, idleRSS); peak >= streamsRSSMax {
 		t.Errorf("gateway RSS with %d open streams is %s, want under %s", n, formatMiB(peak), formatMiB(streamsRSSMax))
 	}
-	if share > idleCPUMax {
+	// Under the race detector (the binary is built with it too) CPU is
+	// logged, not checked: make test checks it in its run without.
+	if share > idleCPUMax && !raceEnabled {
 		t.Errorf("gateway CPU while %d streams are idle is %.2f%% of one core, want at most %.0f%%", n, 100*share, 100*idleCPUMax)
 	}
 }
