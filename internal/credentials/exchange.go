@@ -244,7 +244,12 @@ func (x *exchange) fetch(ctx context.Context, c *Caller) (exchanged, error) {
 	req.SetBasicAuth(url.QueryEscape(x.clientID), url.QueryEscape(x.secret))
 	resp, err := x.hc.Do(req)
 	if err != nil {
-		return exchanged{}, fmt.Errorf("token exchange: %w", errors.Unwrap(err))
+		// net/http's *url.Error quotes the URL; the cause alone is enough.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return exchanged{}, fmt.Errorf("token exchange: %w", err)
 	}
 	defer resp.Body.Close()
 	var body struct {
