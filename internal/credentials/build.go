@@ -33,15 +33,18 @@ func ForUpstream(cfg *config.Config, u *config.Upstream, opts Options) Source {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: fetchTimeout}
+	}
 	base := forAuth(u, u.Auth, nil, opts)
-	byTenant := make(map[string]Source)
+	byTenant := make(map[string]tenantSource)
 	for i := range cfg.Tenants {
 		t := &cfg.Tenants[i]
 		tu := t.TenantUpstream(u.Name)
 		if tu == nil || (len(tu.Headers) == 0 && tu.Auth == nil) {
 			continue
 		}
-		byTenant[t.ID] = forAuth(u, config.EffectiveAuth(u, tu), tu.Headers, opts)
+		byTenant[t.ID] = tenantSource{forAuth(u, config.EffectiveAuth(u, tu), tu.Headers, opts), "t:" + t.ID + "/"}
 	}
 	if base == nil && len(byTenant) == 0 {
 		return nil
@@ -80,14 +83,22 @@ func forAuth(u *config.Upstream, a *config.UpstreamAuth, hs map[string]string, o
 // the upstream's.
 type perTenant struct {
 	base     Source // nil: static headers only
-	byTenant map[string]Source
+	byTenant map[string]tenantSource
 }
 
-func (p *perTenant) pick(c *Caller) (Source, bool) {
-	if s, ok := p.byTenant[c.Tenant]; ok && c.Tenant != "" {
-		return s, true
+// tenantSource is a tenant's own source, and the prefix of its partitions.
+type tenantSource struct {
+	Source
+	partition string // "t:<tenant>/"
+}
+
+// pick returns c's source: its tenant's, with the prefix of that tenant's
+// partitions, or the upstream's, with none.
+func (p *perTenant) pick(c *Caller) (Source, string) {
+	if ts, ok := p.byTenant[c.Tenant]; ok && c.Tenant != "" {
+		return ts.Source, ts.partition
 	}
-	return p.base, false
+	return p.base, ""
 }
 
 func (p *perTenant) Mode(c *Caller) string {
@@ -98,18 +109,20 @@ func (p *perTenant) Mode(c *Caller) string {
 }
 
 func (p *perTenant) Partition(c *Caller) string {
-	s, own := p.pick(c)
-	part := ""
-	if s != nil {
-		part = s.Partition(c)
+	s, prefix := p.pick(c)
+	if s == nil {
+		return prefix
 	}
-	if own {
-		return "t:" + c.Tenant + "/" + part
+	if part := s.Partition(c); part != "" {
+		return prefix + part
 	}
-	return part
+	return prefix // no allocation on a call of a tenant with static credentials
 }
 
-func (p *perTenant) NeedsCaller() bool { return p.base != nil && p.base.NeedsCaller() }
+func (p *perTenant) NeedsCaller(c *Caller) bool {
+	s, _ := p.pick(c)
+	return s != nil && s.NeedsCaller(c)
+}
 
 func (p *perTenant) Apply(ctx context.Context, h http.Header) error {
 	if s, _ := p.pick(From(ctx)); s != nil {
@@ -129,8 +142,8 @@ func (p *perTenant) Close() {
 	if p.base != nil {
 		p.base.Close()
 	}
-	for _, s := range p.byTenant {
-		s.Close()
+	for _, ts := range p.byTenant {
+		ts.Close()
 	}
 }
 
@@ -139,7 +152,7 @@ type static struct{ h http.Header }
 
 func (s *static) Mode(*Caller) string             { return ModeStatic }
 func (s *static) Partition(*Caller) string        { return "" }
-func (s *static) NeedsCaller() bool               { return false }
+func (s *static) NeedsCaller(*Caller) bool        { return false }
 func (s *static) Invalidate(context.Context) bool { return false }
 func (s *static) Close()                          {}
 func (s *static) Apply(_ context.Context, h http.Header) error {
@@ -157,7 +170,7 @@ type both struct {
 
 func (b *both) Mode(c *Caller) string               { return b.auth.Mode(c) }
 func (b *both) Partition(c *Caller) string          { return b.auth.Partition(c) }
-func (b *both) NeedsCaller() bool                   { return b.auth.NeedsCaller() }
+func (b *both) NeedsCaller(c *Caller) bool          { return b.auth.NeedsCaller(c) }
 func (b *both) Invalidate(ctx context.Context) bool { return b.auth.Invalidate(ctx) }
 func (b *both) Close()                              { b.auth.Close() }
 func (b *both) Apply(ctx context.Context, h http.Header) error {

@@ -77,7 +77,7 @@ func TestForUpstreamTenantHeaders(t *testing.T) {
 			}
 		})
 	}
-	if src.NeedsCaller() {
+	if src.NeedsCaller(&credentials.Caller{}) {
 		t.Error("NeedsCaller = true for static headers")
 	}
 	// What one request was given must not change what the next one gets.
@@ -196,7 +196,7 @@ func TestForUpstreamModeAndNeedsCaller(t *testing.T) {
 			src := source(t, cfg, credentials.Options{})
 			// NeedsCaller is about the requests that have none (the
 			// gateway's own), which get the upstream's own auth.
-			if got := src.NeedsCaller(); got != tc.needs {
+			if got := src.NeedsCaller(&credentials.Caller{}); got != tc.needs {
 				t.Errorf("NeedsCaller = %v, want %v", got, tc.needs)
 			}
 			for tenant, want := range tc.modes {

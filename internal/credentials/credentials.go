@@ -111,9 +111,11 @@ type Source interface {
 	// Partition names whose credentials c gets: "" when every caller gets
 	// the same, else a value proper to c's tenant or to c.
 	Partition(c *Caller) string
-	// NeedsCaller reports whether a request must have a caller: the
-	// gateway's own requests (watches) then go without these credentials.
-	NeedsCaller() bool
+	// NeedsCaller reports whether c's requests are made as c, the user:
+	// then nothing can be done as c without c's own request (the
+	// gateway's own requests, with an empty caller, do without these
+	// credentials, and explain lists nothing for such a tenant).
+	NeedsCaller(c *Caller) bool
 	// Apply sets on h the credentials of one request for the caller ctx
 	// carries.
 	Apply(ctx context.Context, h http.Header) error

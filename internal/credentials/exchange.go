@@ -52,9 +52,6 @@ type exchanged struct {
 
 func newExchange(u *config.Upstream, a *config.UpstreamAuth, opts Options) *exchange {
 	hc := opts.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: fetchTimeout}
-	}
 	x := &exchange{
 		upstream: u.Name, header: a.Header, hc: hc, onFetch: opts.OnFetch,
 		issuer:   strings.TrimSuffix(a.Issuer, "/"),
@@ -72,7 +69,7 @@ func newExchange(u *config.Upstream, a *config.UpstreamAuth, opts Options) *exch
 
 func (x *exchange) Mode(*Caller) string        { return ModeTokenExchange }
 func (x *exchange) Partition(c *Caller) string { return "u:" + principalHash(c) }
-func (x *exchange) NeedsCaller() bool          { return true }
+func (x *exchange) NeedsCaller(*Caller) bool   { return true }
 func (x *exchange) Close() {
 	x.bg.Wait()
 	if x.actor != nil {

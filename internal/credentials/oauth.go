@@ -141,9 +141,6 @@ type clientCredentials struct {
 
 func newClientCredentials(u *config.Upstream, a *config.UpstreamAuth, opts Options) *clientCredentials {
 	hc := opts.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: fetchTimeout}
-	}
 	c := &clientCredentials{
 		upstream: u.Name, header: a.Header, hc: hc, onFetch: opts.OnFetch,
 		ep: &endpoint{hc: hc, tokenURL: a.TokenURL, issuer: a.Issuer},
@@ -160,7 +157,7 @@ func newClientCredentials(u *config.Upstream, a *config.UpstreamAuth, opts Optio
 
 func (c *clientCredentials) Mode(*Caller) string      { return ModeClientCredentials }
 func (c *clientCredentials) Partition(*Caller) string { return "" }
-func (c *clientCredentials) NeedsCaller() bool        { return false }
+func (c *clientCredentials) NeedsCaller(*Caller) bool { return false }
 func (c *clientCredentials) Close()                   { c.bg.Wait() }
 
 func (c *clientCredentials) Apply(ctx context.Context, h http.Header) error {

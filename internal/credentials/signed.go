@@ -27,7 +27,7 @@ func newSigned(u *config.Upstream, a *config.UpstreamAuth, opts Options) *signed
 
 func (s *signed) Mode(*Caller) string             { return ModeSignedIdentity }
 func (s *signed) Partition(c *Caller) string      { return "u:" + principalHash(c) }
-func (s *signed) NeedsCaller() bool               { return true }
+func (s *signed) NeedsCaller(*Caller) bool        { return true }
 func (s *signed) Invalidate(context.Context) bool { return false }
 func (s *signed) Close()                          {}
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/mcpgw/gateway/internal/catalog"
@@ -57,13 +56,13 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 			who := &credentials.Caller{Tenant: id}
 			mode, part := src.Mode(who), "the same for every tenant"
 			switch p := src.Partition(who); {
-			case src.NeedsCaller() || strings.HasPrefix(p, "u:"):
+			case src.NeedsCaller(who):
 				part = "per user"
 			case p != "":
 				part = "this tenant's own"
 			}
 			fmt.Fprintf(w, "  identity: %s, %s\n", mode, part)
-			if src.NeedsCaller() {
+			if src.NeedsCaller(who) {
 				// No user here to act for: what each user sees is
 				// what the upstream shows that user.
 				fmt.Fprintf(w, "  not listed: the upstream is reached as each user\n")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
@@ -62,7 +63,7 @@ func (h *Server) syncWatches(st *State) {
 	}
 	keep := make(map[*upstreamRef]bool, len(st.upstreams))
 	for _, up := range st.upstreams {
-		if !up.cfg.Watches() || up.creds != nil && up.creds.NeedsCaller() {
+		if !up.cfg.Watches() || up.creds != nil && up.creds.NeedsCaller(&credentials.Caller{}) {
 			// An upstream reached as each caller has no stream of the
 			// gateway's own: its lists go by the TTL.
 			continue

@@ -572,7 +572,14 @@ func (c *Client) reauthorize(ctx context.Context, req *http.Request, resp *http.
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
+	ctx, cred, err := c.credentials(ctx)
+	if err != nil {
+		return nil, err
+	}
 	again := req.Clone(ctx)
+	for k, v := range cred {
+		again.Header[k] = v
+	}
 	if req.GetBody != nil {
 		body, err := req.GetBody()
 		if err != nil {
@@ -580,14 +587,19 @@ func (c *Client) reauthorize(ctx context.Context, req *http.Request, resp *http.
 		}
 		again.Body = body
 	}
+	return c.hc.Do(again)
+}
+
+// credentials returns the credentials (Options.Credentials) of the caller
+// ctx carries, to set over the config's headers, and ctx keeping them, so
+// that they are scrubbed from what the upstream answers (see
+// credentialsOf).
+func (c *Client) credentials(ctx context.Context) (context.Context, http.Header, error) {
 	cred := make(http.Header, 1)
 	if err := c.creds.Apply(ctx, cred); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for k, v := range cred {
-		again.Header[k] = v
-	}
-	return c.hc.Do(again.WithContext(context.WithValue(again.Context(), credKey{}, cred)))
+	return context.WithValue(ctx, credKey{}, cred), cred, nil
 }
 
 // credKey keys the credentials a request carries in its context.
@@ -744,13 +756,10 @@ func (c *Client) newRequest(ctx context.Context, method string, s session.Upstre
 	}
 	var cred http.Header
 	if c.creds != nil {
-		cred = make(http.Header, 1)
-		if err := c.creds.Apply(ctx, cred); err != nil {
+		var err error
+		if ctx, cred, err = c.credentials(ctx); err != nil {
 			return nil, err
 		}
-		// Kept with the request, to scrub them from what the upstream
-		// answers (see credentialsOf).
-		ctx = context.WithValue(ctx, credKey{}, cred)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.url, rd)
 	if err != nil {
