@@ -121,7 +121,9 @@ func BenchmarkToolsCallCredentials(b *testing.B) {
 		name string
 		edit func(*config.Config)
 	}{
-		{"static", func(c *config.Config) { c.Upstreams[0].Headers = map[string]string{"Authorization": "Bearer static-key"} }},
+		{"static", func(c *config.Config) {
+			c.Upstreams[0].Headers = map[string]string{"Authorization": "Bearer static-key"}
+		}},
 		{"tenant_static", func(c *config.Config) {
 			c.Tenants = []config.Tenant{{ID: tenant.DefaultID, Upstreams: []config.TenantUpstream{{Name: "raw", Headers: map[string]string{"Authorization": "Bearer tenant-key"}}}}}
 		}},
