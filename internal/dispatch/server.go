@@ -270,9 +270,6 @@ func (st *State) AllowsOrigin(o string) bool { return st.origins[strings.ToLower
 // Store returns the session store.
 func (h *Server) Store() session.Store { return h.store }
 
-// Log returns the Server's logger.
-func (h *Server) Log() *slog.Logger { return h.log }
-
 // A Request is the per-request context the method handlers share. It is the
 // same whichever protocol revision the request came in with.
 type Request struct {
