@@ -387,7 +387,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level key",
 			yaml: "server: {}\nupstream: []\n",
-			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, budgets, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
 		},
 		{
 			name: "unknown nested key",
@@ -397,7 +397,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown upstream key",
 			yaml: up + "    token: x\n",
-			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, headers, lists, name, prefix, timeout, tls, url, watch)"},
+			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, concurrency, headers, lists, name, prefix, timeout, tls, url, watch)"},
 		},
 		{
 			name: "duplicate key",
@@ -412,7 +412,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "merge key",
 			yaml: "base: &b {listen: \":1\"}\n",
-			want: []string{"test.yaml:1: base: unknown key (want one of auth, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:1: base: unknown key (want one of auth, budgets, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
 		},
 		{
 			name: "merge key in section",
@@ -1454,7 +1454,7 @@ func TestParseTenantProblems(t *testing.T) {
 			yaml: "  - id: t\n    upstreams: github\n    rules: {}\n  - just-a-name\n",
 			want: []string{
 				"test.yaml:11: tenants[1].upstreams: must be a list",
-				"test.yaml:12: tenants[1].rules: unknown key (want one of id, upstreams)",
+				"test.yaml:12: tenants[1].rules: unknown key (want one of budgets, id, upstreams)",
 				"test.yaml:13: tenants[2]: must be a mapping",
 			},
 		},
@@ -1526,7 +1526,7 @@ func TestParseTenantProblems(t *testing.T) {
 		{
 			name: "tenants not a list",
 			yaml: "    upstreams: []\ntenants2: {}\n",
-			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, budgets, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
 		},
 	}
 	for _, tt := range tests {

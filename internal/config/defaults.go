@@ -36,6 +36,10 @@ const (
 	DefaultSampleRatio       = 1.0
 	DefaultAuditOutput       = AuditStderr
 	DefaultAuditArguments    = AuditArgumentsNone
+	DefaultRateInterval      = time.Second
+	DefaultQueueTimeout      = time.Second
+	DefaultBreakerFailures   = 5
+	DefaultBreakerOpenFor    = 30 * time.Second
 )
 
 // Values of telemetry.audit.output besides a file path.
@@ -132,9 +136,24 @@ func (c *Config) ApplyDefaults() {
 	}
 
 	for i := range c.Upstreams {
-		setDefault(&c.Upstreams[i].Timeout, Duration(DefaultUpstreamTimeout))
-		setDefault(&c.Upstreams[i].AuditArguments, DefaultAuditArguments)
-		setDefault(&c.Upstreams[i].Lists, DefaultLists)
+		u := &c.Upstreams[i]
+		setDefault(&u.Timeout, Duration(DefaultUpstreamTimeout))
+		setDefault(&u.AuditArguments, DefaultAuditArguments)
+		setDefault(&u.Lists, DefaultLists)
+		if cc := u.Concurrency; cc != nil {
+			setDefault(&cc.Queue, cc.MaxInFlight)
+			setDefault(&cc.QueueTimeout, Duration(DefaultQueueTimeout))
+		}
+		if cb := u.CircuitBreaker; cb != nil {
+			setDefault(&cb.Failures, DefaultBreakerFailures)
+			setDefault(&cb.OpenFor, Duration(DefaultBreakerOpenFor))
+			setDefault(&cb.HalfOpenProbes, 1)
+		}
+	}
+
+	budgetDefaults(c.Budgets.RateLimits, c.Budgets.Quotas)
+	for i := range c.Tenants {
+		budgetDefaults(c.Tenants[i].Budgets.RateLimits, c.Tenants[i].Budgets.Quotas)
 	}
 
 	l := &c.Limits
@@ -153,6 +172,20 @@ func (c *Config) ApplyDefaults() {
 		t.Tracing.SampleRatio = &r
 	}
 	setDefault(&t.Audit.Output, DefaultAuditOutput)
+}
+
+func budgetDefaults(rls []RateLimit, qs []Quota) {
+	for i := range rls {
+		r := &rls[i]
+		setDefault(&r.Interval, Duration(DefaultRateInterval))
+		setDefault(&r.Burst, r.Requests)
+		setDefault(&r.OnStoreError, FailOpen)
+	}
+	for i := range qs {
+		q := &qs[i]
+		setDefault(&q.Period, PeriodDay)
+		setDefault(&q.OnStoreError, FailClosed)
+	}
 }
 
 func setDefault[T comparable](p *T, def T) {

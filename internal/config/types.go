@@ -27,6 +27,7 @@ type Config struct {
 	Limits    Limits     `yaml:"limits"`
 	Telemetry Telemetry  `yaml:"telemetry"`
 	Identity  Identity   `yaml:"identity"`
+	Budgets   Budgets    `yaml:"budgets"`
 
 	// Path is the file the config was loaded from ("" when built in code).
 	Path string `yaml:"-"`
@@ -186,6 +187,9 @@ type Tenant struct {
 	// Upstreams are the upstreams that exist for the tenant. nil (the key
 	// absent) means every upstream, with no rules; an empty list means none.
 	Upstreams []TenantUpstream `yaml:"upstreams" cfg:"ornone=leave the key out for every upstream, or write [] for none"`
+	// Budgets are the tenant's own rate limits and quotas, on top of the
+	// top-level budgets.
+	Budgets TenantBudgets `yaml:"budgets"`
 }
 
 // TenantUpstream is one upstream a tenant may use, and its rules.
@@ -209,6 +213,119 @@ type TenantUpstream struct {
 	// Auth overrides the upstream's auth for this tenant, key by key: a
 	// key set here replaces the upstream's, the others stay.
 	Auth *UpstreamAuth `yaml:"auth"`
+}
+
+// Budgets are the budgets on work. The top-level budgets apply to every
+// tenant, each with counters of its own; a tenant's own budgets are added
+// to them, and one of a tenant's rules replaces the default of the same
+// name.
+type Budgets struct {
+	// TimeZone is the IANA time zone whose midnights (day) and firsts of
+	// the month (month) reset quotas. Empty: UTC. Top level only.
+	TimeZone string `yaml:"time_zone"`
+	// RateLimits bound requests per interval, with a burst (GCRA).
+	RateLimits []RateLimit `yaml:"rate_limits"`
+	// Quotas bound tools/call requests per day or month.
+	Quotas []Quota `yaml:"quotas"`
+}
+
+// TenantBudgets are a tenant's own budgets (see [Budgets]).
+type TenantBudgets struct {
+	RateLimits []RateLimit `yaml:"rate_limits"`
+	Quotas     []Quota     `yaml:"quotas"`
+}
+
+// Dimensions of a rate limit's counter (RateLimit.Per), besides the
+// tenant, which is always one.
+const (
+	PerPrincipal = "principal"
+	PerUpstream  = "upstream"
+	PerTool      = "tool"
+)
+
+// What a budget does when its store (Redis) fails (OnStoreError).
+const (
+	FailOpen   = "open"
+	FailClosed = "closed"
+)
+
+// Quota periods (Quota.Period).
+const (
+	PeriodDay   = "day"
+	PeriodMonth = "month"
+)
+
+// RateLimit is one rate limit: at most Requests per Interval, with bursts
+// of up to Burst, per tenant and per each dimension in Per. A rule that
+// names no upstream or tool (in Upstreams, Tools or Per) counts every HTTP
+// request to the MCP endpoint and is enforced before the body is read; the
+// others count the requests routed to a matching upstream (tools/call,
+// prompts/get, resources/read, completion/complete, resources/subscribe)
+// or, with Tools or Per tool, the tools/call of matching tools.
+type RateLimit struct {
+	// Name names the budget in errors, metrics and the audit log:
+	// [a-z0-9-]+, unique among the rules that apply to one tenant.
+	Name string `yaml:"name"`
+	// Per lists what else the counter is kept per: "principal",
+	// "upstream", "tool". Empty: one counter for the whole tenant.
+	Per []string `yaml:"per"`
+	// Upstreams and Tools are glob patterns on upstream names and on
+	// tools' original names; the rule applies only to requests that match.
+	// nil: any.
+	Upstreams []string `yaml:"upstreams"`
+	Tools     []string `yaml:"tools"`
+	// Requests per Interval (default 1s) in the long run, with up to
+	// Burst (default Requests) at once.
+	Requests int      `yaml:"requests" cfg:"positive"`
+	Interval Duration `yaml:"interval"`
+	Burst    int      `yaml:"burst" cfg:"positive"`
+	// OnStoreError is "open" (default: the request is served when Redis
+	// cannot be asked) or "closed" (it is refused).
+	OnStoreError string `yaml:"on_store_error"`
+}
+
+// Quota is one quota: at most Calls tools/call requests per Period, per
+// tenant, counting the calls of matching upstreams and tools together.
+type Quota struct {
+	// Name: as RateLimit.Name.
+	Name string `yaml:"name"`
+	// Upstreams and Tools: as in RateLimit. A quota per tool is a quota
+	// whose Tools name that tool.
+	Upstreams []string `yaml:"upstreams"`
+	Tools     []string `yaml:"tools"`
+	Calls     int64    `yaml:"calls" cfg:"positive"`
+	// Period is "day" (default) or "month", in budgets.time_zone.
+	Period string `yaml:"period"`
+	// OnStoreError is "closed" (default: the call is refused when Redis
+	// cannot be asked) or "open".
+	OnStoreError string `yaml:"on_store_error"`
+}
+
+// Concurrency bounds the requests in flight to one upstream from one
+// replica.
+type Concurrency struct {
+	// MaxInFlight bounds the requests in flight to the upstream.
+	MaxInFlight int `yaml:"max_in_flight" cfg:"positive"`
+	// PerTenant, if set, bounds those of one tenant.
+	PerTenant int `yaml:"per_tenant" cfg:"positive"`
+	// Queue bounds the requests waiting for a slot; one more fails at
+	// once. Default MaxInFlight.
+	Queue int `yaml:"queue"`
+	// QueueTimeout bounds the wait for a slot. Default 1s.
+	QueueTimeout Duration `yaml:"queue_timeout"`
+}
+
+// CircuitBreaker stops calling an upstream that keeps failing.
+type CircuitBreaker struct {
+	// Failures is how many consecutive failures (transport errors, HTTP
+	// 5xx, timeouts) open the circuit. Default 5.
+	Failures int `yaml:"failures" cfg:"positive"`
+	// OpenFor is how long the circuit stays open before probes are let
+	// through. Default 30s.
+	OpenFor Duration `yaml:"open_for"`
+	// HalfOpenProbes is how many requests at once may probe a half-open
+	// circuit. Default 1.
+	HalfOpenProbes int `yaml:"half_open_probes" cfg:"positive"`
 }
 
 // Rules select items by glob patterns (path.Match syntax) on the upstream's
@@ -268,6 +385,12 @@ type Upstream struct {
 	// host. Its files are read when the config is validated and again
 	// when the upstream's client is built (see [UpstreamTLS.Load]).
 	TLS *UpstreamTLS `yaml:"tls"`
+	// Concurrency bounds the requests in flight to the upstream, per
+	// replica. nil: no bound.
+	Concurrency *Concurrency `yaml:"concurrency"`
+	// CircuitBreaker, if set, fails calls to the upstream at once, and
+	// leaves it out of lists, while it keeps failing. Per replica.
+	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker"`
 }
 
 // UpstreamTLS is the TLS of the gateway's connections to one upstream.

@@ -145,6 +145,7 @@ func (v *validator) config(c *Config) {
 	v.auth(c)
 	v.tenants(c)
 	v.limits(&c.Limits)
+	v.budgets(c)
 	v.telemetry(c)
 	nonNegative(v, "identity.token_ttl", c.Identity.TokenTTL)
 }

@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"text/tabwriter"
 
+	"github.com/mcpgw/gateway/internal/budget"
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
@@ -42,6 +44,18 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 		log = slog.New(slog.DiscardHandler)
 	}
 	fmt.Fprintf(w, "tenant %q\n", id)
+	plan := budget.Compile(cfg)[id]
+	if plan != nil {
+		for _, r := range plan.Edge {
+			fmt.Fprintf(w, "budget: rate limit %s on every request: %s\n", r.Name, r.Detail)
+		}
+		for _, r := range plan.Calls {
+			fmt.Fprintf(w, "budget: rate limit %s: %s\n", r.Name, r.Detail)
+		}
+		for _, q := range plan.Quotas {
+			fmt.Fprintf(w, "budget: quota %s: %s\n", q.Name, q.Detail)
+		}
+	}
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway-explain", "version": "0"})
 	for _, u := range cfg.Upstreams {
 		prefix := u.EffectivePrefix()
@@ -50,6 +64,19 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 			continue
 		}
 		fmt.Fprintf(w, "\nupstream %s (prefix %q)\n", u.Name, prefix)
+		if c := u.Concurrency; c != nil {
+			fmt.Fprintf(w, "  concurrency: %d in flight per replica", c.MaxInFlight)
+			if c.PerTenant > 0 {
+				fmt.Fprintf(w, ", %d per tenant", c.PerTenant)
+			}
+			fmt.Fprintf(w, ", %d queued for at most %s\n", c.Queue, c.QueueTimeout)
+		}
+		if b := u.CircuitBreaker; b != nil {
+			fmt.Fprintf(w, "  circuit breaker: opens after %d consecutive failures for %s, %d probes at once\n", b.Failures, b.OpenFor, b.HalfOpenProbes)
+		}
+		if names := plan.For(u.Name, ""); len(names) > 0 {
+			fmt.Fprintf(w, "  budgets of its prompts, resources and completions: %s\n", strings.Join(names, ", "))
+		}
 		uopts := upstream.Options{HTTPClient: opts.HTTPClient, Logger: log, ClientInfo: info}
 		ctx := ctx
 		if src := credentials.ForUpstream(cfg, &u, credentials.Options{HTTPClient: opts.HTTPClient, Logger: log}); src != nil {
@@ -107,6 +134,9 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 					}
 					if _, ok := view.Annotations(u.Name, orig); ok {
 						note += "; admin-asserted annotations"
+					}
+					if names := plan.For(u.Name, orig); len(names) > 0 {
+						note += "; budgets: " + strings.Join(names, ", ")
 					}
 				}
 				fmt.Fprintf(tw, "    %s %s\t%s\t%s\n", mark, k.Expose(prefix, orig), orig, note)

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/gateway/internal/audit"
+	"github.com/mcpgw/gateway/internal/budget"
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
@@ -36,7 +37,8 @@ type call struct {
 	target    string // the exposed tool or prompt name, or resource URI
 	original  string // the name or URI at the upstream
 	arguments json.RawMessage
-	isError   bool // a tools/call result with isError: true
+	isError   bool            // a tools/call result with isError: true
+	refusal   *budget.Refusal // set when a budget refused the request
 
 	// upHeader holds the Mcp-Param-* headers of a tools/call to a
 	// 2026-07-28 upstream.
@@ -108,6 +110,14 @@ func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, o
 
 	c := &call{id: msg.ID, method: msg.Method, m: m, params: msg.Params, out: out}
 	res, err := m.serve(ctx, rq, c)
+	if errors.As(err, &c.refusal) {
+		h.budgetRefused(ctx, rq, msg.Method, c.refusal, !m.audited)
+		if m.target == targetTool {
+			// A model can act on it (2025-11-25 server/tools, "Error
+			// Handling"): wait, or do without.
+			res, err, c.isError = c.refusal.ToolResult(), nil, true
+		}
+	}
 	if c.target != "" {
 		span.SetName(telemetry.SpanName(msg.Method, c.target))
 		span.SetAttributes(telemetry.Upstream(c.upstream))
@@ -185,6 +195,9 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, err e
 	var re *catalog.ResolveError
 	var je *jsonrpc.Error
 	switch {
+	case c.refusal != nil:
+		outcome, decision = telemetry.OutcomeLimited, audit.DecisionDeny
+		telemetry.SetError(span, c.refusal)
 	case err == nil && c.isError:
 		outcome = telemetry.OutcomeToolError
 		telemetry.SetToolError(span)
@@ -219,7 +232,7 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, err e
 		return outcome
 	}
 	event := c.method
-	if decision == audit.DecisionDeny {
+	if decision == audit.DecisionDeny && c.refusal == nil {
 		event = audit.EventPolicyDenial
 	}
 	r := audit.Record{
@@ -241,6 +254,9 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, err e
 		r.Outcome = audit.OutcomeOK
 	case telemetry.OutcomeToolError:
 		r.Outcome = audit.OutcomeIsError
+	case telemetry.OutcomeLimited:
+		r.Outcome = audit.OutcomeDenied
+		r.Reason = refusalReason(c.refusal)
 	case telemetry.OutcomeDenied:
 		r.Outcome = audit.OutcomeDenied
 		if re != nil {
@@ -278,9 +294,12 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 	var je *jsonrpc.Error
 	var re *catalog.ResolveError
 	var ue *upstream.Error
+	var ref *budget.Refusal
 	switch {
 	case errors.As(err, new(*ScopeError)):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
+	case errors.As(err, &ref):
+		return &jsonrpc.Error{Code: protocol.CodeBudgetExceeded, Message: ref.Error(), Data: ref.Data()}
 	case errors.As(err, &re):
 		code := int64(jsonrpc.CodeInvalidParams)
 		if (re.Kind == catalog.Resources || re.Kind == catalog.Templates) && len(re.Conflict) == 0 {
@@ -355,7 +374,9 @@ func listMethod(k catalog.Kind) methodFunc {
 		tu := rq.tenantUpstreams()
 		var ups []*catalog.Upstream
 		for i, up := range tu.refs {
-			if rq.hasCap(up, info.Capability) {
+			// An upstream whose circuit is open is left out: its items
+			// could not be used.
+			if rq.hasCap(up, info.Capability) && !up.breaker.Open() {
 				ups = append(ups, tu.cats[i])
 			}
 		}

@@ -22,6 +22,9 @@ import (
 // the upstream's error. Requests for input are bridged between the
 // revisions (see mrtr.go).
 func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params json.RawMessage, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+	if err := rq.spend(ctx, c, up); err != nil {
+		return nil, err
+	}
 	// A 2026-07-28 client's call may be parked for its retry: then the
 	// upstream call outlives this request, and ends with the client gone
 	// only while it is not parked.

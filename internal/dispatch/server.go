@@ -19,6 +19,7 @@ import (
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/bridge"
+	"github.com/mcpgw/gateway/internal/budget"
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
@@ -53,6 +54,9 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Audit, if nil, means no audit log.
 	Audit *audit.Logger
+	// Now, if not nil, is the clock of quotas' periods; nil means
+	// time.Now.
+	Now func() time.Time
 }
 
 // A Server answers MCP methods for the transport: it holds what outlives
@@ -90,6 +94,9 @@ type Server struct {
 
 	own    owner          // goroutines that outlive a request: see owner.go
 	bridge *bridge.Bridge // requests for input between revisions
+
+	budgets *budget.Engine // rate limits and quotas: see budgets.go
+	guards  *budget.Guards // upstreams' concurrency gates and circuit breakers
 }
 
 // A State is one configuration snapshot and what was built from it. A request
@@ -108,6 +115,8 @@ type State struct {
 	// signer mints signed-identity tokens; nil when no upstream uses them.
 	signer  *identity.Signer
 	keysSum string // of the signing key files the signer was made from
+	// plans are each tenant's rate limits and quotas, by tenant id.
+	plans map[string]*budget.Plan
 }
 
 // upstreamRef is one configured upstream and its client.
@@ -118,6 +127,9 @@ type upstreamRef struct {
 	// creds are its per-request credentials; nil for static headers alone
 	// (which the client sends).
 	creds credentials.Source
+	// gate and breaker guard every request to it; nil when not configured.
+	gate    *budget.Gate
+	breaker *budget.Breaker
 }
 
 // tenantUpstreams are the upstreams a tenant may use, in config order, and
@@ -151,6 +163,10 @@ func New(opts Options) (*Server, error) {
 		tracer:   telemetry.Tracer(opts.TracerProvider),
 		audit:    opts.Audit,
 	}
+	h.budgets = budget.NewEngine(budgetStore(opts.Store), log, opts.Now)
+	h.budgets.OnQuota = opts.Metrics.QuotaUsed
+	h.guards = budget.NewGuards()
+	h.guards.Notify = h.circuitChanged
 	mailbox, _ := opts.Store.(session.Mailbox)
 	h.bridge = bridge.New(bridge.Options{
 		Mailbox: mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capSet, Own: &h.own,
@@ -173,6 +189,10 @@ func New(opts Options) (*Server, error) {
 // from prev keeps its client (and so its connections).
 func (h *Server) build(cfg *config.Config, prev *State) *State {
 	st := &State{cfg: cfg, byName: make(map[string]*upstreamRef), origins: make(map[string]bool), tenants: tenant.NewSet(cfg)}
+	st.plans = budget.Compile(cfg)
+	// An upstream whose guards' settings are unchanged keeps them, and
+	// one whose whole config is unchanged keeps its upstreamRef too.
+	h.guards.Configure(cfg.Upstreams)
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
 	st.signer = h.signerFor(cfg, prev)
 	if st.signer != nil {
@@ -191,7 +211,7 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 				continue
 			}
 		}
-		ref := &upstreamRef{cfg: u, cat: catalog.NewUpstream(&u)}
+		ref := &upstreamRef{cfg: u, cat: catalog.NewUpstream(&u), gate: h.guards.Gate(u.Name), breaker: h.guards.Breaker(u.Name)}
 		copts := credentials.Options{HTTPClient: h.authc, OnFetch: h.metrics.TokenFetch, Logger: h.log}
 		if st.signer != nil {
 			copts.Signer = st.signer

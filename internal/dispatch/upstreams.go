@@ -233,6 +233,12 @@ func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID,
 	start := time.Now()
 	ctx, span := telemetry.StartClientSpan(ctx, h.tracer, up.cfg.Name, method, "", telemetry.Tenant(rq.view.ID))
 	tr := &tracedResponse{h: h, up: up.cfg.Name, method: method, span: span, start: start}
+	done, err := rq.guard(ctx, up)
+	if err != nil {
+		tr.finish(err)
+		return nil, err
+	}
+	tr.guarded = done
 	us, err := rq.upstreamSession(ctx, up)
 	if err != nil {
 		tr.finish(err)
@@ -296,6 +302,9 @@ type tracedResponse struct {
 	err    error // the final error response or failure, if any
 	done   bool
 	us     session.Upstream // the upstream session the request went on
+	// guarded, if set, releases the request's concurrency slot and
+	// reports its outcome to the circuit breaker.
+	guarded func(error)
 }
 
 // Session is the upstream session the request went on.
@@ -325,6 +334,9 @@ func (r *tracedResponse) finish(err error) {
 		return
 	}
 	r.done = true
+	if r.guarded != nil {
+		r.guarded(err)
+	}
 	outcome := telemetry.OutcomeOK
 	var je *jsonrpc.Error
 	switch {

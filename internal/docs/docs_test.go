@@ -530,10 +530,14 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.LimitRejection(telemetry.LimitSessionsPrincipal, "acme")
 	m.NameFlagged("github", telemetry.NameControlCharacter)
 	m.TokenFetch("github", "client_credentials", "ok")
+	m.BudgetRefusal("rate_limit", "per-user", "acme")
+	m.QuotaUsed("acme", "daily", 3)
+	m.CircuitOpen("github", true)
 	return []string{
 		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial",
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed",
 		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "TokenFetch",
+		"BudgetRefusal", "QuotaUsed", "CircuitOpen",
 		"Handler", // serves, records nothing
 	}
 }

@@ -60,6 +60,9 @@ type Options struct {
 	// Audit, if not nil, receives the audit records; else Run opens the
 	// configured audit output.
 	Audit *audit.Logger
+	// Now, if not nil, is the clock that decides quotas' periods (tests
+	// move it to the next day); nil means time.Now.
+	Now func() time.Time
 }
 
 // A Gateway is a configured gateway, ready to serve.
@@ -143,7 +146,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	srv, err := dispatch.New(dispatch.Options{
-		Config: cfg, Store: store, Logger: log, Version: opts.Version, HTTPClient: opts.HTTPClient, AuthClient: opts.IdPClient,
+		Config: cfg, Store: store, Logger: log, Version: opts.Version, HTTPClient: opts.HTTPClient, AuthClient: opts.IdPClient, Now: opts.Now,
 		Metrics: metrics, TracerProvider: opts.TracerProvider, Audit: opts.Audit,
 	})
 	if err != nil {
@@ -330,6 +333,11 @@ func (g *Gateway) AdminHandler() http.Handler {
 		// Detail, not a verdict: a failed reload leaves the last good
 		// config serving.
 		_, _ = io.WriteString(w, g.ReloadStatus()+"\n")
+		// Detail too: an open circuit leaves one upstream out, and the
+		// gateway serves the others.
+		for _, n := range g.server.CircuitNotes() {
+			_, _ = io.WriteString(w, n+"\n")
+		}
 	})
 	return r
 }

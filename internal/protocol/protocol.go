@@ -57,4 +57,11 @@ const (
 	CodeHeaderMismatch             = -32020
 	CodeMissingClientCapability    = -32021
 	CodeUnsupportedProtocolVersion = -32022
+
+	// CodeBudgetExceeded is the gateway's own: a request refused by a
+	// budget (rate limit, quota, concurrency, circuit breaker), with data
+	// naming the budget and when to retry. Outside the JSON-RPC reserved
+	// range, as 2026-07-28 basic/index "Error Codes" asks of codes that
+	// the specification does not define.
+	CodeBudgetExceeded = -31429
 )

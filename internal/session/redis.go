@@ -493,6 +493,17 @@ func (r *Redis) Close() error {
 	return r.closeErr
 }
 
+// Client returns the Redis client, for other state the gateway keeps in
+// the same Redis (budgets), its keys under [Redis.KeyPrefix], each call
+// bounded by [Redis.CallTimeout].
+func (r *Redis) Client() redis.UniversalClient { return r.client }
+
+// KeyPrefix returns the prefix of every key the gateway writes.
+func (r *Redis) KeyPrefix() string { return r.prefix }
+
+// CallTimeout returns the bound of one call to Redis.
+func (r *Redis) CallTimeout() time.Duration { return r.callTimeout }
+
 // Ping reports whether Redis answers, for readiness checks. Its error wraps
 // ErrUnavailable.
 func (r *Redis) Ping(ctx context.Context) error {

@@ -20,6 +20,9 @@ const (
 	// MaxReasonLabels bounds the reason label of auth failures and the
 	// kind label of policy denials.
 	MaxReasonLabels = 32
+	// MaxBudgetLabels bounds the budget names (rate limits and quotas by
+	// name, upstreams for concurrency and circuit breakers).
+	MaxBudgetLabels = 256
 	// MaxLabelLen is the longest label value kept, in bytes; longer ones
 	// are cut (at a UTF-8 boundary).
 	MaxLabelLen = 128

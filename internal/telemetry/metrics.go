@@ -19,6 +19,7 @@ const (
 	OutcomeDenied    = "denied"     // refused by authentication or policy
 	OutcomeCancelled = "cancelled"  // the client went away or sent notifications/cancelled
 	OutcomeTimeout   = "timeout"    // the request or upstream timeout fired
+	OutcomeLimited   = "limited"    // refused by a budget: rate limit, quota, concurrency, circuit breaker
 )
 
 // Results of a config reload: the values of the result label of
@@ -35,7 +36,7 @@ const otherLabel = "other"
 // before its tenant was known).
 const noneLabel = "none"
 
-var outcomes = set(OutcomeOK, OutcomeError, OutcomeToolError, OutcomeDenied, OutcomeCancelled, OutcomeTimeout)
+var outcomes = set(OutcomeOK, OutcomeError, OutcomeToolError, OutcomeDenied, OutcomeCancelled, OutcomeTimeout, OutcomeLimited)
 
 // methods are the MCP method names (requests and notifications, client to
 // server and server to client) of the protocol revisions the gateway
@@ -109,15 +110,19 @@ type Metrics struct {
 	limits   *prometheus.CounterVec
 	names    *prometheus.CounterVec
 	tokens   *prometheus.CounterVec
+	budgets  *prometheus.CounterVec
+	quotas   *prometheus.GaugeVec
+	circuits *prometheus.GaugeVec
 
 	sessions   atomic.Int64
 	sessionsFn atomic.Pointer[func() int]
 
-	tenants   *capped
-	upstreams *capped
-	toolNames *cappedByKey
-	reasons   *capped
-	kinds     *capped
+	tenants     *capped
+	upstreams   *capped
+	toolNames   *cappedByKey
+	reasons     *capped
+	kinds       *capped
+	budgetNames *capped
 
 	generation atomic.Int64
 	now        func() time.Time
@@ -190,12 +195,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Tokens the gateway fetched for upstream requests, by upstream, mode and outcome.",
 		}, []string{"upstream", "mode", "outcome"}),
 
-		tenants:   newCapped(MaxTenantLabels),
-		upstreams: newCapped(MaxUpstreamLabels),
-		toolNames: newCappedByKey(MaxUpstreamLabels, MaxToolLabelsPerUpstream),
-		reasons:   newCapped(MaxReasonLabels),
-		kinds:     newCapped(MaxReasonLabels),
-		now:       time.Now,
+		budgets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_budget_refusals_total",
+			Help: "Requests refused by a budget, by kind of budget (rate_limit, quota, concurrency, circuit_breaker), its name (the rule's, or the upstream's) and tenant.",
+		}, []string{"budget", "name", "tenant"}),
+		quotas: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpgw_quota_used",
+			Help: "Calls counted against a quota in its current period, as this replica last saw the count, by tenant and quota.",
+		}, []string{"tenant", "quota"}),
+		circuits: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpgw_circuit_open",
+			Help: "1 while an upstream's circuit breaker on this replica is open or half-open, else 0, by upstream.",
+		}, []string{"upstream"}),
+
+		tenants:     newCapped(MaxTenantLabels),
+		budgetNames: newCapped(MaxBudgetLabels),
+		upstreams:   newCapped(MaxUpstreamLabels),
+		toolNames:   newCappedByKey(MaxUpstreamLabels, MaxToolLabelsPerUpstream),
+		reasons:     newCapped(MaxReasonLabels),
+		kinds:       newCapped(MaxReasonLabels),
+		now:         time.Now,
 	}
 	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "mcpgw_sessions_active",
@@ -206,6 +225,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.reqDur, m.upReqs, m.upDur, m.tools, m.authFail, m.denials,
 		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.tokens,
+		m.budgets, m.quotas, m.circuits,
 	)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
@@ -454,6 +474,43 @@ func (m *Metrics) TokenFetch(upstream, mode, outcome string) {
 		outcome = "error"
 	}
 	m.tokens.WithLabelValues(m.upstream(upstream), mode, outcome).Inc()
+}
+
+// Budgets: the values of the budget label of mcpgw_budget_refusals_total.
+var budgetKinds = set("rate_limit", "quota", "concurrency", "circuit_breaker")
+
+// BudgetRefusal records a request refused by a budget:
+// mcpgw_budget_refusals_total{budget,name,tenant}. name is a rule's name
+// or an upstream's, from the config.
+func (m *Metrics) BudgetRefusal(kind, name, tenant string) {
+	if m == nil {
+		return
+	}
+	if !budgetKinds[kind] {
+		kind = otherLabel
+	}
+	m.budgets.WithLabelValues(kind, m.budgetNames.value(name), m.tenant(tenant)).Inc()
+}
+
+// QuotaUsed sets mcpgw_quota_used{tenant,quota}: the calls counted in the
+// quota's current period.
+func (m *Metrics) QuotaUsed(tenant, quota string, used int64) {
+	if m == nil {
+		return
+	}
+	m.quotas.WithLabelValues(m.tenant(tenant), m.budgetNames.value(quota)).Set(float64(used))
+}
+
+// CircuitOpen sets mcpgw_circuit_open{upstream}.
+func (m *Metrics) CircuitOpen(upstream string, open bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if open {
+		v = 1
+	}
+	m.circuits.WithLabelValues(m.upstream(upstream)).Set(v)
 }
 
 func (m *Metrics) tenant(t string) string {

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/mcpgw/gateway/internal/auth"
@@ -121,6 +122,15 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *dispatch.Sta
 		return
 	}
 	rq := h.srv.NewRequest(st, p, view)
+	if r.Method == http.MethodPost || r.Method == http.MethodGet {
+		// The tenant's rate limits of every request, before the body is
+		// read: a flood costs one check per request.
+		if ref := h.srv.Admit(r.Context(), rq); ref != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(ref.RetryAfterSeconds()))
+			writeError(w, http.StatusTooManyRequests, jsonrpc.ID{}, protocol.CodeBudgetExceeded, "Too Many Requests: "+ref.Error())
+			return
+		}
+	}
 	switch r.Method {
 	case http.MethodPost:
 		h.servePOST(w, r, rq)

@@ -1,0 +1,413 @@
+package budget
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/glob"
+)
+
+// A Plan is the rate limits and quotas of one tenant, compiled from the
+// config: the top-level rules with the tenant's own added (one of the
+// tenant's replaces the top-level rule of the same name).
+type Plan struct {
+	// Edge are the rate limits that name no upstream or tool: they count
+	// every HTTP request, before its body is read.
+	Edge []*RateRule
+	// Calls are the rate limits of requests routed to an upstream.
+	Calls []*RateRule
+	// Quotas count tools/call requests.
+	Quotas []*QuotaRule
+	loc    *time.Location
+}
+
+// Empty reports whether the plan has no rule at all.
+func (p *Plan) Empty() bool {
+	return p == nil || len(p.Edge)+len(p.Calls)+len(p.Quotas) == 0
+}
+
+// A RateRule is one compiled rate limit.
+type RateRule struct {
+	Name                               string
+	perPrincipal, perUpstream, perTool bool
+	upstreams, tools                   []string
+	limit                              Limit
+	failOpen                           bool
+	// Detail says what the rule is: "10 requests per 1s per principal".
+	Detail string
+}
+
+// A QuotaRule is one compiled quota.
+type QuotaRule struct {
+	Name             string
+	upstreams, tools []string
+	calls            int64
+	month            bool
+	failOpen         bool
+	Detail           string
+}
+
+// Compile returns the plan of each tenant of c, by tenant id. c must be
+// valid (its time zone known), with its defaults applied.
+func Compile(c *config.Config) map[string]*Plan {
+	loc := time.UTC
+	if l, err := time.LoadLocation(c.Budgets.TimeZone); err == nil {
+		loc = l // "" is UTC
+	}
+	plans := make(map[string]*Plan, len(c.Tenants))
+	for i := range c.Tenants {
+		t := &c.Tenants[i]
+		p := &Plan{loc: loc}
+		for _, r := range merged(c.Budgets.RateLimits, t.Budgets.RateLimits, func(r config.RateLimit) string { return r.Name }) {
+			rr := compileRate(r)
+			if rr.edge() {
+				p.Edge = append(p.Edge, rr)
+			} else {
+				p.Calls = append(p.Calls, rr)
+			}
+		}
+		for _, q := range merged(c.Budgets.Quotas, t.Budgets.Quotas, func(q config.Quota) string { return q.Name }) {
+			p.Quotas = append(p.Quotas, compileQuota(q))
+		}
+		plans[t.ID] = p
+	}
+	return plans
+}
+
+// merged is defaults, each replaced by the rule of own of the same name,
+// then the rest of own.
+func merged[T any](defaults, own []T, name func(T) string) []T {
+	out := make([]T, 0, len(defaults)+len(own))
+	mine := make(map[string]bool, len(own))
+	for _, r := range own {
+		mine[name(r)] = true
+	}
+	for _, r := range defaults {
+		if !mine[name(r)] {
+			out = append(out, r)
+		}
+	}
+	return append(out, own...)
+}
+
+func compileRate(r config.RateLimit) *RateRule {
+	rr := &RateRule{
+		Name:      r.Name,
+		upstreams: r.Upstreams,
+		tools:     r.Tools,
+		limit:     Limit{Rate: r.Requests, Burst: r.Burst, Period: r.Interval.D()},
+		failOpen:  r.OnStoreError != config.FailClosed,
+	}
+	for _, d := range r.Per {
+		switch d {
+		case config.PerPrincipal:
+			rr.perPrincipal = true
+		case config.PerUpstream:
+			rr.perUpstream = true
+		case config.PerTool:
+			rr.perTool = true
+		}
+	}
+	if rr.limit.Burst <= 0 {
+		rr.limit.Burst = rr.limit.Rate
+	}
+	if rr.limit.Period <= 0 {
+		rr.limit.Period = time.Second
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d requests per %s", r.Requests, rr.limit.Period)
+	if rr.limit.Burst != rr.limit.Rate {
+		fmt.Fprintf(&b, ", bursts of %d", rr.limit.Burst)
+	}
+	b.WriteString(" per tenant")
+	for _, d := range r.Per {
+		b.WriteString(" and " + d)
+	}
+	if len(r.Upstreams) > 0 {
+		b.WriteString(", upstreams " + strings.Join(r.Upstreams, " "))
+	}
+	if len(r.Tools) > 0 {
+		b.WriteString(", tools " + strings.Join(r.Tools, " "))
+	}
+	rr.Detail = b.String()
+	return rr
+}
+
+func compileQuota(q config.Quota) *QuotaRule {
+	qr := &QuotaRule{
+		Name: q.Name, upstreams: q.Upstreams, tools: q.Tools, calls: q.Calls,
+		month:    q.Period == config.PeriodMonth,
+		failOpen: q.OnStoreError == config.FailOpen,
+	}
+	period := "day"
+	if qr.month {
+		period = "month"
+	}
+	qr.Detail = fmt.Sprintf("%d tool calls per %s per tenant", q.Calls, period)
+	if len(q.Upstreams) > 0 {
+		qr.Detail += ", upstreams " + strings.Join(q.Upstreams, " ")
+	}
+	if len(q.Tools) > 0 {
+		qr.Detail += ", tools " + strings.Join(q.Tools, " ")
+	}
+	return qr
+}
+
+// edge reports whether the rule counts every request: it names no
+// upstream and no tool.
+func (r *RateRule) edge() bool {
+	return len(r.upstreams) == 0 && len(r.tools) == 0 && !r.perUpstream && !r.perTool
+}
+
+// Applies reports whether the rule counts a request routed to upstream;
+// tool is the original name of the tool of a tools/call, "" for any other
+// request.
+func (r *RateRule) Applies(upstream, tool string) bool {
+	if tool == "" && (len(r.tools) > 0 || r.perTool) {
+		return false
+	}
+	return matches(r.upstreams, upstream) && matches(r.tools, tool)
+}
+
+// Applies reports whether the quota counts a tools/call of tool on
+// upstream.
+func (q *QuotaRule) Applies(upstream, tool string) bool {
+	return matches(q.upstreams, upstream) && matches(q.tools, tool)
+}
+
+func matches(patterns []string, name string) bool {
+	if patterns == nil {
+		return true
+	}
+	for _, p := range patterns {
+		if glob.Match(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Who is the caller a budget is counted for.
+type Who struct {
+	Tenant, Issuer, Subject string
+}
+
+// key is the store key of a counter: a hash of what it is kept per, so
+// that keys are short whatever the names, and no name is stored.
+func key(parts ...string) string {
+	var buf [512]byte
+	b := buf[:0]
+	for _, p := range parts {
+		b = append(b, p...)
+		b = append(b, 0)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+func (r *RateRule) key(who Who, upstream, tool string) string {
+	var issuer, subject, up, t string
+	if r.perPrincipal {
+		issuer, subject = who.Issuer, who.Subject
+	}
+	if r.perUpstream {
+		up = upstream
+	}
+	if r.perTool {
+		up, t = upstream, tool
+	}
+	return key("r", who.Tenant, r.Name, issuer, subject, up, t)
+}
+
+// period returns the id and the end of the quota's period that holds now.
+func (q *QuotaRule) period(now time.Time, loc *time.Location) (string, time.Time) {
+	t := now.In(loc)
+	if q.month {
+		start := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, loc)
+		return start.Format("2006-01"), start.AddDate(0, 1, 0)
+	}
+	start := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc)
+	return start.Format("2006-01-02"), start.AddDate(0, 0, 1)
+}
+
+// An Engine checks plans against a store.
+type Engine struct {
+	store Store
+	log   *slog.Logger
+	now   func() time.Time
+	// OnQuota, if set, is told the count of a quota after each call it
+	// counted (for the mcpgw_quota_used gauge).
+	OnQuota func(tenant, quota string, used int64)
+
+	lastLog    atomic.Int64 // unix nanos of the last store error logged
+	suppressed atomic.Int64
+}
+
+// NewEngine returns an engine on store. log, if nil, means no logging;
+// now, if nil, is time.Now: the clock of quotas' periods.
+func NewEngine(store Store, log *slog.Logger, now func() time.Time) *Engine {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Engine{store: store, log: log, now: now}
+}
+
+// Edge checks the rate limits of every request of who's tenant. It returns
+// nil when the request may go on.
+func (e *Engine) Edge(ctx context.Context, p *Plan, who Who) *Refusal {
+	if p == nil || len(p.Edge) == 0 {
+		return nil
+	}
+	return e.rates(ctx, p.Edge, who, "", "")
+}
+
+// Call checks the rate limits and quotas of a request routed to upstream;
+// tool is the original name of a tools/call's tool, "" for other methods
+// (which quotas do not count). Quotas are counted only when every rate
+// limit let the call through.
+func (e *Engine) Call(ctx context.Context, p *Plan, who Who, upstream, tool string) *Refusal {
+	if p == nil {
+		return nil
+	}
+	var rules []*RateRule
+	for _, r := range p.Calls {
+		if r.Applies(upstream, tool) {
+			rules = append(rules, r)
+		}
+	}
+	if ref := e.rates(ctx, rules, who, upstream, tool); ref != nil {
+		return ref
+	}
+	if tool == "" {
+		return nil
+	}
+	for _, q := range p.Quotas {
+		if !q.Applies(upstream, tool) {
+			continue
+		}
+		if ref := e.quota(ctx, p, q, who); ref != nil {
+			return ref
+		}
+	}
+	return nil
+}
+
+// rates checks rules, all at once when each is a round trip. Several may
+// refuse: the one whose retry is furthest decides.
+func (e *Engine) rates(ctx context.Context, rules []*RateRule, who Who, upstream, tool string) *Refusal {
+	switch {
+	case len(rules) == 0:
+		return nil
+	case len(rules) == 1 || !e.store.remote():
+		var worst *Refusal
+		for _, r := range rules {
+			worst = tighter(worst, e.rate(ctx, r, who, upstream, tool))
+		}
+		return worst
+	}
+	refs := make([]*Refusal, len(rules))
+	var wg sync.WaitGroup
+	for i, r := range rules {
+		wg.Go(func() { refs[i] = e.rate(ctx, r, who, upstream, tool) })
+	}
+	wg.Wait()
+	var worst *Refusal
+	for _, ref := range refs {
+		worst = tighter(worst, ref)
+	}
+	return worst
+}
+
+func tighter(a, b *Refusal) *Refusal {
+	if a == nil || (b != nil && b.RetryAfter > a.RetryAfter) {
+		return b
+	}
+	return a
+}
+
+func (e *Engine) rate(ctx context.Context, r *RateRule, who Who, upstream, tool string) *Refusal {
+	ok, retry, err := e.store.Allow(ctx, r.key(who, upstream, tool), r.limit)
+	if err != nil {
+		e.storeError(r.Name, err)
+		if r.failOpen {
+			return nil
+		}
+		return &Refusal{Kind: KindRateLimit, Name: r.Name, Detail: r.Detail, RetryAfter: time.Second, StoreError: true}
+	}
+	if ok {
+		return nil
+	}
+	return &Refusal{Kind: KindRateLimit, Name: r.Name, Detail: r.Detail, RetryAfter: retry}
+}
+
+func (e *Engine) quota(ctx context.Context, p *Plan, q *QuotaRule, who Who) *Refusal {
+	now := e.now()
+	id, end := q.period(now, p.loc)
+	used, ok, err := e.store.Count(ctx, key("q", who.Tenant, q.Name)+":"+id, q.calls, end)
+	if err != nil {
+		e.storeError(q.Name, err)
+		if q.failOpen {
+			return nil
+		}
+		return &Refusal{Kind: KindQuota, Name: q.Name, Detail: q.Detail, RetryAfter: time.Second, StoreError: true}
+	}
+	if e.OnQuota != nil {
+		e.OnQuota(who.Tenant, q.Name, used)
+	}
+	if ok {
+		return nil
+	}
+	return &Refusal{Kind: KindQuota, Name: q.Name, Detail: q.Detail + ", resets " + end.Format(time.RFC3339), RetryAfter: end.Sub(now)}
+}
+
+// storeErrorLogEvery bounds the log lines of a failing store: the first
+// error, then one line per interval counting the others.
+const storeErrorLogEvery = 10 * time.Second
+
+func (e *Engine) storeError(name string, err error) {
+	now := e.now().UnixNano()
+	last := e.lastLog.Load()
+	if now-last < int64(storeErrorLogEvery) || !e.lastLog.CompareAndSwap(last, now) {
+		e.suppressed.Add(1)
+		return
+	}
+	if errors.Is(err, ErrFull) {
+		e.log.Warn("budget store full", "budget", name, "suppressed", e.suppressed.Swap(0))
+		return
+	}
+	e.log.Warn("budget store unavailable", "budget", name, "error", err, "suppressed", e.suppressed.Swap(0))
+}
+
+// For returns the names of the plan's rate limits and quotas that count a
+// request routed to upstream (tool as in [Engine.Call]), for explain.
+func (p *Plan) For(upstream, tool string) []string {
+	if p == nil {
+		return nil
+	}
+	var names []string
+	for _, r := range p.Calls {
+		if r.Applies(upstream, tool) {
+			names = append(names, "rate limit "+r.Name)
+		}
+	}
+	if tool != "" {
+		for _, q := range p.Quotas {
+			if q.Applies(upstream, tool) {
+				names = append(names, "quota "+q.Name)
+			}
+		}
+	}
+	return names
+}

@@ -1,0 +1,170 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/mcpgw/gateway/internal/audit"
+	"github.com/mcpgw/gateway/internal/budget"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/upstream"
+)
+
+// Budgets on work (see package budget): rate limits and quotas are checked
+// once per request, at the edge (the rules that name no upstream or tool,
+// before the body is read: see Admit) or once the request is routed (in
+// relay); an upstream's concurrency gate and circuit breaker are passed
+// by every request sent to it (in callWith). A refusal is a tools/call
+// result with isError, or a JSON-RPC error with the budget in its data, or
+// at the edge an HTTP 429; each is counted and audited.
+
+// budgetStore returns the store budgets share: the session store's Redis
+// when it is one, else a memory store of this replica.
+func budgetStore(s session.Store) budget.Store {
+	if rs, ok := s.(*session.Redis); ok {
+		return budget.NewRedis(rs.Client(), rs.KeyPrefix(), rs.CallTimeout())
+	}
+	return budget.NewMemory(0)
+}
+
+// plan returns the tenant's budgets.
+func (rq *Request) plan() *budget.Plan { return rq.st.plans[rq.view.ID] }
+
+func (rq *Request) budgetWho() budget.Who {
+	return budget.Who{Tenant: rq.principal.Tenant, Issuer: rq.principal.Issuer, Subject: rq.principal.Subject}
+}
+
+// Admit checks the budgets that count every HTTP request of the caller's
+// tenant. A refusal is recorded; the transport answers it with 429.
+func (h *Server) Admit(ctx context.Context, rq *Request) *budget.Refusal {
+	p := rq.plan()
+	if p == nil || len(p.Edge) == 0 {
+		return nil
+	}
+	ref := h.budgets.Edge(ctx, p, rq.budgetWho())
+	if ref != nil {
+		h.budgetRefused(ctx, rq, "", ref, true)
+	}
+	return ref
+}
+
+// spend checks the rate limits and quotas of a request routed to up.
+func (rq *Request) spend(ctx context.Context, c *call, up *upstreamRef) error {
+	p := rq.plan()
+	if p == nil || len(p.Calls)+len(p.Quotas) == 0 {
+		return nil
+	}
+	tool := ""
+	if c.m.target == targetTool {
+		tool = c.original
+	}
+	if ref := rq.h.budgets.Call(ctx, p, rq.budgetWho(), up.cfg.Name, tool); ref != nil {
+		return ref
+	}
+	return nil
+}
+
+// guard passes a request to up through its circuit breaker and
+// concurrency gate. It returns what to call when the request ends, with
+// its error.
+func (rq *Request) guard(ctx context.Context, up *upstreamRef) (func(error), error) {
+	var report func(budget.Outcome)
+	if up.breaker != nil {
+		var err error
+		if report, err = up.breaker.Allow(); err != nil {
+			return nil, err
+		}
+	}
+	var release func()
+	if up.gate != nil {
+		var err error
+		if release, err = up.gate.Acquire(ctx, rq.view.ID); err != nil {
+			if report != nil {
+				report(budget.Unknown)
+			}
+			return nil, err
+		}
+	}
+	return func(err error) {
+		if release != nil {
+			release()
+		}
+		if report != nil {
+			report(breakerOutcome(err))
+		}
+	}, nil
+}
+
+// breakerOutcome classifies how a request to an upstream ended for its
+// circuit breaker: an answer (a JSON-RPC error included) is a success; a
+// transport error, an HTTP 5xx or the upstream's timeout a failure.
+func breakerOutcome(err error) budget.Outcome {
+	var ue *upstream.Error
+	switch {
+	case err == nil:
+		return budget.Succeeded
+	case errors.As(err, &ue):
+		if ue.Status == 0 || ue.Status >= 500 {
+			return budget.Failed
+		}
+		return budget.Succeeded
+	case errors.Is(err, context.DeadlineExceeded):
+		return budget.Failed
+	}
+	return budget.Unknown
+}
+
+// circuitChanged is the breakers' hook: a circuit opened or closed.
+func (h *Server) circuitChanged(name string, open bool) {
+	h.metrics.CircuitOpen(name, open)
+	if open {
+		h.log.Warn("circuit open: upstream failing; calls fail at once and lists leave it out", "upstream", name)
+	} else {
+		h.log.Info("circuit closed: upstream answers again", "upstream", name)
+	}
+}
+
+// CircuitNotes returns one line per upstream whose circuit is not
+// closed, for /readyz.
+func (h *Server) CircuitNotes() []string {
+	var notes []string
+	for _, up := range h.state.Load().upstreams {
+		if up.breaker != nil {
+			if s := up.breaker.State(); s != "closed" {
+				notes = append(notes, "upstream "+up.cfg.Name+": circuit "+s)
+			}
+		}
+	}
+	return notes
+}
+
+// budgetRefused records a refusal: the metric, and an audit record unless
+// the method writes its own (audited methods).
+func (h *Server) budgetRefused(ctx context.Context, rq *Request, method string, ref *budget.Refusal, record bool) {
+	h.metrics.BudgetRefusal(string(ref.Kind), ref.Name, rq.principal.Tenant)
+	if !record {
+		return
+	}
+	r := audit.Record{
+		Event: audit.EventLimit, Tenant: rq.principal.Tenant, Subject: rq.principal.Subject, ClientID: rq.principal.ClientID,
+		Method: method, Decision: audit.DecisionDeny, Outcome: audit.OutcomeDenied, Reason: refusalReason(ref),
+	}
+	if rq.Session != nil {
+		r.SessionID = rq.Session.ID
+	}
+	h.audit.Record(ctx, r)
+}
+
+// refusalReason is a refusal in the audit log: its kind and the budget's
+// name, both from the config.
+func refusalReason(ref *budget.Refusal) string {
+	var b strings.Builder
+	b.WriteString(string(ref.Kind))
+	b.WriteString(" ")
+	b.WriteString(ref.Name)
+	if ref.StoreError {
+		b.WriteString(" (store unavailable)")
+	}
+	return b.String()
+}
