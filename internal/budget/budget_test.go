@@ -16,7 +16,7 @@ func planFor(t *testing.T, c *config.Config, tenant string) *Plan {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return Compile(c)[tenant]
+	return Compile(c).Tenant(tenant)
 }
 
 func baseConfig() *config.Config {

@@ -56,31 +56,51 @@ type QuotaRule struct {
 	Detail           string
 }
 
-// Compile returns the plan of each tenant of c, by tenant id. c must be
-// valid (its time zone known), with its defaults applied.
-func Compile(c *config.Config) map[string]*Plan {
+// Plans are the plans of a config's tenants.
+type Plans struct {
+	byTenant map[string]*Plan
+	def      *Plan // of a tenant with no budgets of its own
+}
+
+// Tenant returns the plan of tenant id.
+func (ps *Plans) Tenant(id string) *Plan {
+	if p, ok := ps.byTenant[id]; ok {
+		return p
+	}
+	return ps.def
+}
+
+// Compile returns the plans of c's tenants. c must be valid (its time
+// zone known), with its defaults applied.
+func Compile(c *config.Config) *Plans {
 	loc := time.UTC
 	if l, err := time.LoadLocation(c.Budgets.TimeZone); err == nil {
 		loc = l // "" is UTC
 	}
-	plans := make(map[string]*Plan, len(c.Tenants))
+	ps := &Plans{byTenant: make(map[string]*Plan, len(c.Tenants)), def: compile(c, &config.TenantBudgets{}, loc)}
 	for i := range c.Tenants {
-		t := &c.Tenants[i]
-		p := &Plan{loc: loc}
-		for _, r := range merged(c.Budgets.RateLimits, t.Budgets.RateLimits, func(r config.RateLimit) string { return r.Name }) {
-			rr := compileRate(r)
-			if rr.edge() {
-				p.Edge = append(p.Edge, rr)
-			} else {
-				p.Calls = append(p.Calls, rr)
-			}
+		if t := &c.Tenants[i]; len(t.Budgets.RateLimits)+len(t.Budgets.Quotas) > 0 {
+			ps.byTenant[t.ID] = compile(c, &t.Budgets, loc)
 		}
-		for _, q := range merged(c.Budgets.Quotas, t.Budgets.Quotas, func(q config.Quota) string { return q.Name }) {
-			p.Quotas = append(p.Quotas, compileQuota(q))
-		}
-		plans[t.ID] = p
 	}
-	return plans
+	return ps
+}
+
+// compile returns the plan of a tenant whose own budgets are own.
+func compile(c *config.Config, own *config.TenantBudgets, loc *time.Location) *Plan {
+	p := &Plan{loc: loc}
+	for _, r := range merged(c.Budgets.RateLimits, own.RateLimits, func(r config.RateLimit) string { return r.Name }) {
+		rr := compileRate(r)
+		if rr.edge() {
+			p.Edge = append(p.Edge, rr)
+		} else {
+			p.Calls = append(p.Calls, rr)
+		}
+	}
+	for _, q := range merged(c.Budgets.Quotas, own.Quotas, func(q config.Quota) string { return q.Name }) {
+		p.Quotas = append(p.Quotas, compileQuota(q))
+	}
+	return p
 }
 
 // merged is defaults, each replaced by the rule of own of the same name,

@@ -115,12 +115,10 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&ss.MailboxMessages, DefaultMailboxMessages)
 	setDefault(&ss.MailboxBytes, DefaultMailboxBytes)
 
-	r := &ss.Redis
-	if len(r.Addrs) == 0 {
-		r.Addrs = []string{DefaultRedisAddr}
+	redisDefaults(&ss.Redis)
+	if c.Budgets.Redis != nil {
+		redisDefaults(c.Budgets.Redis)
 	}
-	setDefault(&r.KeyPrefix, DefaultRedisKeyPrefix)
-	setDefault(&r.Timeout, Duration(DefaultRedisTimeout))
 
 	a := &c.Auth
 	setDefault(&a.Leeway, Duration(DefaultLeeway))
@@ -172,6 +170,14 @@ func (c *Config) ApplyDefaults() {
 		t.Tracing.SampleRatio = &r
 	}
 	setDefault(&t.Audit.Output, DefaultAuditOutput)
+}
+
+func redisDefaults(r *Redis) {
+	if len(r.Addrs) == 0 {
+		r.Addrs = []string{DefaultRedisAddr}
+	}
+	setDefault(&r.KeyPrefix, DefaultRedisKeyPrefix)
+	setDefault(&r.Timeout, Duration(DefaultRedisTimeout))
 }
 
 func budgetDefaults(rls []RateLimit, qs []Quota) {

@@ -227,6 +227,9 @@ type Budgets struct {
 	RateLimits []RateLimit `yaml:"rate_limits"`
 	// Quotas bound tools/call requests per day or month.
 	Quotas []Quota `yaml:"quotas"`
+	// Redis, if set, is where budgets are counted. nil: in the session
+	// store's Redis (sessions.store: redis), else in process.
+	Redis *Redis `yaml:"redis"`
 }
 
 // TenantBudgets are a tenant's own budgets (see [Budgets]).

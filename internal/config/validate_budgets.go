@@ -17,6 +17,9 @@ func (v *validator) budgets(c *Config) {
 			v.addf("budgets.time_zone", "%q is not a known IANA time zone", b.TimeZone)
 		}
 	}
+	if b.Redis != nil {
+		v.redis("budgets.redis", b.Redis)
+	}
 	v.rateLimits("budgets.rate_limits", b.RateLimits)
 	v.quotas("budgets.quotas", b.Quotas)
 	for i := range c.Tenants {

@@ -44,7 +44,7 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 		log = slog.New(slog.DiscardHandler)
 	}
 	fmt.Fprintf(w, "tenant %q\n", id)
-	plan := budget.Compile(cfg)[id]
+	plan := budget.Compile(cfg).Tenant(id)
 	if plan != nil {
 		for _, r := range plan.Edge {
 			fmt.Fprintf(w, "budget: rate limit %s on every request: %s\n", r.Name, r.Detail)

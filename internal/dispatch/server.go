@@ -97,6 +97,8 @@ type Server struct {
 
 	budgets *budget.Engine // rate limits and quotas: see budgets.go
 	guards  *budget.Guards // upstreams' concurrency gates and circuit breakers
+	// closeBudgets closes the budgets' own Redis client, if they have one.
+	closeBudgets func() error
 }
 
 // A State is one configuration snapshot and what was built from it. A request
@@ -115,8 +117,8 @@ type State struct {
 	// signer mints signed-identity tokens; nil when no upstream uses them.
 	signer  *identity.Signer
 	keysSum string // of the signing key files the signer was made from
-	// plans are each tenant's rate limits and quotas, by tenant id.
-	plans map[string]*budget.Plan
+	// plans are each tenant's rate limits and quotas.
+	plans *budget.Plans
 }
 
 // upstreamRef is one configured upstream and its client.
@@ -163,7 +165,12 @@ func New(opts Options) (*Server, error) {
 		tracer:   telemetry.Tracer(opts.TracerProvider),
 		audit:    opts.Audit,
 	}
-	h.budgets = budget.NewEngine(budgetStore(opts.Store), log, opts.Now)
+	bstore, closeBudgets, err := budgetStore(opts.Config, opts.Store)
+	if err != nil {
+		return nil, err
+	}
+	h.closeBudgets = closeBudgets
+	h.budgets = budget.NewEngine(bstore, log, opts.Now)
 	h.budgets.OnQuota = opts.Metrics.QuotaUsed
 	h.guards = budget.NewGuards()
 	h.guards.Notify = h.circuitChanged
@@ -256,6 +263,9 @@ func (h *Server) Close() error {
 	var errs []error
 	for _, up := range h.state.Load().upstreams {
 		errs = append(errs, up.client.Close())
+	}
+	if h.closeBudgets != nil {
+		errs = append(errs, h.closeBudgets())
 	}
 	return errors.Join(errs...)
 }

@@ -226,6 +226,7 @@ func keepRestartOnly(cur, next *config.Config, warn func(string, ...any)) *confi
 	keep("server.read_header_timeout", cur.Server.ReadHeaderTimeout, c.Server.ReadHeaderTimeout, func() { c.Server.ReadHeaderTimeout = cur.Server.ReadHeaderTimeout })
 	keep("sessions", cur.Sessions, c.Sessions, func() { c.Sessions = cur.Sessions })
 	keep("telemetry", cur.Telemetry, c.Telemetry, func() { c.Telemetry = cur.Telemetry })
+	keep("budgets.redis", cur.Budgets.Redis, c.Budgets.Redis, func() { c.Budgets.Redis = cur.Budgets.Redis })
 	return &c
 }
 

@@ -406,55 +406,16 @@ return {1}
 // [Redis.Ping] reports when it is up. Zero fields of cfg take the config
 // defaults (127.0.0.1:6379, key prefix "mcpgw:", timeout 500ms).
 func NewRedis(cfg config.Redis, opts RedisOptions) (*Redis, error) {
-	addrs := cfg.Addrs
-	if len(addrs) == 0 {
-		addrs = []string{defaultRedisAddr}
-	}
-	prefix := cfg.KeyPrefix
-	if prefix == "" {
-		prefix = defaultRedisKeyPrefix
-	}
-	// A brace in the prefix would become the key's Cluster hash tag, putting
-	// every session in one slot.
-	if strings.ContainsAny(prefix, "{}") {
-		return nil, fmt.Errorf("session: redis key prefix %q: must not contain '{' or '}'", prefix)
-	}
-	timeout := cfg.Timeout.D()
-	switch {
-	case timeout < 0:
-		return nil, fmt.Errorf("session: redis timeout %v: must not be negative", timeout)
-	case timeout == 0:
-		timeout = defaultRedisTimeout
+	uo, prefix, timeout, err := redisOptions(cfg)
+	if err != nil {
+		return nil, err
 	}
 	ttl := opts.IdleTTL
 	if ttl <= 0 {
 		ttl = DefaultIdleTTL
 	}
 	ttl = (ttl + time.Millisecond - 1).Truncate(time.Millisecond) // PEXPIRE's unit
-	poolTimeout := min(timeout, maxRedisPoolTimeout)
-
-	uo := &redis.UniversalOptions{
-		Addrs:      addrs,
-		MasterName: cfg.MasterName,
-		Username:   cfg.Username,
-		Password:   cfg.Password,
-		DB:         cfg.DB,
-		// See "Failures" in the Redis doc comment.
-		MaxRetries:    -1,
-		DialerRetries: 1,
-		DialTimeout:   timeout,
-		ReadTimeout:   timeout,
-		WriteTimeout:  timeout,
-		PoolTimeout:   poolTimeout,
-		// Let each call's deadline (callTimeout) bound dial, pool wait and
-		// I/O together.
-		ContextTimeoutEnabled: true,
-	}
-	if cfg.TLS {
-		// ServerName is left empty: crypto/tls takes it from the address
-		// dialed, which for Sentinel and Cluster is the node's, not a seed's.
-		uo.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
+	poolTimeout := uo.PoolTimeout
 	// See "Mailboxes" in the Redis doc comment. -1 means no read timeout;
 	// with ContextTimeoutEnabled, each Take's context deadline applies.
 	blocking := *uo
@@ -483,6 +444,75 @@ func NewRedis(cfg config.Redis, opts RedisOptions) (*Redis, error) {
 		r.boxBytes = DefaultMailboxBytes
 	}
 	return r, nil
+}
+
+// A RedisClient is a client of a Redis that the gateway keeps other state
+// in than sessions (budgets), made from the same settings as the store's.
+type RedisClient struct {
+	Client redis.UniversalClient
+	// Prefix prefixes every key.
+	Prefix string
+	// CallTimeout bounds one call.
+	CallTimeout time.Duration
+}
+
+// NewRedisClient returns a client for cfg, with the store's defaults and
+// failure behaviour (see [NewRedis]). It does not connect.
+func NewRedisClient(cfg config.Redis) (*RedisClient, error) {
+	uo, prefix, timeout, err := redisOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &RedisClient{Client: redis.NewUniversalClient(uo), Prefix: prefix, CallTimeout: timeout + uo.PoolTimeout}, nil
+}
+
+// redisOptions returns the client options of cfg, its key prefix and its
+// timeout. Zero fields of cfg take the config defaults.
+func redisOptions(cfg config.Redis) (*redis.UniversalOptions, string, time.Duration, error) {
+	addrs := cfg.Addrs
+	if len(addrs) == 0 {
+		addrs = []string{defaultRedisAddr}
+	}
+	prefix := cfg.KeyPrefix
+	if prefix == "" {
+		prefix = defaultRedisKeyPrefix
+	}
+	// A brace in the prefix would become the key's Cluster hash tag, putting
+	// every session in one slot.
+	if strings.ContainsAny(prefix, "{}") {
+		return nil, "", 0, fmt.Errorf("session: redis key prefix %q: must not contain '{' or '}'", prefix)
+	}
+	timeout := cfg.Timeout.D()
+	switch {
+	case timeout < 0:
+		return nil, "", 0, fmt.Errorf("session: redis timeout %v: must not be negative", timeout)
+	case timeout == 0:
+		timeout = defaultRedisTimeout
+	}
+	poolTimeout := min(timeout, maxRedisPoolTimeout)
+	uo := &redis.UniversalOptions{
+		Addrs:      addrs,
+		MasterName: cfg.MasterName,
+		Username:   cfg.Username,
+		Password:   cfg.Password,
+		DB:         cfg.DB,
+		// See "Failures" in the Redis doc comment.
+		MaxRetries:    -1,
+		DialerRetries: 1,
+		DialTimeout:   timeout,
+		ReadTimeout:   timeout,
+		WriteTimeout:  timeout,
+		PoolTimeout:   poolTimeout,
+		// Let each call's deadline (callTimeout) bound dial, pool wait and
+		// I/O together.
+		ContextTimeoutEnabled: true,
+	}
+	if cfg.TLS {
+		// ServerName is left empty: crypto/tls takes it from the address
+		// dialed, which for Sentinel and Cluster is the node's, not a seed's.
+		uo.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return uo, prefix, timeout, nil
 }
 
 // Close closes the connections to Redis. Calls after Close fail with
