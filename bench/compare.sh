@@ -16,6 +16,14 @@
 #              1,000 tenants and 50 upstreams in its config (the caller's
 #              tenant sees three); the summary ends with its ratios to
 #              gw-memory (issue 7: within 10%)
+#   gw-mem-budgets, gw-redis-budgets
+#              with BUDGETS=1, call scenarios only: gw-memory and gw-redis
+#              with budgets that apply to every call and never refuse one
+#              (a per-principal rate limit of every request, a per-tool
+#              one, a daily quota, a concurrency bound and a circuit
+#              breaker on the upstream); the summary ends with their ratios
+#              to gw-memory and gw-redis (issue 18: within 5% in memory,
+#              one Redis round trip with Redis)
 # Scenarios (name:clients:mode:payload): c1:1:call:100, c32:32:call:100,
 # c1-10k:1:call:10240, c32-10k:32:call:10240, and list:1:list:0, where
 # direct and proxy list one upstream with 1000 tools and the gateways list
@@ -39,6 +47,7 @@
 #                     cache; anonymous: auth.anonymous, no token
 #   GW_LOG_LEVEL [info]
 #   LARGE_CONFIG=1    add the gw-large target (configuration size)
+#   BUDGETS=1         add the gw-*-budgets targets (the cost of budgets)
 #   KEEP=1            keep the work directory (configs, logs, runs.jsonl)
 #
 # It stops every process it started, by PID, however it exits.
@@ -70,6 +79,7 @@ SCENARIOS=${SCENARIOS:-"c1:1:call:100 c32:32:call:100 c1-10k:1:call:10240 c32-10
 REDIS_ADDR=${REDIS_ADDR:-127.0.0.1:6379}
 POLICY=${POLICY:-1}
 LARGE_CONFIG=${LARGE_CONFIG:-0}
+BUDGETS=${BUDGETS:-0}
 GW_LOG_LEVEL=${GW_LOG_LEVEL:-info}
 AUTH=${AUTH:-bearer}
 if [[ $AUTH != bearer && $AUTH != anonymous ]]; then
@@ -277,7 +287,22 @@ gwconfig() {
 		echo "upstreams:"
 		for u in "$@"; do
 			printf '  - name: %s\n    url: "%s/mcp"\n' "${u%%=*}" "${u#*=}"
+			if [[ ${WITH_BUDGETS:-0} == 1 ]]; then
+				printf '    concurrency: { max_in_flight: 1000, per_tenant: 1000 }\n'
+				printf '    circuit_breaker: { failures: 1000 }\n'
+			fi
 		done
+		if [[ ${WITH_BUDGETS:-0} == 1 ]]; then
+			# Every call passes each of these; none ever refuses one.
+			cat <<-EOF
+				budgets:
+				  rate_limits:
+				    - { name: per-user, per: [principal], requests: 1000000 }
+				    - { name: per-tool, per: [principal, tool], requests: 1000000 }
+				  quotas:
+				    - { name: daily, calls: 1000000000 }
+			EOF
+		fi
 		# With AUTH=bearer (the default), every request carries the
 		# token of bench/issuer, tenant "default", as the issue's targets
 		# assume; with AUTH=anonymous every caller is the anonymous
@@ -329,21 +354,20 @@ gwconfig_large() {
 	} >"$file"
 }
 
-# config_size_summary: gw-large against gw-memory, per call scenario: the
+# pair_summary TITLE A B: target B against target A, per call scenario: the
 # median over rounds of each round's ratio of p50 latencies and of req/s.
-config_size_summary() {
-	local scen name clients mode payload round m l p50 rps
+pair_summary() {
+	local title=$1 a=$2 b=$3 scen name clients mode payload round m l p50 rps
 	echo
-	echo "configuration size: gw-large (1,000 tenants, 50 upstreams) / gw-memory (1 tenant, 1 upstream),"
-	echo "median over rounds of each round's ratio (issue 7: per-call figures within 10%):"
+	echo "$title"
 	printf '%10s  %10s  %10s\n' scenario "p50 ratio" "req/s ratio"
 	for scen in $SCENARIOS; do
 		IFS=: read -r name clients mode payload <<<"$scen"
 		if [[ $mode == list ]]; then continue; fi
 		p50=() rps=()
 		for ((round = 1; round <= ROUNDS; round++)); do
-			m=$(grep -F "\"scenario\":\"$name\"" "$runs" | grep -F '"target":"gw-memory"' | grep -F "\"round\":\"$round\"" | grep -v annotation | head -n1) || true
-			l=$(grep -F "\"scenario\":\"$name\"" "$runs" | grep -F '"target":"gw-large"' | grep -F "\"round\":\"$round\"" | grep -v annotation | head -n1) || true
+			m=$(grep -F "\"scenario\":\"$name\"" "$runs" | grep -F "\"target\":\"$a\"" | grep -F "\"round\":\"$round\"" | grep -v annotation | head -n1) || true
+			l=$(grep -F "\"scenario\":\"$name\"" "$runs" | grep -F "\"target\":\"$b\"" | grep -F "\"round\":\"$round\"" | grep -v annotation | head -n1) || true
 			if [[ -z $m || -z $l ]]; then continue; fi
 			p50+=("$(awk -v a="$(grep -oE '"p50":[0-9.]+' <<<"$l" | cut -d: -f2)" -v b="$(grep -oE '"p50":[0-9.]+' <<<"$m" | cut -d: -f2)" 'BEGIN { if (b > 0) printf "%.4f", a / b }')")
 			rps+=("$(awk -v a="$(grep -oE '"rps":[0-9.]+' <<<"$l" | cut -d: -f2)" -v b="$(grep -oE '"rps":[0-9.]+' <<<"$m" | cut -d: -f2)" 'BEGIN { if (b > 0) printf "%.4f", a / b }')")
@@ -383,6 +407,14 @@ if [[ $LARGE_CONFIG == 1 ]]; then
 	gwconfig_large "$work/gw-large.yaml" "$up_url"
 	gateway gw_large "$work/gw-large.yaml"
 fi
+if [[ $BUDGETS == 1 ]]; then
+	WITH_BUDGETS=1 gwconfig "$work/gw-mem-budgets.yaml" memory "up=$up_url"
+	gateway gw_mem_budgets "$work/gw-mem-budgets.yaml"
+	if [[ $have_redis == 1 ]]; then
+		WITH_BUDGETS=1 gwconfig "$work/gw-redis-budgets.yaml" redis "up=$up_url"
+		gateway gw_redis_budgets "$work/gw-redis-budgets.yaml"
+	fi
+fi
 
 # The list scenario: 1000 tools from one upstream (direct, proxy), or from
 # 20 upstreams of 50 (the gateways; the same server under 20 names).
@@ -404,6 +436,10 @@ fi
 targets=(direct proxy gw-memory)
 if [[ $have_redis == 1 ]]; then targets+=(gw-redis); fi
 if [[ $LARGE_CONFIG == 1 ]]; then targets+=(gw-large); fi
+if [[ $BUDGETS == 1 ]]; then
+	targets+=(gw-mem-budgets)
+	if [[ $have_redis == 1 ]]; then targets+=(gw-redis-budgets); fi
+fi
 runs="$work/runs.jsonl"
 : >"$runs"
 
@@ -419,6 +455,8 @@ endpoint() {
 	gw-memory:*) echo "$gw_memory_url/mcp" ;;
 	gw-redis:*) echo "$gw_redis_url/mcp" ;;
 	gw-large:*) echo "$gw_large_url/mcp" ;;
+	gw-mem-budgets:*) echo "$gw_mem_budgets_url/mcp" ;;
+	gw-redis-budgets:*) echo "$gw_redis_budgets_url/mcp" ;;
 	esac
 }
 
@@ -431,8 +469,11 @@ upstream_lists() {
 
 nscen=$(wc -w <<<"$SCENARIOS")
 total=$((nscen * ROUNDS * ${#targets[@]}))
-if [[ $LARGE_CONFIG == 1 && " $SCENARIOS " == *:list:* ]]; then
-	total=$((total - ROUNDS)) # gw-large runs the call scenarios only
+if [[ " $SCENARIOS " == *:list:* ]]; then
+	# gw-large and the budget targets run the call scenarios only.
+	for target in "${targets[@]}"; do
+		case $target in gw-large | *-budgets) total=$((total - ROUNDS)) ;; esac
+	done
 fi
 n=0
 failed=0
@@ -442,7 +483,7 @@ for scen in $SCENARIOS; do
 	for ((round = 1; round <= ROUNDS; round++)); do
 		for ((i = 0; i < ${#targets[@]}; i++)); do
 			target=${targets[$(((i + round - 1) % ${#targets[@]}))]}
-			if [[ $target == gw-large && $mode == list ]]; then continue; fi
+			if [[ ($target == gw-large || $target == *-budgets) && $mode == list ]]; then continue; fi
 			n=$((n + 1))
 			tool=echo
 			if [[ $target == gw-* ]]; then tool=up__echo; fi
@@ -489,12 +530,21 @@ meta=(-meta "rounds=$ROUNDS" -meta "duration=$DURATION" -meta "warmup=$WARMUP"
 	-meta "cpus=$(nproc 2>/dev/null || echo '?')" -meta "go=$(go env GOVERSION)"
 	-meta "commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+dirty')"
 	-meta "upstream=$([[ "${UPSTREAM_JSON:-}" == 1 ]] && echo json || echo sse)"
-	-meta "policy=$POLICY" -meta "auth=$AUTH" -meta "redis=$have_redis" -meta "large_config=$LARGE_CONFIG")
+	-meta "policy=$POLICY" -meta "auth=$AUTH" -meta "redis=$have_redis" -meta "large_config=$LARGE_CONFIG" -meta "budgets=$BUDGETS")
 sumargs=("${meta[@]}")
 if [[ -n $out ]]; then sumargs+=(-o "$out"); fi
 echo
 bin/bench-summarize "${sumargs[@]}" "$runs"
-if [[ $LARGE_CONFIG == 1 ]]; then config_size_summary; fi
+if [[ $LARGE_CONFIG == 1 ]]; then
+	pair_summary "configuration size: gw-large (1,000 tenants, 50 upstreams) / gw-memory (1 tenant, 1 upstream),
+median over rounds of each round's ratio (issue 7: per-call figures within 10%):" gw-memory gw-large
+fi
+if [[ $BUDGETS == 1 ]]; then
+	pair_summary "budgets: gw-mem-budgets / gw-memory, median over rounds of each round's ratio (issue 18: within 5%):" gw-memory gw-mem-budgets
+	if [[ $have_redis == 1 ]]; then
+		pair_summary "budgets: gw-redis-budgets / gw-redis, median over rounds of each round's ratio:" gw-redis gw-redis-budgets
+	fi
+fi
 if [[ -n $out ]]; then log "wrote $out"; fi
 if [[ $failed -gt 0 ]]; then
 	log "$failed runs failed"

@@ -307,9 +307,18 @@ tenants:
         tools: { allow: ["e*", "fail"], deny: ["fail"] }
         resources: { allow: ["test://alpha/items/*"] }
         required_scopes: { echo: ["mcp:write"] }
+    budgets:
+      quotas:
+        - { name: echo-daily, tools: ["echo"], calls: 100 }
+budgets:
+  rate_limits:
+    - { name: per-user, per: [principal], requests: 20 }
+    - { name: alpha-calls, upstreams: ["alpha"], requests: 5, interval: 1m }
 upstreams:
   - name: alpha
     url: "`+a.URL+`"
+    concurrency: { max_in_flight: 8 }
+    circuit_breaker: { failures: 3 }
   - name: beta
     url: "`+b.URL+`"
 `)
@@ -327,6 +336,13 @@ upstreams:
 		`- alpha+test://alpha/readme`,
 		`+ alpha+test://alpha/items/{id}`,
 		`upstream beta: hidden (not listed for this tenant; never initialized for its sessions)`,
+		`budget: rate limit per-user on every request: 20 requests per 1s per tenant and principal`,
+		`budget: rate limit alpha-calls: 5 requests per 1m0s per tenant, upstreams alpha`,
+		`budget: quota echo-daily: 100 tool calls per day per tenant, tools echo`,
+		`concurrency: 8 in flight per replica, 8 queued for at most 1s`,
+		`circuit breaker: opens after 3 consecutive failures for 30s, 1 probes at once`,
+		`budgets of its prompts, resources and completions: rate limit alpha-calls`,
+		`requires scopes [mcp:write]; budgets: rate limit alpha-calls, quota echo-daily`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain output lacks %q:\n%s", want, out)
@@ -334,6 +350,45 @@ upstreams:
 	}
 	if code, _, errOut := runCmd(t, nil, "explain", "-config", cfg, "-tenant", "initech"); code != 1 || !strings.Contains(errOut, "unknown tenant") {
 		t.Errorf("unknown tenant: %d %s", code, errOut)
+	}
+}
+
+// TestValidateBudgets: every mistake in budgets is reported at once, with
+// its line and key.
+func TestValidateBudgets(t *testing.T) {
+	f := testkit.WriteFile(t, "budgets.yaml", `auth:
+  anonymous: true
+budgets:
+  time_zone: Mars/Olympus
+  rate_limits:
+    - { name: Bad_Name, per: [user], requests: 5 }
+    - { name: dup, requests: 5, on_store_error: maybe }
+    - { name: dup, tools: ["[a-"], requests: 1 }
+  quotas:
+    - { name: q, period: week }
+upstreams:
+  - name: a
+    url: "http://127.0.0.1:9/mcp"
+    concurrency: { queue: 3 }
+`)
+	code, out, errOut := runCmd(t, nil, "validate", "-config", f)
+	if code != 1 {
+		t.Fatalf("validate: %d %s %s", code, out, errOut)
+	}
+	for _, want := range []string{
+		`budgets.time_zone: "Mars/Olympus" is not a known IANA time zone`,
+		`budgets.rate_limits[0].name: "Bad_Name" must contain only a-z, 0-9 and "-"`,
+		`budgets.rate_limits[0].per[0]: "user" must be "principal", "upstream" or "tool"`,
+		`budgets.rate_limits[1].on_store_error: "maybe" must be "open" or "closed"`,
+		`budgets.rate_limits[2].name: duplicate name "dup" (also [1])`,
+		`budgets.rate_limits[2].tools[0]: "[a-" is not a valid glob pattern`,
+		`budgets.quotas[0].calls: is required`,
+		`budgets.quotas[0].period: "week" must be "day" or "month"`,
+		`upstreams[0].concurrency.max_in_flight: is required`,
+	} {
+		if !strings.Contains(out+errOut, want) {
+			t.Errorf("validate output lacks %q:\n%s%s", want, out, errOut)
+		}
 	}
 }
 

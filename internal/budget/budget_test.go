@@ -171,7 +171,50 @@ func (failingStore) Allow(context.Context, string, Limit) (bool, time.Duration, 
 func (failingStore) Count(context.Context, string, int64, time.Time) (int64, bool, error) {
 	return 0, false, context.DeadlineExceeded
 }
-func (failingStore) remote() bool { return true }
+func (failingStore) Uncount(context.Context, string) error { return context.DeadlineExceeded }
+func (failingStore) remote() bool                           { return true }
+
+// remoteMemory is a memory store that calls itself remote, so that the
+// engine runs its checks at once, as with Redis.
+type remoteMemory struct{ *Memory }
+
+func (remoteMemory) remote() bool { return true }
+
+// TestRefusedCallsDoNotCount: checked at once (as with Redis) or one after
+// the other, a call that a rate limit or another quota refuses counts
+// against no quota.
+func TestRefusedCallsDoNotCount(t *testing.T) {
+	c := baseConfig()
+	c.Budgets.RateLimits = []config.RateLimit{{Name: "r", Tools: []string{"slow"}, Requests: 1, Interval: config.Duration(time.Hour)}}
+	c.Budgets.Quotas = []config.Quota{{Name: "all", Calls: 100}, {Name: "few", Tools: []string{"few"}, Calls: 1}}
+	p := planFor(t, c, "default")
+	for _, remote := range []bool{false, true} {
+		m := NewMemory(0)
+		var store Store = m
+		if remote {
+			store = remoteMemory{m}
+		}
+		e := NewEngine(store, nil, nil)
+		who := Who{Tenant: "default"}
+		for i, tc := range []struct {
+			tool string
+			want Kind
+		}{{"slow", ""}, {"slow", KindRateLimit}, {"few", ""}, {"few", KindQuota}, {"other", ""}} {
+			ref := e.Call(context.Background(), p, who, "gh", tc.tool)
+			if (ref == nil) != (tc.want == "") || (ref != nil && ref.Kind != tc.want) {
+				t.Fatalf("remote %v, call %d (%s): %+v", remote, i, tc.tool, ref)
+			}
+		}
+		var counts []int64
+		for _, c := range m.counters {
+			counts = append(counts, c.n)
+		}
+		// "all" counted the three calls let through; "few" its one.
+		if len(counts) != 2 || counts[0]+counts[1] != 4 {
+			t.Errorf("remote %v: counters %v, want 3 and 1", remote, counts)
+		}
+	}
+}
 
 // TestStoreErrors: by default a rate limit fails open and a quota closed;
 // each can be turned around.

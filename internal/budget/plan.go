@@ -295,33 +295,91 @@ func (e *Engine) Edge(ctx context.Context, p *Plan, who Who) *Refusal {
 
 // Call checks the rate limits and quotas of a request routed to upstream;
 // tool is the original name of a tools/call's tool, "" for other methods
-// (which quotas do not count). Quotas are counted only when every rate
-// limit let the call through.
+// (which quotas do not count). A call that a budget refuses counts against
+// no quota.
+//
+// With a store where each check is a round trip (Redis), every check runs
+// at once, so that the call waits for one round trip however many apply,
+// and a quota that counted a refused call gives it back. Otherwise the
+// rate limits run first, and quotas only once they let the call through.
 func (e *Engine) Call(ctx context.Context, p *Plan, who Who, upstream, tool string) *Refusal {
 	if p == nil {
 		return nil
 	}
-	var rules []*RateRule
+	var buf [8]check
+	checks := buf[:0]
 	for _, r := range p.Calls {
 		if r.Applies(upstream, tool) {
-			rules = append(rules, r)
+			checks = append(checks, check{rate: r})
 		}
 	}
-	if ref := e.rates(ctx, rules, who, upstream, tool); ref != nil {
-		return ref
+	rates := len(checks)
+	if tool != "" {
+		for _, q := range p.Quotas {
+			if q.Applies(upstream, tool) {
+				checks = append(checks, check{quota: q})
+			}
+		}
 	}
-	if tool == "" {
+	switch {
+	case len(checks) == 0:
 		return nil
-	}
-	for _, q := range p.Quotas {
-		if !q.Applies(upstream, tool) {
-			continue
+	case len(checks) > 1 && e.store.remote():
+		var wg sync.WaitGroup
+		for i := range checks {
+			wg.Go(func() { e.run(ctx, p, &checks[i], who, upstream, tool) })
 		}
-		if ref := e.quota(ctx, p, q, who); ref != nil {
-			return ref
+		wg.Wait()
+	default:
+		for i := range checks {
+			if i == rates && refused(checks[:rates]) != nil {
+				break // no quota counts a call a rate limit refused
+			}
+			e.run(ctx, p, &checks[i], who, upstream, tool)
+			if i >= rates && checks[i].ref != nil {
+				break
+			}
 		}
 	}
-	return nil
+	ref := refused(checks[:rates])
+	if ref == nil {
+		ref = refused(checks[rates:])
+	}
+	if ref != nil {
+		for _, c := range checks[rates:] {
+			if c.counted != "" {
+				if err := e.store.Uncount(ctx, c.counted); err != nil {
+					e.storeError(c.quota.Name, err)
+				}
+			}
+		}
+	}
+	return ref
+}
+
+// A check is one rule checked for one call, and how it went.
+type check struct {
+	rate    *RateRule
+	quota   *QuotaRule
+	ref     *Refusal
+	counted string // the key of the quota counter that counted the call
+}
+
+func (e *Engine) run(ctx context.Context, p *Plan, c *check, who Who, upstream, tool string) {
+	if c.rate != nil {
+		c.ref = e.rate(ctx, c.rate, who, upstream, tool)
+	} else {
+		c.ref, c.counted = e.quota(ctx, p, c.quota, who)
+	}
+}
+
+// refused returns the refusal of checks whose retry is furthest, or nil.
+func refused(checks []check) *Refusal {
+	var worst *Refusal
+	for _, c := range checks {
+		worst = tighter(worst, c.ref)
+	}
+	return worst
 }
 
 // rates checks rules, all at once when each is a round trip. Several may
@@ -372,24 +430,27 @@ func (e *Engine) rate(ctx context.Context, r *RateRule, who Who, upstream, tool 
 	return &Refusal{Kind: KindRateLimit, Name: r.Name, Detail: r.Detail, RetryAfter: retry}
 }
 
-func (e *Engine) quota(ctx context.Context, p *Plan, q *QuotaRule, who Who) *Refusal {
+// quota counts a call against q. It returns the refusal, or the key of
+// the counter that counted the call.
+func (e *Engine) quota(ctx context.Context, p *Plan, q *QuotaRule, who Who) (*Refusal, string) {
 	now := e.now()
 	id, end := q.period(now, p.loc)
-	used, ok, err := e.store.Count(ctx, key("q", who.Tenant, q.Name)+":"+id, q.calls, end)
+	k := key("q", who.Tenant, q.Name) + ":" + id
+	used, ok, err := e.store.Count(ctx, k, q.calls, end)
 	if err != nil {
 		e.storeError(q.Name, err)
 		if q.failOpen {
-			return nil
+			return nil, ""
 		}
-		return &Refusal{Kind: KindQuota, Name: q.Name, Detail: q.Detail, RetryAfter: time.Second, StoreError: true}
+		return &Refusal{Kind: KindQuota, Name: q.Name, Detail: q.Detail, RetryAfter: time.Second, StoreError: true}, ""
 	}
 	if e.OnQuota != nil {
 		e.OnQuota(who.Tenant, q.Name, used)
 	}
 	if ok {
-		return nil
+		return nil, k
 	}
-	return &Refusal{Kind: KindQuota, Name: q.Name, Detail: q.Detail + ", resets " + end.Format(time.RFC3339), RetryAfter: end.Sub(now)}
+	return &Refusal{Kind: KindQuota, Name: q.Name, Detail: q.Detail + ", resets " + end.Format(time.RFC3339), RetryAfter: end.Sub(now)}, ""
 }
 
 // storeErrorLogEvery bounds the log lines of a failing store: the first

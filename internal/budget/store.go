@@ -28,6 +28,9 @@ type Store interface {
 	// Count adds one to the counter at key, which ends at end, unless it
 	// holds max already. used is the count after.
 	Count(ctx context.Context, key string, max int64, end time.Time) (used int64, ok bool, err error)
+	// Uncount takes back one count of a call that Count counted and
+	// another budget refused.
+	Uncount(ctx context.Context, key string) error
 	// remote reports whether each call is a round trip (worth running
 	// several at once).
 	remote() bool
@@ -138,6 +141,16 @@ func (m *Memory) Count(_ context.Context, key string, max int64, end time.Time) 
 	return c.n, true, nil
 }
 
+// Uncount implements Store.
+func (m *Memory) Uncount(_ context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.counters[key]; c != nil && c.n > 0 {
+		c.n--
+	}
+	return nil
+}
+
 // Redis is a Store on Redis, shared by every replica that uses the same
 // Redis and key prefix. Rate limits are go-redis/redis_rate's GCRA: one
 // script call per limit. A quota is an INCR and an EXPIREAT in one
@@ -191,4 +204,11 @@ func (r *Redis) Count(ctx context.Context, key string, max int64, end time.Time)
 	// makes the quota stricter for the rest of the period.
 	_ = r.rdb.Decr(ctx, k).Err()
 	return max, false, nil
+}
+
+// Uncount implements Store.
+func (r *Redis) Uncount(ctx context.Context, key string) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	return r.rdb.Decr(ctx, r.prefix+"quota:"+key).Err()
 }

@@ -140,3 +140,36 @@ func BenchmarkToolsCallCredentials(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkToolsCallBudgets is BenchmarkToolsCall/100B with budgets that
+// apply to every call and never refuse one (a rate limit of every
+// request, one per tool, a daily quota, a concurrency bound and a circuit
+// breaker), counted in process or in Redis, next to none: the per-call
+// cost of budgets.
+func BenchmarkToolsCallBudgets(b *testing.B) {
+	raw := testkit.NewRawUpstream(b)
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"raw__raw","arguments":{"q":"` + strings.Repeat("x", 100) + `"}}}`
+	budgets := func(c *config.Config) {
+		c.Upstreams[0].Concurrency = &config.Concurrency{MaxInFlight: 1000}
+		c.Upstreams[0].CircuitBreaker = &config.CircuitBreaker{Failures: 1000}
+		c.Budgets.RateLimits = []config.RateLimit{
+			{Name: "per-user", Per: []string{config.PerPrincipal}, Requests: 1_000_000},
+			{Name: "per-tool", Per: []string{config.PerPrincipal, config.PerTool}, Requests: 1_000_000},
+		}
+		c.Budgets.Quotas = []config.Quota{{Name: "daily", Calls: 1_000_000_000}}
+	}
+	for _, v := range []struct {
+		name  string
+		edits []func(*config.Config)
+	}{
+		{"none", nil},
+		{"memory", []func(*config.Config){budgets}},
+		{"redis-none", []func(*config.Config){redisStore(b)}},
+		{"redis", []func(*config.Config){redisStore(b), budgets}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			url := startGateway(b, []upstreamSpec{{name: "raw", url: raw.URL}}, v.edits...)
+			benchCalls(b, url, body)
+		})
+	}
+}

@@ -65,7 +65,7 @@ func TestHostileSessionCapPerPrincipal(t *testing.T) {
 		store func(t *testing.T) func(*config.Config)
 	}{
 		{"memory", func(*testing.T) func(*config.Config) { return func(*config.Config) {} }},
-		{"redis", redisStore},
+		{"redis", func(t *testing.T) func(*config.Config) { return redisStore(t) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := testkit.NewUpstream(t, "alpha")

@@ -14,7 +14,7 @@ import (
 
 // redisStore points a test gateway at the real Redis with a key prefix of
 // its own.
-func redisStore(t *testing.T) func(*config.Config) {
+func redisStore(t testing.TB) func(*config.Config) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	prefix := "mcpgw-gwtest-" + hex.EncodeToString(b[:]) + ":"
