@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -325,11 +326,7 @@ func (e *Engine) Call(ctx context.Context, p *Plan, who Who, upstream, tool stri
 	case len(checks) == 0:
 		return nil
 	case len(checks) > 1 && e.store.remote():
-		var wg sync.WaitGroup
-		for i := range checks {
-			wg.Go(func() { e.run(ctx, p, &checks[i], who, upstream, tool) })
-		}
-		wg.Wait()
+		e.runAll(ctx, p, checks, who, upstream, tool)
 	default:
 		for i := range checks {
 			if i == rates && refused(checks[:rates]) != nil {
@@ -355,6 +352,18 @@ func (e *Engine) Call(ctx context.Context, p *Plan, who Who, upstream, tool stri
 		}
 	}
 	return ref
+}
+
+// runAll runs checks at once. They are copied, so that the caller's stay
+// on its stack when the store is not remote.
+func (e *Engine) runAll(ctx context.Context, p *Plan, checks []check, who Who, upstream, tool string) {
+	cs := slices.Clone(checks)
+	var wg sync.WaitGroup
+	for i := range cs {
+		wg.Go(func() { e.run(ctx, p, &cs[i], who, upstream, tool) })
+	}
+	wg.Wait()
+	copy(checks, cs)
 }
 
 // A check is one rule checked for one call, and how it went.

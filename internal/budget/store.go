@@ -89,15 +89,17 @@ func (m *Memory) Allow(_ context.Context, key string, l Limit) (bool, time.Durat
 		lim.SetLimitAt(now, every)
 		lim.SetBurstAt(now, l.Burst)
 	}
+	if lim.AllowN(now, 1) {
+		return true, 0, nil
+	}
+	// Refused: when would it be allowed?
 	r := lim.ReserveN(now, 1)
 	if !r.OK() {
 		return false, l.Period, nil
 	}
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return false, d, nil
-	}
-	return true, 0, nil
+	d := r.DelayFrom(now)
+	r.CancelAt(now)
+	return false, d, nil
 }
 
 func (m *Memory) sweepBuckets(now time.Time) {

@@ -338,3 +338,27 @@ func TestBudgetStoreDown(t *testing.T) {
 		return !isErr
 	})
 }
+
+// TestBudgetErrorForOtherMethods: a method other than tools/call over a
+// budget gets a JSON-RPC error whose data names the budget and the retry.
+func TestBudgetErrorForOtherMethods(t *testing.T) {
+	a := testkit.NewUpstreamWith(t, "alpha", testkit.UpstreamOptions{JSONResponse: true})
+	url := startGateway(t, []upstreamSpec{spec(a)}, func(c *config.Config) {
+		c.Budgets.RateLimits = []config.RateLimit{{Name: "alpha-calls", Upstreams: []string{"alpha"}, Requests: 1, Interval: config.Duration(time.Minute)}}
+	})
+	sid := initialize(t, url)
+	get := `{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"alpha__greet","arguments":{"who":"x"}}}`
+	if body := postJSON(t, url, sid, get); !strings.Contains(body, `"result"`) {
+		t.Fatalf("first prompts/get: %s", body)
+	}
+	body := postJSON(t, url, sid, get)
+	want := `{"jsonrpc":"2.0","id":2,"error":{"code":-31429,"message":"Rate limit \"alpha-calls\" exceeded (1 requests per 1m0s per tenant, upstreams alpha). Retry after 60s.","data":{"budget":"rate_limit","name":"alpha-calls","retryAfterSeconds":60}}}`
+	if body != want {
+		t.Errorf("second prompts/get:\n got %s\nwant %s", body, want)
+	}
+	// Lists are not routed to one upstream: no rule of an upstream counts
+	// them.
+	if body := postJSON(t, url, sid, `{"jsonrpc":"2.0","id":3,"method":"prompts/list"}`); !strings.Contains(body, "alpha__greet") {
+		t.Errorf("prompts/list: %s", body)
+	}
+}
