@@ -172,7 +172,7 @@ func (failingStore) Count(context.Context, string, int64, time.Time) (int64, boo
 	return 0, false, context.DeadlineExceeded
 }
 func (failingStore) Uncount(context.Context, string) error { return context.DeadlineExceeded }
-func (failingStore) remote() bool                           { return true }
+func (failingStore) remote() bool                          { return true }
 
 // remoteMemory is a memory store that calls itself remote, so that the
 // engine runs its checks at once, as with Redis.
