@@ -44,9 +44,9 @@ const (
 // it that is still pending.
 var errUnsolicited = errors.New("unsolicited answer")
 
-// inputCapability is the client capability an upstream's request for
+// InputCapability is the client capability an upstream's request for
 // input needs, "" for a method that is none.
-func inputCapability(method string) string {
+func InputCapability(method string) string {
 	switch method {
 	case "elicitation/create":
 		return "elicitation"
@@ -61,7 +61,7 @@ func inputCapability(method string) string {
 // can reports whether the client declared the capability an upstream's
 // request for input needs.
 func (b *Bridge) can(who *Caller, method string) bool {
-	c := inputCapability(method)
+	c := InputCapability(method)
 	return c != "" && len(who.Caps) > 0 && b.caps(who.Caps)[c]
 }
 
@@ -311,7 +311,7 @@ func (b *Bridge) pumpInput(life context.Context, up Upstream, resp Stream, pump 
 		case jsonrpc.KindNotification:
 			b.observe(up.Name(), msg) // nobody to relay it to
 		case jsonrpc.KindRequest:
-			c := inputCapability(msg.Method)
+			c := InputCapability(msg.Method)
 			switch {
 			case msg.Method == "ping":
 				_ = up.Reply(life, resp.Session(), msg.ID, json.RawMessage(`{}`), nil)

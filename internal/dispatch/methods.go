@@ -278,7 +278,10 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 	var je *jsonrpc.Error
 	var re *catalog.ResolveError
 	var ue *upstream.Error
+	var ce *CapabilityError
 	switch {
+	case errors.As(err, &ce):
+		return ce.RPCError()
 	case errors.As(err, new(*ScopeError)):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	case errors.As(err, &re):

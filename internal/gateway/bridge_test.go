@@ -276,20 +276,49 @@ func TestSessionClientElicitationForwarded(t *testing.T) {
 
 // TestElicitationWithoutCapability: a client that did not declare
 // elicitation never sees the request; the upstream gets a refusal at once
-// (no hang until its timeout), whatever the client's revision.
+// (no hang until its timeout), whatever the client's revision. A
+// 2025-11-25 client gets the upstream's answer to that refusal; a
+// 2026-07-28 client MissingRequiredClientCapabilityError with HTTP 400
+// (2026-07-28 basic/index, "Per-request protocol fields").
 func TestElicitationWithoutCapability(t *testing.T) {
 	a := testkit.NewUpstream(t, "alpha")
 	url := startGateway(t, []upstreamSpec{spec(a)})
-	for _, v := range []string{"2025-11-25", "2026-07-28"} {
-		cs := testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: v})
-		start := time.Now()
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__ask"})
-		if err != nil {
-			t.Fatal(err)
+	cs := testkit.Connect(t, url, nil)
+	start := time.Now()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__ask"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(text(t, res), "cannot ask") || time.Since(start) > 5*time.Second {
+		t.Errorf("2025-11-25: %v %q after %v", res.IsError, text(t, res), time.Since(start))
+	}
+
+	validate := schemaValidator(t)
+	start = time.Now()
+	resp, body := do(t, post2026(t, url, 7, "tools/call", `"name":"alpha__ask"`, func(r *http.Request) { r.Header.Set("Mcp-Name", "alpha__ask") }))
+	if resp.StatusCode != 400 || time.Since(start) > 5*time.Second {
+		t.Fatalf("2026-07-28: %d after %v: %s", resp.StatusCode, time.Since(start), body)
+	}
+	validate("MissingRequiredClientCapabilityError", body)
+	var m struct {
+		ID    int
+		Error struct {
+			Code int
+			Data struct {
+				RequiredCapabilities map[string]json.RawMessage
+			}
 		}
-		if !res.IsError || !strings.Contains(text(t, res), "cannot ask") || time.Since(start) > 5*time.Second {
-			t.Errorf("%s: %v %q after %v", v, res.IsError, text(t, res), time.Since(start))
-		}
+	}
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.ID != 7 || m.Error.Code != -32021 || len(m.Error.Data.RequiredCapabilities) != 1 || string(m.Error.Data.RequiredCapabilities["elicitation"]) != "{}" {
+		t.Errorf("2026-07-28: %s", body)
+	}
+	// The SDK's client sees the error.
+	cs = testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: "2026-07-28"})
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__ask"}); err == nil || !strings.Contains(err.Error(), "elicitation") {
+		t.Errorf("2026-07-28 SDK client: %v", err)
 	}
 }
 

@@ -281,7 +281,8 @@ func (r *responder) Stream() { r.startSSE() }
 func (r *responder) Collects() bool { return r.discard }
 
 // Refuse implements dispatch.Out: a header mismatch is a 400 (2026-07-28
-// basic/transports/streamable-http, "Server Validation"), a missing scope a
+// basic/transports/streamable-http, "Server Validation"), so is a missing
+// client capability (basic/index, "Per-request protocol fields"), a missing scope a
 // 403 step-up challenge (2025-11-25 basic/authorization, "Scope Challenge
 // Handling"), when nothing was written yet.
 func (r *responder) Refuse(id jsonrpc.ID, err error) bool {
@@ -290,7 +291,12 @@ func (r *responder) Refuse(id jsonrpc.ID, err error) bool {
 	}
 	var hm *catalog.HeaderMismatchError
 	var se *dispatch.ScopeError
+	var ce *dispatch.CapabilityError
 	switch {
+	case errors.As(err, &ce):
+		// 2026-07-28 basic/index, "Per-request protocol fields".
+		r.final(http.StatusBadRequest, jsonrpc.AppendError(nil, id, ce.RPCError()))
+		return true
 	case errors.As(err, &hm):
 		r.final(http.StatusBadRequest, jsonrpc.AppendError(nil, id, &jsonrpc.Error{Code: protocol.CodeHeaderMismatch, Message: hm.Error()}))
 		return true
