@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -189,7 +192,7 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, err e
 		outcome = telemetry.OutcomeToolError
 		telemetry.SetToolError(span)
 	case err == nil:
-	case errors.Is(context.Cause(ctx), errCancelledByClient):
+	case errors.Is(context.Cause(ctx), errCancelledByClient), ClientGone(ctx, err):
 		outcome = telemetry.OutcomeCancelled
 		telemetry.SetError(span, err)
 	case errors.As(err, &re) && re.DeniedBy != "":
@@ -264,6 +267,18 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, err e
 
 var errCancelledByClient = errors.New("request cancelled by the client")
 
+// ClientGone reports whether a request failed because its client went
+// away: the request's context was cancelled (net/http does so when the
+// connection closes), or writing to the client failed. That is no failure
+// of the gateway's, and is not logged as one.
+func ClientGone(ctx context.Context, err error) bool {
+	if errors.Is(context.Cause(ctx), context.Canceled) {
+		return true
+	}
+	return err != nil && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.ErrClosedPipe) || errors.Is(err, net.ErrClosed))
+}
+
 // ScopeError says the token lacks scopes a tool requires. Its answer is a
 // step-up challenge, where the transport can still give one.
 type ScopeError struct{ Scopes []string }
@@ -299,6 +314,9 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request cancelled"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request timed out"}
+	case ClientGone(ctx, err):
+		h.log.Debug("client gone", "rpc_method", method, "error", err)
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request cancelled"}
 	default:
 		h.log.Error("request failed", "rpc_method", method, "error", err)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error"}

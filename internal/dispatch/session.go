@@ -103,7 +103,11 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 	wg.Wait()
 	if failed != nil {
 		// Never hand out an id whose record could not be completed.
-		h.log.Error("creating session", "error", failed)
+		if ClientGone(ctx, failed) {
+			h.log.Debug("creating session: client gone", "error", failed)
+		} else {
+			h.log.Error("creating session", "error", failed)
+		}
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
 		_ = h.store.Delete(dctx, rec.ID)
 		cancel()

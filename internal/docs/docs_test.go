@@ -530,10 +530,11 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.LimitRejection(telemetry.LimitSessionsPrincipal, "acme")
 	m.NameFlagged("github", telemetry.NameControlCharacter)
 	m.TokenFetch("github", "client_credentials", "ok")
+	m.LogSuppressed("session store")
 	return []string{
 		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial",
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed",
-		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "TokenFetch",
+		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "TokenFetch", "LogSuppressed",
 		"Handler", // serves, records nothing
 	}
 }

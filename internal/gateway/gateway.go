@@ -101,6 +101,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
+	// A failure every request meets (the store down) is logged once per
+	// window, not once per request.
+	log = slog.New(telemetry.NewLogLimiter(log.Handler(), metrics))
 	var expire atomic.Pointer[dispatch.Server]
 	var store store
 	switch cfg.Sessions.Store {
@@ -134,7 +138,6 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 			},
 		})
 	}
-	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
 	if m, ok := store.(*session.Memory); ok {
 		metrics.SetSessionsActiveFunc(m.Len)
 	}

@@ -72,7 +72,10 @@ func startGatewayWith(t testing.TB, opts gateway.Options, ups []upstreamSpec, ed
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	opts.Logger, opts.Version = testLogger(t), "test"
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
+	opts.Version = "test"
 	g, err := gateway.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -109,6 +109,7 @@ type Metrics struct {
 	limits   *prometheus.CounterVec
 	names    *prometheus.CounterVec
 	tokens   *prometheus.CounterVec
+	logSup   *prometheus.CounterVec
 
 	sessions   atomic.Int64
 	sessionsFn atomic.Pointer[func() int]
@@ -118,6 +119,7 @@ type Metrics struct {
 	toolNames *cappedByKey
 	reasons   *capped
 	kinds     *capped
+	logMsgs   *capped
 
 	generation atomic.Int64
 	now        func() time.Time
@@ -189,12 +191,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcpgw_upstream_token_fetches_total",
 			Help: "Tokens the gateway fetched for upstream requests, by upstream, mode and outcome.",
 		}, []string{"upstream", "mode", "outcome"}),
+		logSup: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_log_suppressed_total",
+			Help: "Warning and error log records suppressed because one like them was logged within the rate-limit window, by message.",
+		}, []string{"message"}),
 
 		tenants:   newCapped(MaxTenantLabels),
 		upstreams: newCapped(MaxUpstreamLabels),
 		toolNames: newCappedByKey(MaxUpstreamLabels, MaxToolLabelsPerUpstream),
 		reasons:   newCapped(MaxReasonLabels),
 		kinds:     newCapped(MaxReasonLabels),
+		logMsgs:   newCapped(MaxLogMessageLabels),
 		now:       time.Now,
 	}
 	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -205,7 +212,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.reqDur, m.upReqs, m.upDur, m.tools, m.authFail, m.denials,
-		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.tokens,
+		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.tokens, m.logSup,
 	)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
@@ -289,6 +296,17 @@ func (m *Metrics) PolicyDenial(tenant, upstream, kind string) {
 		return
 	}
 	m.denials.WithLabelValues(m.tenant(tenant), m.upstream(upstream), m.kinds.value(kind)).Inc()
+}
+
+// LogSuppressed records one log record suppressed by a [LogLimiter]:
+// mcpgw_log_suppressed_total{message}. message is the record's message,
+// a fixed string of the code, never an error text; as a backstop at most
+// [MaxLogMessageLabels] values are kept.
+func (m *Metrics) LogSuppressed(message string) {
+	if m == nil {
+		return
+	}
+	m.logSup.WithLabelValues(m.logMsgs.value(message)).Inc()
 }
 
 // SessionStarted and SessionEnded count mcpgw_sessions_active up and down,
