@@ -268,6 +268,20 @@ type Upstream struct {
 	// host. Its files are read when the config is validated and again
 	// when the upstream's client is built (see [UpstreamTLS.Load]).
 	TLS *UpstreamTLS `yaml:"tls"`
+	// Instructions says what clients are told of the upstream's own
+	// instructions. nil means mode "upstream".
+	Instructions *UpstreamInstructions `yaml:"instructions"`
+}
+
+// UpstreamInstructions says what the gateway's instructions hold of one
+// upstream's: its own (mode "upstream", the default: an upstream's text
+// goes to the model, so it is cleaned and bounded), the admin's Text
+// instead ("override"), or nothing ("off").
+type UpstreamInstructions struct {
+	Mode string `yaml:"mode"`
+	// Text replaces the upstream's instructions, with mode "override"
+	// only; at most MaxInstructionsBytes.
+	Text string `yaml:"text"`
 }
 
 // UpstreamTLS is the TLS of the gateway's connections to one upstream.

@@ -57,8 +57,11 @@ type methodFunc func(ctx context.Context, rq *Request, c *call) (json.RawMessage
 // capabilities returns the union of what ups offer, as far as the gateway
 // delivers it. Lists announce listChanged: the gateway sends list_changed on
 // the session's GET stream when a reload or an upstream's new list changes
-// what the tenant sees. Resources do not announce subscribe: resource
-// updates arrive on upstream streams the gateway does not relay yet.
+// what the tenant sees, whatever the upstreams announce. Two sub-capabilities
+// an upstream may announce are left out, because the gateway would not
+// keep the promise: resources.subscribe (resource updates arrive on
+// upstream streams the gateway does not relay to client sessions yet) and
+// tasks (tasks/* methods are not routed to upstreams yet).
 func (rq *Request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 	out := make(map[string]json.RawMessage)
 	for _, name := range []string{"tools", "prompts", "resources", "logging", "completions"} {

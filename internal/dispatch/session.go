@@ -121,7 +121,8 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 		ProtocolVersion string                     `json:"protocolVersion"`
 		Capabilities    map[string]json.RawMessage `json:"capabilities"`
 		ServerInfo      map[string]string          `json:"serverInfo"`
-	}{version, rq.capabilities(ups), map[string]string{"name": "mcp-gateway", "version": h.version}})
+		Instructions    string                     `json:"instructions,omitempty"`
+	}{version, rq.capabilities(ups), map[string]string{"name": "mcp-gateway", "version": h.version}, rq.instructions(ups)})
 	h.log.Info("session started", "session_id", rec.ID, "tenant", rec.Principal.Tenant,
 		"protocol_version", version, "upstreams", len(rec.Upstreams))
 	return result, nil
