@@ -494,3 +494,17 @@ func TestMcpParamHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestSDKStatelessPing: the Go SDK's 2026-07-28 client sends ping (its
+// keepalive) without _meta, which that revision removed; the gateway
+// answers it as the malformed request it is, as docs/hosts.md says.
+func TestSDKStatelessPing(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	url := startGateway(t, []upstreamSpec{spec(a)})
+	cs := testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: "2026-07-28"})
+	err := cs.Ping(context.Background(), nil)
+	if err == nil || !strings.Contains(err.Error(), "-32602") && !strings.Contains(err.Error(), "Invalid params") {
+		t.Errorf("ping: %v", err)
+	}
+	t.Logf("the SDK reports: %v", err)
+}
