@@ -65,6 +65,7 @@ type Options struct {
 // A Gateway is a configured gateway, ready to serve.
 type Gateway struct {
 	log     *slog.Logger
+	limiter *telemetry.LogLimiter // log's handler
 	opts    Options
 	store   store
 	server  *dispatch.Server   // the methods, the catalog, the upstreams
@@ -104,7 +105,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
 	// A failure every request meets (the store down) is logged once per
 	// window, not once per request.
-	log = slog.New(telemetry.NewLogLimiter(log.Handler(), metrics))
+	limiter := telemetry.NewLogLimiter(log.Handler(), metrics)
+	log = slog.New(limiter)
 	var expire atomic.Pointer[dispatch.Server]
 	var store store
 	switch cfg.Sessions.Store {
@@ -155,7 +157,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	expire.Store(srv)
 	edge := transport.New(srv, transport.Options{Logger: log, Metrics: metrics})
-	g := &Gateway{log: log, opts: opts, store: store, server: srv, edge: edge, metrics: metrics}
+	g := &Gateway{log: log, limiter: limiter, opts: opts, store: store, server: srv, edge: edge, metrics: metrics}
 	v, err := g.verifierFor(cfg, nil)
 	if err != nil {
 		g.Close()
@@ -220,7 +222,9 @@ func (g *Gateway) Handler() http.Handler { return g.mux }
 // the server (and every goroutine it owns), then the session store.
 func (g *Gateway) Close() error {
 	g.stopWatch()
-	return errors.Join(g.server.Close(), g.store.Close())
+	err := errors.Join(g.server.Close(), g.store.Close())
+	g.limiter.Close() // last: the closes above may log
+	return err
 }
 
 // newMux wires the MCP endpoint: recover, request id, auth, then the transport;

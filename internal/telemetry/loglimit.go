@@ -61,6 +61,7 @@ type limitState struct {
 
 	mu      sync.Mutex
 	entries map[string]*logWindow
+	closed  bool // no more windows: every record passes
 }
 
 // A logWindow is one key's current window.
@@ -119,6 +120,9 @@ func (s *limitState) admit(r slog.Record, h slog.Handler) bool {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return true
+	}
 	w := s.entries[key]
 	if w == nil {
 		if len(s.entries) >= s.max {
@@ -149,6 +153,25 @@ func (s *limitState) admit(r slog.Record, h slog.Handler) bool {
 		w.timer = time.AfterFunc(w.until.Sub(now), func() { s.summarize(w) })
 	}
 	return false
+}
+
+// Close logs the summaries still pending, at once, and stops limiting:
+// after it no timer of l's runs, so nothing is logged late through a
+// handler whose owner is gone. Records after Close pass through.
+func (l *LogLimiter) Close() {
+	s := l.s
+	s.mu.Lock()
+	s.closed = true
+	var pending []*logWindow
+	for _, w := range s.entries {
+		if w.timer != nil && w.timer.Stop() {
+			pending = append(pending, w)
+		}
+	}
+	s.mu.Unlock()
+	for _, w := range pending {
+		s.summarize(w)
+	}
 }
 
 // sweep drops the windows that ended with nothing left to summarize, s.mu

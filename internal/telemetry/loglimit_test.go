@@ -138,3 +138,23 @@ func TestLogLimiterBounded(t *testing.T) {
 		}
 	})
 }
+
+// Close logs the pending summary at once, and no timer runs after it.
+func TestLogLimiterClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log, buf, _, _ := newLimited(t, MaxLogKeys)
+		for range 3 {
+			log.Error("session store")
+		}
+		log.Handler().(*LogLimiter).Close()
+		if got := buf.lines(); len(got) != 2 || !strings.Contains(got[1], "suppressed=2") {
+			t.Fatalf("after Close: %q", got)
+		}
+		log.Error("session store")
+		time.Sleep(2 * LogWindow)
+		synctest.Wait()
+		if got := buf.lines(); len(got) != 3 {
+			t.Fatalf("after Close, records pass and nothing more is logged: %q", got)
+		}
+	})
+}
