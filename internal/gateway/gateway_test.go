@@ -722,3 +722,25 @@ func TestInstructionsMerged(t *testing.T) {
 	cs = testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: "2026-07-28"})
 	check("server/discover", cs.InitializeResult().Instructions)
 }
+
+// TestCapabilitiesWithoutSubscribe: an upstream that announces
+// resources.subscribe does not make the gateway announce it: the updates
+// would not reach the client (they come on the upstream's own stream).
+func TestCapabilitiesWithoutSubscribe(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "sub"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	srv.AddResource(&mcp.Resource{URI: "test://sub/x", Name: "x"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://sub/x", Text: "x"}}}, nil
+	})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(up.Close)
+	url := startGateway(t, []upstreamSpec{{name: "sub", url: up.URL}})
+	for _, v := range []string{"2025-11-25", "2026-07-28"} {
+		caps := testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: v}).InitializeResult().Capabilities
+		if caps.Resources == nil || caps.Resources.Subscribe || !caps.Resources.ListChanged {
+			t.Errorf("%s: resources capability %+v", v, caps.Resources)
+		}
+	}
+}
