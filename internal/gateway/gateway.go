@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"maps"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -432,7 +434,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr 
 		// headers; the transport sets server.read_body_timeout on each POST
 		// from its live config, when it starts reading the body.
 		IdleTimeout: 2 * time.Minute,
-		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:    stdlog.New(httpErrorLog{log}, "", 0),
 	}
 	servers := []*http.Server{srv}
 	listeners := []net.Listener{ln}
@@ -472,4 +474,15 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr 
 		serveErr = nil
 	}
 	return serveErr
+}
+
+// httpErrorLog is net/http's error log (a TLS handshake that failed, a
+// malformed request): a warning per line, under one fixed message, the line
+// in "error". The log limiter then keys them together, and no line, which
+// names a remote address, becomes a metric label.
+type httpErrorLog struct{ log *slog.Logger }
+
+func (w httpErrorLog) Write(p []byte) (int, error) {
+	w.log.Warn("http server", "error", strings.TrimSpace(string(p)))
+	return len(p), nil
 }
