@@ -155,16 +155,14 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *dis
 	rq.Version = body
 	rq.Stateless = true
 	rq.Header = r.Header
-	{
-		rq.MetaCaps = meta.Get(protocol.MetaClientCapabilities)
-		// The same bound as an initialize's capabilities: they are parsed,
-		// and their parse cached (see capSet), for each input request.
-		if max := rq.State().Config().Limits.ClientCapabilitiesBytes; len(rq.MetaCaps) > max {
-			h.srv.LimitHit(r.Context(), rq, telemetry.LimitClientCapabilities, msg.Method)
-			writeRPCError(w, http.StatusOK, msg.ID, jsonrpc.CodeInvalidParams,
-				fmt.Sprintf("Invalid params: _meta[%q] exceeds limits.client_capabilities_bytes (%d bytes)", protocol.MetaClientCapabilities, max), nil)
-			return
-		}
+	rq.MetaCaps = meta.Get(protocol.MetaClientCapabilities)
+	// The same bound as an initialize's capabilities: they are parsed,
+	// and their parse cached (see capSet), for each input request.
+	if max := rq.State().Config().Limits.ClientCapabilitiesBytes; len(rq.MetaCaps) > max {
+		h.srv.LimitHit(r.Context(), rq, telemetry.LimitClientCapabilities, msg.Method)
+		writeRPCError(w, http.StatusOK, msg.ID, jsonrpc.CodeInvalidParams,
+			fmt.Sprintf("Invalid params: _meta[%q] exceeds limits.client_capabilities_bytes (%d bytes)", protocol.MetaClientCapabilities, max), nil)
+		return
 	}
 	if msg.Method != "server/discover" {
 		rec, err := h.srv.PrincipalRecord(r.Context(), rq)
