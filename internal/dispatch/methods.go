@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -272,14 +269,12 @@ var errCancelledByClient = errors.New("request cancelled by the client")
 
 // ClientGone reports whether a request failed because its client went
 // away: the request's context was cancelled (net/http does so when the
-// connection closes), or writing to the client failed. That is no failure
-// of the gateway's, and is not logged as one.
+// connection closes), or writing to the client failed (ErrClientGone).
+// That is no failure of the gateway's, and is not logged as one. A
+// connection of the gateway's own that broke (to Redis, to an upstream) is
+// none of these.
 func ClientGone(ctx context.Context, err error) bool {
-	if errors.Is(context.Cause(ctx), context.Canceled) {
-		return true
-	}
-	return err != nil && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.ErrClosedPipe) || errors.Is(err, net.ErrClosed))
+	return errors.Is(context.Cause(ctx), context.Canceled) || errors.Is(err, ErrClientGone)
 }
 
 // ScopeError says the token lacks scopes a tool requires. Its answer is a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -136,10 +137,13 @@ func (r *responder) Event(msg []byte) error {
 	}
 	r.buf = appendEvent(r.buf[:0], msg)
 	if _, err := r.w.Write(r.buf); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", dispatch.ErrClientGone, err)
 	}
 	r.flushedLocked()
-	return r.rc.Flush()
+	if err := r.rc.Flush(); err != nil {
+		return fmt.Errorf("%w: %w", dispatch.ErrClientGone, err)
+	}
+	return nil
 }
 
 // lastEvent writes the response message as the stream's last event. It is
