@@ -127,7 +127,8 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 			}
 		case jsonrpc.KindRequest:
 			who := rq.caller()
-			if c.cancelParked != nil && rq.h.bridge.CanAnswer(who, msg.Method) {
+			_, _, lacks := rq.h.bridge.Lacks(who, msg)
+			if c.cancelParked != nil && !lacks {
 				res, err := rq.h.bridge.Park(ctx, who, c.bridged(), up.client, resp, msg, c.cancelParked, rq.st.cfg.Limits.ParkedCallsPerPrincipal)
 				if le := (*bridge.LimitError)(nil); errors.As(err, &le) {
 					rq.h.LimitHit(ctx, rq, telemetry.LimitParkedCalls, c.method)
@@ -139,11 +140,11 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 				return res, resp.us, nil
 			}
 			rq.h.bridge.UpstreamRequest(ctx, who, c.out, up.client, resp.us, msg)
-			if need := bridge.InputCapability(msg.Method); rq.Stateless && need != "" && !rq.h.bridge.CanAnswer(who, msg.Method) {
+			if need, sub, lacks := rq.h.bridge.Lacks(who, msg); rq.Stateless && lacks {
 				// The upstream was refused above and hears no more of the
 				// call; the client is told what it lacks (2026-07-28
 				// basic/index, "Per-request protocol fields").
-				return nil, resp.us, &CapabilityError{Capability: need}
+				return nil, resp.us, &CapabilityError{Capability: need, Sub: sub}
 			}
 		case jsonrpc.KindResponse:
 			return msg.Result, resp.us, nil
@@ -214,16 +215,25 @@ func (h *Server) ClientResponse(ctx context.Context, rq *Request, msg *jsonrpc.M
 // (2026-07-28 basic/index, "Per-request protocol fields").
 type CapabilityError struct {
 	Capability string // "elicitation", "sampling" or "roots"
+	Sub        string // the sub-capability ("url", "tools"), or ""
 }
 
 func (e *CapabilityError) Error() string {
+	if e.Sub != "" {
+		return "Missing required client capability: " + e.Capability + "." + e.Sub
+	}
 	return "Missing required client capability: " + e.Capability
 }
 
 // RPCError is the error's JSON-RPC form: data.requiredCapabilities is a
 // ClientCapabilities object naming the missing capability (schema
-// MissingRequiredClientCapabilityError).
+// MissingRequiredClientCapabilityError), {"elicitation":{}} or
+// {"elicitation":{"url":{}}}.
 func (e *CapabilityError) RPCError() *jsonrpc.Error {
-	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{e.Capability: struct{}{}}})
+	var required any = struct{}{}
+	if e.Sub != "" {
+		required = map[string]any{e.Sub: struct{}{}}
+	}
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{e.Capability: required}})
 	return &jsonrpc.Error{Code: protocol.CodeMissingClientCapability, Message: e.Error(), Data: data}
 }
