@@ -17,11 +17,12 @@ import (
 // summary line says how many there were.
 
 // keyAttrs are the attributes that tell records with one message apart:
-// one upstream's failure must not hide another's, nor one config problem
-// or name conflict the next. Their values are configured names, or
+// one upstream's (or issuer's) failure must not hide another's, nor one
+// config problem or name conflict the next. They count whether the record
+// or the logger (With) carries them. Their values are configured names, or
 // bounded by MaxLogKeys like any key. An error text is never part of a
 // key: it varies with the request.
-var keyAttrs = map[string]bool{"upstream": true, "problem": true, "name": true}
+var keyAttrs = map[string]bool{"upstream": true, "issuer": true, "problem": true, "name": true}
 
 const (
 	// LogWindow is how long the records like one that was logged are
@@ -50,6 +51,7 @@ const overflowKey = "\x00overflow"
 type LogLimiter struct {
 	inner slog.Handler
 	s     *limitState
+	with  string // the key attributes of WithAttrs, as they go in a key
 }
 
 var _ slog.Handler = (*LogLimiter)(nil)
@@ -91,32 +93,45 @@ func (l *LogLimiter) Enabled(ctx context.Context, level slog.Level) bool {
 
 // WithAttrs implements slog.Handler.
 func (l *LogLimiter) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &LogLimiter{inner: l.inner.WithAttrs(attrs), s: l.s}
+	with := l.with
+	for _, a := range attrs {
+		with = appendKeyAttr(with, a)
+	}
+	return &LogLimiter{inner: l.inner.WithAttrs(attrs), s: l.s, with: with}
 }
 
 // WithGroup implements slog.Handler.
 func (l *LogLimiter) WithGroup(name string) slog.Handler {
-	return &LogLimiter{inner: l.inner.WithGroup(name), s: l.s}
+	return &LogLimiter{inner: l.inner.WithGroup(name), s: l.s, with: l.with}
 }
 
 // Handle implements slog.Handler.
 func (l *LogLimiter) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level < slog.LevelWarn || l.s.admit(r, l.inner) {
+	if r.Level < slog.LevelWarn {
+		return l.inner.Handle(ctx, r)
+	}
+	key := r.Message + l.with
+	r.Attrs(func(a slog.Attr) bool {
+		key = appendKeyAttr(key, a)
+		return true
+	})
+	if l.s.admit(key, r, l.inner) {
 		return l.inner.Handle(ctx, r)
 	}
 	return nil
 }
 
-// admit reports whether r starts a window; if not, it counts r as
-// suppressed.
-func (s *limitState) admit(r slog.Record, h slog.Handler) bool {
-	key := r.Message
-	r.Attrs(func(a slog.Attr) bool {
-		if keyAttrs[a.Key] {
-			key += "\x00" + a.Key + "=" + a.Value.String()
-		}
-		return true
-	})
+// appendKeyAttr appends a to key if it is one of keyAttrs.
+func appendKeyAttr(key string, a slog.Attr) string {
+	if keyAttrs[a.Key] {
+		key += "\x00" + a.Key + "=" + a.Value.String()
+	}
+	return key
+}
+
+// admit reports whether r, under key, starts a window; if not, it counts
+// r as suppressed.
+func (s *limitState) admit(key string, r slog.Record, h slog.Handler) bool {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -88,11 +88,14 @@ func TestLogLimiterKeys(t *testing.T) {
 			log.Error("config reload refused", "problem", "b")
 			log.With("tenant", "acme").Error("request failed", "error", "z")
 			log.Error("request failed", "error", "w")
+			log.With("upstream", "alpha").Error("upstream tls: every request will fail")
+			log.With("upstream", "beta").WithGroup("g").Error("upstream tls: every request will fail")
 		}
 		got := strings.Join(buf.lines(), "\n")
 		for s, want := range map[string]int{
-			"config reloaded": 3, "client gone": 3, "upstream=alpha": 1, "upstream=beta": 1,
+			"config reloaded": 3, "client gone": 3, "upstream=alpha": 2, "upstream=beta": 2,
 			"problem=a": 1, "problem=b": 1, `msg="request failed"`: 1,
+			"upstream tls: every request will fail": 2,
 		} {
 			if n := strings.Count(got, s); n != want {
 				t.Errorf("%q logged %d times, want %d:\n%s", s, n, want, got)
