@@ -23,7 +23,9 @@ const demoTenant = "demo"
 // service.
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("demo", stderr)
-	listen := fs.String("listen", "127.0.0.1:8080", "address of the MCP listener")
+	listen := fs.String("listen", "127.0.0.1:8080", "address of the MCP listener (port 0: any free port)")
+	upstreamListen := fs.String("upstream-listen", "127.0.0.1:0", "address of the embedded demo upstream (port 0: any free port)")
+	issuerListen := fs.String("issuer-listen", "127.0.0.1:0", "address of the embedded development token issuer (port 0: any free port)")
 	log, err := parseLogged(fs, args, stderr)
 	if err != nil {
 		return err
@@ -39,7 +41,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	publicURL := "http://" + ln.Addr().String() + "/mcp"
 
 	// The demo upstream: a real MCP server on its own loopback port.
-	uln, err := net.Listen("tcp", "127.0.0.1:0")
+	uln, err := net.Listen("tcp", *upstreamListen)
 	if err != nil {
 		return err
 	}
@@ -57,7 +59,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	dev.Logger = log
-	iln, err := net.Listen("tcp", "127.0.0.1:0")
+	iln, err := net.Listen("tcp", *issuerListen)
 	if err != nil {
 		return err
 	}
@@ -70,6 +72,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 
+	upstreamURL := "http://" + uln.Addr().String() + "/mcp"
 	cfg := &config.Config{
 		Server: config.Server{Listen: ln.Addr().String(), PublicURL: publicURL},
 		Auth: config.Auth{
@@ -77,7 +80,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 			RequiredScopes: []string{"mcp"},
 		},
 		Tenants:   []config.Tenant{{ID: demoTenant}},
-		Upstreams: []config.Upstream{{Name: "demo", URL: "http://" + uln.Addr().String() + "/mcp"}},
+		Upstreams: []config.Upstream{{Name: "demo", URL: upstreamURL}},
 	}
 	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -87,10 +90,11 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stdout, `
 MCP gateway demo
   endpoint:  %s
-  upstream:  demo (embedded): tools demo__echo, demo__add, demo__countdown, demo__time,
+  upstream:  demo, embedded, at %s (-upstream-listen):
+             tools demo__echo, demo__add, demo__countdown, demo__time,
              resource demo+demo://readme, prompt demo__review
-  token:     a development token for tenant %q, valid 12h, from an embedded
-             issuer that exists only in demo mode:
+  issuer:    %s (-issuer-listen), embedded, for development only
+  token:     a development token for tenant %q, valid 12h, from that issuer:
 
 %s
 
@@ -101,6 +105,6 @@ header "Authorization: Bearer <token>", or try:
     -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"0"}}}'
 
 Sessions are kept in memory. Stop with Ctrl-C.
-`, publicURL, demoTenant, token, quote(publicURL), token)
+`, publicURL, upstreamURL, dev.URL, demoTenant, token, quote(publicURL), token)
 	})
 }

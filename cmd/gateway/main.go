@@ -4,7 +4,7 @@
 //	gateway serve -config FILE     run the gateway
 //	gateway validate -config FILE  check a config; list every problem
 //	gateway explain -config FILE -tenant ID  what a tenant sees, and why
-//	gateway demo                   run with an embedded demo upstream
+//	gateway demo [-listen ADDR]    run with an embedded demo upstream
 //	gateway version                print the version
 package main
 
@@ -47,7 +47,8 @@ commands:
   validate -config FILE  check a config file; print every problem as FILE:LINE: message
   explain -config FILE -tenant ID
                          show what a tenant would see through each upstream, and why
-  demo                   run on 127.0.0.1:8080 with an embedded demo upstream (no files, no services)
+  demo [-listen ADDR]    run with an embedded demo upstream and token issuer (no files, no
+                         services); the endpoint listens on ADDR, 127.0.0.1:8080 by default
   version                print the version
 
 Run "gateway <command> -h" for a command's flags.

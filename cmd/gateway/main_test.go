@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -42,6 +43,13 @@ func TestVersionAndUsage(t *testing.T) {
 	}
 	if code, _, errOut := runCmd(t, nil, "frobnicate"); code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
 		t.Errorf("unknown command: %d %q", code, errOut)
+	}
+	// The demo's address is the first thing a new user changes.
+	if code, out, _ := runCmd(t, nil, "-h"); code != 0 || !strings.Contains(out, "demo [-listen ADDR]") {
+		t.Errorf("-h: %d %q", code, out)
+	}
+	if code, _, errOut := runCmd(t, nil, "demo", "-h"); code != 2 || !strings.Contains(errOut, "-upstream-listen") || !strings.Contains(errOut, "-issuer-listen") {
+		t.Errorf("demo -h: %d %q", code, errOut)
 	}
 }
 
@@ -170,7 +178,16 @@ upstreams:
 // thing the demo upstream offers through it.
 func TestDemoBinary(t *testing.T) {
 	bin := testkit.BuildGateway(t)
-	p := testkit.StartGateway(t, bin, []string{"demo", "-listen", "127.0.0.1:0"}, nil)
+	free := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	upAddr, issAddr := free(), free()
+	p := testkit.StartGateway(t, bin, []string{"demo", "-listen", "127.0.0.1:0", "-upstream-listen", upAddr, "-issuer-listen", issAddr}, nil)
 	// stdout and stderr are separate pipes: the instructions, written
 	// before the log line, may still be on their way.
 	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(p.Stdout(), p.Endpoint) && time.Now().Before(deadline); {
@@ -178,6 +195,11 @@ func TestDemoBinary(t *testing.T) {
 	}
 	if !strings.Contains(p.Stdout(), "MCP gateway demo") || !strings.Contains(p.Stdout(), p.Endpoint) {
 		t.Errorf("demo did not print how to connect:\n%s", p.Stdout())
+	}
+	for _, want := range []string{"at http://" + upAddr + "/mcp (-upstream-listen)", "issuer:    http://" + issAddr + " (-issuer-listen)"} {
+		if !strings.Contains(p.Stdout(), want) {
+			t.Errorf("demo did not print %q:\n%s", want, p.Stdout())
+		}
 	}
 	token := regexp.MustCompile(`eyJ[\w-]+\.[\w-]+\.[\w-]+`).FindString(p.Stdout())
 	if token == "" {

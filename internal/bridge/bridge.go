@@ -44,9 +44,9 @@ const (
 // it that is still pending.
 var errUnsolicited = errors.New("unsolicited answer")
 
-// inputCapability is the client capability an upstream's request for
+// InputCapability is the client capability an upstream's request for
 // input needs, "" for a method that is none.
-func inputCapability(method string) string {
+func InputCapability(method string) string {
 	switch method {
 	case "elicitation/create":
 		return "elicitation"
@@ -61,14 +61,67 @@ func inputCapability(method string) string {
 // can reports whether the client declared the capability an upstream's
 // request for input needs.
 func (b *Bridge) can(who *Caller, method string) bool {
-	c := inputCapability(method)
+	c := InputCapability(method)
 	return c != "" && len(who.Caps) > 0 && b.caps(who.Caps)[c]
 }
 
-// CanAnswer reports whether the caller declared the capability method, an
-// upstream's request for input, needs: only then can the call be parked
-// for it (see Park).
-func (b *Bridge) CanAnswer(who *Caller, method string) bool { return b.can(who, method) }
+// lacks reports whether the caller lacks a capability msg needs.
+func (b *Bridge) lacks(who *Caller, msg *jsonrpc.Message) bool {
+	_, _, ok := b.Lacks(who, msg)
+	return ok
+}
+
+// Lacks returns the client capability that msg, an upstream's request for
+// input, needs and the caller did not declare: the capability, and the
+// sub-capability ("" for none); ok is false when the caller declared all
+// it needs, or msg is no request for input. An elicitation needs the
+// sub-capability of its mode, form (the default; an empty elicitation
+// object declares it) or url; a sampling request with tools needs
+// sampling.tools (2025-11-25 client/elicitation, "Capabilities": servers
+// MUST NOT send a mode the client does not support; client/sampling,
+// "Capabilities", the same of tools). Only then may the request reach the
+// client, or the call be parked for it (see Park).
+func (b *Bridge) Lacks(who *Caller, msg *jsonrpc.Message) (capability, sub string, ok bool) {
+	c := InputCapability(msg.Method)
+	if c == "" {
+		return "", "", false
+	}
+	if !b.can(who, msg.Method) {
+		return c, "", true
+	}
+	p, _ := jsonx.ParseValidObject(msg.Params)
+	switch {
+	case p == nil:
+	case msg.Method == "elicitation/create":
+		sub = "form"
+		if mode, _ := p.GetString("mode"); mode == "url" {
+			sub = "url"
+		}
+	case msg.Method == "sampling/createMessage":
+		if t := p.Get("tools"); len(t) > 0 && string(t) != "null" {
+			sub = "tools"
+		}
+	}
+	if sub == "" {
+		return "", "", false
+	}
+	// The caller's capabilities parsed as can's parse did; their size is
+	// bounded by limits.client_capabilities_bytes.
+	var declared *jsonx.Object
+	if caps, err := jsonx.ParseValidObject(who.Caps); err == nil {
+		if o, ok := caps.Object(c); ok {
+			declared = o
+		}
+	}
+	switch {
+	case declared == nil:
+	case declared.Get(sub) != nil:
+		return "", "", false
+	case sub == "form" && len(declared.Members) == 0:
+		return "", "", false // {} is form mode (backwards compatibility)
+	}
+	return c, sub, true
+}
 
 // UpstreamRequest deals with a request an upstream sent during a call the
 // gateway relays, other than by parking it: ping is answered, a session
@@ -77,7 +130,7 @@ func (b *Bridge) UpstreamRequest(ctx context.Context, who *Caller, out Out, up U
 	switch {
 	case msg.Method == "ping":
 		b.reply(ctx, up, us, msg.ID, json.RawMessage(`{}`), nil)
-	case !who.Stateless && !out.Collects() && b.can(who, msg.Method):
+	case !who.Stateless && !out.Collects() && !b.lacks(who, msg):
 		// (A batch's collector has no stream to carry the request.)
 		fwd := jsonrpc.AppendRequest(nil, jsonrpc.StringID(forwardedID(up.Name(), msg.ID)), msg.Method, msg.Params)
 		if err := out.Event(fwd); err != nil {
@@ -311,11 +364,11 @@ func (b *Bridge) pumpInput(life context.Context, up Upstream, resp Stream, pump 
 		case jsonrpc.KindNotification:
 			b.observe(up.Name(), msg) // nobody to relay it to
 		case jsonrpc.KindRequest:
-			c := inputCapability(msg.Method)
+			c := InputCapability(msg.Method)
 			switch {
 			case msg.Method == "ping":
 				_ = up.Reply(life, resp.Session(), msg.ID, json.RawMessage(`{}`), nil)
-			case c == "" || len(caps) == 0 || !b.caps(caps)[c]:
+			case c == "" || b.lacks(&Caller{Caps: caps}, msg):
 				_ = up.Reply(life, resp.Session(), msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound,
 					"Method not found: the client did not declare the capability for %s", msg.Method))
 			default:
@@ -488,7 +541,7 @@ func (b *Bridge) AskClient(ctx context.Context, who *Caller, c *Call, up Upstrea
 				return nil, fmt.Errorf("upstream %s: malformed input request: %w", up.Name(), err)
 			}
 			method, _ := ask.GetString("method")
-			if !b.can(who, method) {
+			if InputCapability(method) == "" || b.lacks(who, &jsonrpc.Message{Kind: jsonrpc.KindRequest, Method: method, Params: ask.Get("params")}) {
 				// The upstream asked for what the client did not declare
 				// (mrtr, "Server Requirements" 7).
 				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for %q, which the client did not declare", up.Name(), method)

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mcpgw/gateway/internal/config"
@@ -268,9 +267,6 @@ type Engine struct {
 	// OnQuota, if set, is told the count of a quota after each call it
 	// counted (for the mcpgw_quota_used gauge).
 	OnQuota func(tenant, quota string, used int64)
-
-	lastLog    atomic.Int64 // unix nanos of the last store error logged
-	suppressed atomic.Int64
 }
 
 // NewEngine returns an engine on store. log, if nil, means no logging;
@@ -462,22 +458,14 @@ func (e *Engine) quota(ctx context.Context, p *Plan, q *QuotaRule, who Who) (*Re
 	return &Refusal{Kind: KindQuota, Name: q.Name, Detail: q.Detail + ", resets " + end.Format(time.RFC3339), RetryAfter: end.Sub(now)}, ""
 }
 
-// storeErrorLogEvery bounds the log lines of a failing store: the first
-// error, then one line per interval counting the others.
-const storeErrorLogEvery = 10 * time.Second
-
+// storeError logs a store's failure. The gateway's log limiter keeps a
+// failing store to a line per budget every few seconds.
 func (e *Engine) storeError(name string, err error) {
-	now := e.now().UnixNano()
-	last := e.lastLog.Load()
-	if now-last < int64(storeErrorLogEvery) || !e.lastLog.CompareAndSwap(last, now) {
-		e.suppressed.Add(1)
-		return
-	}
 	if errors.Is(err, ErrFull) {
-		e.log.Warn("budget store full", "budget", name, "suppressed", e.suppressed.Swap(0))
+		e.log.Warn("budget store full", "name", name)
 		return
 	}
-	e.log.Warn("budget store unavailable", "budget", name, "error", err, "suppressed", e.suppressed.Swap(0))
+	e.log.Warn("budget store unavailable", "name", name, "error", err)
 }
 
 // For returns the names of the plan's rate limits and quotas that count a

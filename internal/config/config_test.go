@@ -153,6 +153,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"title:", "readOnlyHint:", "destructiveHint:", "idempotentHint:", "openWorldHint:",
 		"audit_arguments:", "telemetry:", "tracing:", "enabled:", "endpoint:", "sample_ratio:",
 		"audit:", "output:", "pprof:", "ca_file:", "cert_file:", "key_file:", "server_name:",
+		"instructions:", "mode:", "text:",
 	} {
 		if !bytes.Contains(data, []byte(key)) {
 			t.Errorf("%s does not mention %q", examplePath, key)
@@ -395,9 +396,24 @@ func TestParseProblems(t *testing.T) {
 			want: []string{"test.yaml:2: server.lisen: unknown key (want one of admin_listen, allowed_origins, list_cache_ttl, listen, max_body_bytes, public_url, read_body_timeout, read_header_timeout, request_timeout)"},
 		},
 		{
+			name: "instructions",
+			yaml: "upstreams:\n" +
+				"  - {name: a, url: http://a/mcp, instructions: {mode: loud}}\n" +
+				"  - {name: b, url: http://b/mcp, instructions: {mode: override}}\n" +
+				"  - {name: c, url: http://c/mcp, instructions: {text: hi}}\n" +
+				"  - {name: d, url: http://d/mcp, instructions: {mode: override, text: " + strings.Repeat("x", MaxInstructionsBytes+1) + "}}\n" +
+				"  - {name: e, url: http://e/mcp, instructions: {mode: off}}\n",
+			want: []string{
+				`test.yaml:2: upstreams[0].instructions.mode: unknown mode "loud": must be "upstream", "override" or "off"`,
+				`test.yaml:3: upstreams[1].instructions.text: is required with mode "override" (mode "off" gives none)`,
+				`test.yaml:4: upstreams[2].instructions.text: is used only with mode "override"`,
+				`test.yaml:5: upstreams[3].instructions.text: is 4097 bytes, more than 4096`,
+			},
+		},
+		{
 			name: "unknown upstream key",
 			yaml: up + "    token: x\n",
-			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, concurrency, headers, lists, name, prefix, timeout, tls, url, watch)"},
+			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, concurrency, headers, instructions, lists, name, prefix, timeout, tls, url, watch)"},
 		},
 		{
 			name: "duplicate key",

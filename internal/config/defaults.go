@@ -62,6 +62,17 @@ const (
 	ListsPerSession = "per_session"
 )
 
+// Values of upstreams[].instructions.mode.
+const (
+	InstructionsUpstream = "upstream"
+	InstructionsOverride = "override"
+	InstructionsOff      = "off"
+)
+
+// MaxInstructionsBytes bounds one upstream's instructions as the gateway
+// passes them on, and the text that overrides them.
+const MaxInstructionsBytes = 4 << 10
+
 // Signature algorithms accepted in auth.issuers[].algorithms: asymmetric
 // ones only, since a resource server verifies with the issuer's public keys.
 const (

@@ -394,6 +394,20 @@ type Upstream struct {
 	// CircuitBreaker, if set, fails calls to the upstream at once, and
 	// leaves it out of lists, while it keeps failing. Per replica.
 	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker"`
+	// Instructions says what clients are told of the upstream's own
+	// instructions. nil means mode "upstream".
+	Instructions *UpstreamInstructions `yaml:"instructions"`
+}
+
+// UpstreamInstructions says what the gateway's instructions hold of one
+// upstream's: its own (mode "upstream", the default: an upstream's text
+// goes to the model, so it is cleaned and bounded), the admin's Text
+// instead ("override"), or nothing ("off").
+type UpstreamInstructions struct {
+	Mode string `yaml:"mode"`
+	// Text replaces the upstream's instructions, with mode "override"
+	// only; at most MaxInstructionsBytes.
+	Text string `yaml:"text"`
 }
 
 // UpstreamTLS is the TLS of the gateway's connections to one upstream.

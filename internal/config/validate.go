@@ -332,6 +332,23 @@ func (v *validator) upstream(path string, u *Upstream) {
 	default:
 		v.addf(path+".lists", "unknown mode %q: must be %q or %q", u.Lists, ListsShared, ListsPerSession)
 	}
+	if in := u.Instructions; in != nil {
+		switch in.Mode {
+		case "", InstructionsUpstream, InstructionsOff:
+			if in.Text != "" {
+				v.addf(path+".instructions.text", "is used only with mode %q", InstructionsOverride)
+			}
+		case InstructionsOverride:
+			switch {
+			case in.Text == "":
+				v.addf(path+".instructions.text", "is required with mode %q (mode %q gives none)", InstructionsOverride, InstructionsOff)
+			case len(in.Text) > MaxInstructionsBytes:
+				v.addf(path+".instructions.text", "is %d bytes, more than %d", len(in.Text), MaxInstructionsBytes)
+			}
+		default:
+			v.addf(path+".instructions.mode", "unknown mode %q: must be %q, %q or %q", in.Mode, InstructionsUpstream, InstructionsOverride, InstructionsOff)
+		}
+	}
 }
 
 // headers checks header names and values. Values are secrets: no problem

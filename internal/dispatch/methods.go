@@ -56,8 +56,11 @@ type methodFunc func(ctx context.Context, rq *Request, c *call) (json.RawMessage
 // capabilities returns the union of what ups offer, as far as the gateway
 // delivers it. Lists announce listChanged: the gateway sends list_changed on
 // the session's GET stream when a reload or an upstream's new list changes
-// what the tenant sees. Resources do not announce subscribe: resource
-// updates arrive on upstream streams the gateway does not relay yet.
+// what the tenant sees, whatever the upstreams announce. Two sub-capabilities
+// an upstream may announce are left out, because the gateway would not
+// keep the promise: resources.subscribe (resource updates arrive on
+// upstream streams the gateway does not relay to client sessions yet) and
+// tasks (tasks/* methods are not routed to upstreams yet).
 func (rq *Request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 	out := make(map[string]json.RawMessage)
 	for _, name := range []string{"tools", "prompts", "resources", "logging", "completions"} {
@@ -202,7 +205,7 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, err e
 		outcome = telemetry.OutcomeToolError
 		telemetry.SetToolError(span)
 	case err == nil:
-	case errors.Is(context.Cause(ctx), errCancelledByClient):
+	case errors.Is(context.Cause(ctx), errCancelledByClient), ClientGone(ctx, err):
 		outcome = telemetry.OutcomeCancelled
 		telemetry.SetError(span, err)
 	case errors.As(err, &re) && re.DeniedBy != "":
@@ -280,6 +283,16 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, err e
 
 var errCancelledByClient = errors.New("request cancelled by the client")
 
+// ClientGone reports whether a request failed because its client went
+// away: the request's context was cancelled (net/http does so when the
+// connection closes), or writing to the client failed (ErrClientGone).
+// That is no failure of the gateway's, and is not logged as one. A
+// connection of the gateway's own that broke (to Redis, to an upstream) is
+// none of these.
+func ClientGone(ctx context.Context, err error) bool {
+	return errors.Is(context.Cause(ctx), context.Canceled) || errors.Is(err, ErrClientGone)
+}
+
 // ScopeError says the token lacks scopes a tool requires. Its answer is a
 // step-up challenge, where the transport can still give one.
 type ScopeError struct{ Scopes []string }
@@ -295,7 +308,10 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 	var re *catalog.ResolveError
 	var ue *upstream.Error
 	var ref *budget.Refusal
+	var ce *CapabilityError
 	switch {
+	case errors.As(err, &ce):
+		return ce.RPCError()
 	case errors.As(err, new(*ScopeError)):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	case errors.As(err, &ref):
@@ -315,6 +331,9 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request cancelled"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request timed out"}
+	case ClientGone(ctx, err):
+		h.log.Debug("client gone", "rpc_method", method, "error", err)
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request cancelled"}
 	default:
 		h.log.Error("request failed", "rpc_method", method, "error", err)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error"}

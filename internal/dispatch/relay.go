@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upstream"
@@ -98,7 +99,11 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 			resp.Close()
 		}
 	}()
-	if resp.Streaming() {
+	// A 2026-07-28 caller's call that may need a capability it did not
+	// declare is answered 400 (see CapabilityError), which only a response
+	// not yet begun can carry: its stream starts with the first event
+	// relayed instead of with the upstream's.
+	if resp.Streaming() && !(rq.Stateless && c.m.input) {
 		c.out.Stream()
 	}
 	for {
@@ -125,7 +130,8 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 			}
 		case jsonrpc.KindRequest:
 			who := rq.caller()
-			if c.cancelParked != nil && rq.h.bridge.CanAnswer(who, msg.Method) {
+			_, _, lacks := rq.h.bridge.Lacks(who, msg)
+			if c.cancelParked != nil && !lacks {
 				res, err := rq.h.bridge.Park(ctx, who, c.bridged(), up.client, resp, msg, c.cancelParked, rq.st.cfg.Limits.ParkedCallsPerPrincipal)
 				if le := (*bridge.LimitError)(nil); errors.As(err, &le) {
 					rq.h.LimitHit(ctx, rq, telemetry.LimitParkedCalls, c.method)
@@ -137,6 +143,12 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 				return res, resp.us, nil
 			}
 			rq.h.bridge.UpstreamRequest(ctx, who, c.out, up.client, resp.us, msg)
+			if need, sub, lacks := rq.h.bridge.Lacks(who, msg); rq.Stateless && lacks {
+				// The upstream was refused above and hears no more of the
+				// call; the client is told what it lacks (2026-07-28
+				// basic/index, "Per-request protocol fields").
+				return nil, resp.us, &CapabilityError{Capability: need, Sub: sub}
+			}
 		case jsonrpc.KindResponse:
 			return msg.Result, resp.us, nil
 		case jsonrpc.KindErrorResponse:
@@ -197,4 +209,34 @@ func (h *Server) ClientResponse(ctx context.Context, rq *Request, msg *jsonrpc.M
 		rq.mu.Unlock()
 		return up.client, us, ok
 	})
+}
+
+// A CapabilityError is a 2026-07-28 caller's request that needed a client
+// capability the caller did not declare in its _meta: an upstream of the
+// session-based revisions asked for input the caller cannot give. It is
+// answered MissingRequiredClientCapabilityError, -32021, with HTTP 400
+// (2026-07-28 basic/index, "Per-request protocol fields").
+type CapabilityError struct {
+	Capability string // "elicitation", "sampling" or "roots"
+	Sub        string // the sub-capability ("url", "tools"), or ""
+}
+
+func (e *CapabilityError) Error() string {
+	if e.Sub != "" {
+		return "Missing required client capability: " + e.Capability + "." + e.Sub
+	}
+	return "Missing required client capability: " + e.Capability
+}
+
+// RPCError is the error's JSON-RPC form: data.requiredCapabilities is a
+// ClientCapabilities object naming the missing capability (schema
+// MissingRequiredClientCapabilityError), {"elicitation":{}} or
+// {"elicitation":{"url":{}}}.
+func (e *CapabilityError) RPCError() *jsonrpc.Error {
+	var required any = struct{}{}
+	if e.Sub != "" {
+		required = map[string]any{e.Sub: struct{}{}}
+	}
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{e.Capability: required}})
+	return &jsonrpc.Error{Code: protocol.CodeMissingClientCapability, Message: e.Error(), Data: data}
 }

@@ -87,10 +87,13 @@ type Server struct {
 	healthMu sync.Mutex
 	health   map[string]error // upstream → last request's error
 
-	capsMu      sync.Mutex
-	lastCaps    map[string]json.RawMessage // upstream → capabilities last seen
-	capSets     sync.Map                   // capabilities JSON → names, see capSet
-	capSetCount atomic.Int64
+	capsMu   sync.Mutex
+	lastCaps map[string]json.RawMessage // upstream → capabilities last seen
+	// lastInstructions: upstream → its instructions last seen, cleaned
+	// (see instructions.go); at most config.MaxInstructionsBytes each.
+	lastInstructions map[string]string
+	capSets          sync.Map // capabilities JSON → names, see capSet
+	capSetCount      atomic.Int64
 
 	own    owner          // goroutines that outlive a request: see owner.go
 	bridge *bridge.Bridge // requests for input between revisions
@@ -154,16 +157,17 @@ func New(opts Options) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Server{
-		store:    opts.Store,
-		log:      log,
-		version:  opts.Version,
-		httpc:    opts.HTTPClient,
-		authc:    opts.AuthClient,
-		lastCaps: make(map[string]json.RawMessage),
-		idPrefix: session.NewID()[:12],
-		metrics:  opts.Metrics,
-		tracer:   telemetry.Tracer(opts.TracerProvider),
-		audit:    opts.Audit,
+		store:            opts.Store,
+		log:              log,
+		version:          opts.Version,
+		httpc:            opts.HTTPClient,
+		authc:            opts.AuthClient,
+		lastCaps:         make(map[string]json.RawMessage),
+		lastInstructions: make(map[string]string),
+		idPrefix:         session.NewID()[:12],
+		metrics:          opts.Metrics,
+		tracer:           telemetry.Tracer(opts.TracerProvider),
+		audit:            opts.Audit,
 	}
 	bstore, closeBudgets, err := budgetStore(opts.Config, opts.Store)
 	if err != nil {

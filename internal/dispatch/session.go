@@ -103,7 +103,11 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 	wg.Wait()
 	if failed != nil {
 		// Never hand out an id whose record could not be completed.
-		h.log.Error("creating session", "error", failed)
+		if ClientGone(ctx, failed) {
+			h.log.Debug("creating session: client gone", "error", failed)
+		} else {
+			h.log.Error("creating session", "error", failed)
+		}
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
 		_ = h.store.Delete(dctx, rec.ID)
 		cancel()
@@ -117,7 +121,8 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 		ProtocolVersion string                     `json:"protocolVersion"`
 		Capabilities    map[string]json.RawMessage `json:"capabilities"`
 		ServerInfo      map[string]string          `json:"serverInfo"`
-	}{version, rq.capabilities(ups), map[string]string{"name": "mcp-gateway", "version": h.version}})
+		Instructions    string                     `json:"instructions,omitempty"`
+	}{version, rq.capabilities(ups), map[string]string{"name": "mcp-gateway", "version": h.version}, rq.instructions(ups)})
 	h.log.Info("session started", "session_id", rec.ID, "tenant", rec.Principal.Tenant,
 		"protocol_version", version, "upstreams", len(rec.Upstreams))
 	return result, nil

@@ -99,12 +99,19 @@ func (h *Server) decorate(rq *Request, m *Method, res json.RawMessage) json.RawM
 
 // discover answers server/discover for the caller's tenant.
 func discover(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
-	caps := rq.capabilities(rq.upstreams())
+	ups := rq.upstreams()
+	caps := rq.capabilities(ups)
 	delete(caps, "logging") // per-request _meta in this revision
-	return json.Marshal(map[string]any{
+	res := map[string]any{
 		"supportedVersions": protocol.Versions,
 		"capabilities":      caps,
-	})
+	}
+	// Those of the upstreams this replica has reached: a stateless caller
+	// opens none of its upstream sessions to discover.
+	if in := rq.instructions(ups); in != "" {
+		res["instructions"] = in
+	}
+	return json.Marshal(res)
 }
 
 // stripProtocolMeta removes the protocol's own _meta keys from params: they

@@ -64,6 +64,7 @@ func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef) map[stri
 				return
 			}
 			h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
+			h.rememberInstructions(up.cfg.Name, res.Instructions)
 			mu.Lock()
 			out[up.cfg.Name] = res.Session
 			mu.Unlock()
@@ -190,6 +191,7 @@ func (rq *Request) openUpstream(ctx context.Context, up *upstreamRef, prev strin
 			return nil, err
 		}
 		h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
+		h.rememberInstructions(up.cfg.Name, res.Instructions)
 		cur, err := h.store.SetUpstream(ctx, rq.Session.ID, up.cfg.Name, prev, res.Session)
 		switch {
 		case err == nil:

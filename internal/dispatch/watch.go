@@ -164,6 +164,7 @@ func (h *Server) watchOnce(ctx context.Context, up *upstreamRef, missed bool, on
 		}
 	}()
 	h.rememberCaps(up.cfg.Name, us.Capabilities)
+	h.rememberInstructions(up.cfg.Name, res.Instructions)
 	if !announcesListChanges(us.Capabilities) {
 		return errNothingToWatch
 	}

@@ -533,10 +533,11 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.BudgetRefusal("rate_limit", "per-user", "acme")
 	m.QuotaUsed("acme", "daily", 3)
 	m.CircuitOpen("github", true)
+	m.LogSuppressed("session store")
 	return []string{
 		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial",
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed",
-		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "TokenFetch",
+		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "TokenFetch", "LogSuppressed",
 		"BudgetRefusal", "QuotaUsed", "CircuitOpen",
 		"Handler", // serves, records nothing
 	}

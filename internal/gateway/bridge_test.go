@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -276,20 +277,49 @@ func TestSessionClientElicitationForwarded(t *testing.T) {
 
 // TestElicitationWithoutCapability: a client that did not declare
 // elicitation never sees the request; the upstream gets a refusal at once
-// (no hang until its timeout), whatever the client's revision.
+// (no hang until its timeout), whatever the client's revision. A
+// 2025-11-25 client gets the upstream's answer to that refusal; a
+// 2026-07-28 client MissingRequiredClientCapabilityError with HTTP 400
+// (2026-07-28 basic/index, "Per-request protocol fields").
 func TestElicitationWithoutCapability(t *testing.T) {
 	a := testkit.NewUpstream(t, "alpha")
 	url := startGateway(t, []upstreamSpec{spec(a)})
-	for _, v := range []string{"2025-11-25", "2026-07-28"} {
-		cs := testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: v})
-		start := time.Now()
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__ask"})
-		if err != nil {
-			t.Fatal(err)
+	cs := testkit.Connect(t, url, nil)
+	start := time.Now()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__ask"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(text(t, res), "cannot ask") || time.Since(start) > 5*time.Second {
+		t.Errorf("2025-11-25: %v %q after %v", res.IsError, text(t, res), time.Since(start))
+	}
+
+	validate := schemaValidator(t)
+	start = time.Now()
+	resp, body := do(t, post2026(t, url, 7, "tools/call", `"name":"alpha__ask"`, func(r *http.Request) { r.Header.Set("Mcp-Name", "alpha__ask") }))
+	if resp.StatusCode != 400 || time.Since(start) > 5*time.Second {
+		t.Fatalf("2026-07-28: %d after %v: %s", resp.StatusCode, time.Since(start), body)
+	}
+	validate("MissingRequiredClientCapabilityError", body)
+	var m struct {
+		ID    int
+		Error struct {
+			Code int
+			Data struct {
+				RequiredCapabilities map[string]json.RawMessage
+			}
 		}
-		if !res.IsError || !strings.Contains(text(t, res), "cannot ask") || time.Since(start) > 5*time.Second {
-			t.Errorf("%s: %v %q after %v", v, res.IsError, text(t, res), time.Since(start))
-		}
+	}
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.ID != 7 || m.Error.Code != -32021 || len(m.Error.Data.RequiredCapabilities) != 1 || string(m.Error.Data.RequiredCapabilities["elicitation"]) != "{}" {
+		t.Errorf("2026-07-28: %s", body)
+	}
+	// The SDK's client sees the error.
+	cs = testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: "2026-07-28"})
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__ask"}); err == nil || !strings.Contains(err.Error(), "elicitation") {
+		t.Errorf("2026-07-28 SDK client: %v", err)
 	}
 }
 
@@ -492,5 +522,87 @@ func TestSetLevelSkipsModernUpstreams(t *testing.T) {
 	}
 	if nl, nm := l.Count("logging/setLevel"), m.Count("logging/setLevel"); nl != 1 || nm != 0 {
 		t.Errorf("logging/setLevel: legacy got %d, modern %d; want 1 and 0", nl, nm)
+	}
+}
+
+// TestElicitationModeNeedsItsCapability: an elicitation's mode needs its
+// own sub-capability (2025-11-25 client/elicitation, "Capabilities"; an
+// empty elicitation object is form mode only). A 2026-07-28 client that
+// lacks it gets -32021 naming it; one that has it gets input_required.
+func TestElicitationModeNeedsItsCapability(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "modes"}, nil)
+	for _, mode := range []string{"form", "url"} {
+		srv.AddTool(&mcp.Tool{Name: mode, InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			p := &mcp.ElicitParams{Mode: mode, Message: "Sign in"}
+			if mode == "url" {
+				p.URL, p.ElicitationID = "https://example.com/sign-in", "e1"
+			} else {
+				p.RequestedSchema = map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}
+			}
+			if _, err := req.Session.Elicit(ctx, p); err != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "cannot ask: " + err.Error()}}}, nil
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "asked"}}}, nil
+		})
+	}
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(up.Close)
+	url := startGateway(t, []upstreamSpec{{name: "modes", url: up.URL}})
+	validate := schemaValidator(t)
+	id := 0
+	for _, tc := range []struct {
+		tool, caps string
+		required   string // data.requiredCapabilities, "" for an input_required result
+	}{
+		{"form", `{"elicitation":{}}`, ""},
+		{"form", `{"elicitation":{"form":{}}}`, ""},
+		{"form", `{"elicitation":{"url":{}}}`, `{"elicitation":{"form":{}}}`},
+		{"url", `{"elicitation":{}}`, `{"elicitation":{"url":{}}}`},
+		{"url", `{"elicitation":{"form":{}}}`, `{"elicitation":{"url":{}}}`},
+		{"url", `{"elicitation":{"url":{}}}`, ""},
+		{"url", `{}`, `{"elicitation":{}}`},
+	} {
+		// Ids differ: a parked call is still in flight upstream under its
+		// client's id.
+		id++
+		req := post2026(t, url, id, "tools/call", `"name":"modes__`+tc.tool+`"`, func(r *http.Request) {
+			r.Header.Set("Mcp-Name", "modes__"+tc.tool)
+			b, _ := io.ReadAll(r.Body)
+			b = []byte(strings.Replace(string(b), `clientCapabilities":{}`, `clientCapabilities":`+tc.caps, 1))
+			r.Body, r.ContentLength = io.NopCloser(strings.NewReader(string(b))), int64(len(b))
+		})
+		resp, body := do(t, req)
+		if d := lastData(body); d != "" {
+			body = d
+		}
+		if tc.required == "" {
+			if resp.StatusCode != 200 || !strings.Contains(body, `"resultType":"input_required"`) {
+				t.Errorf("%s with %s: %d %s", tc.tool, tc.caps, resp.StatusCode, body)
+			}
+			continue
+		}
+		var m struct {
+			Error struct {
+				Code int
+				Data struct{ RequiredCapabilities json.RawMessage }
+			}
+		}
+		_ = json.Unmarshal([]byte(body), &m)
+		if resp.StatusCode != 400 || m.Error.Code != -32021 || string(m.Error.Data.RequiredCapabilities) != tc.required {
+			t.Errorf("%s with %s: %d %s, want 400, -32021 requiring %s", tc.tool, tc.caps, resp.StatusCode, body, tc.required)
+			continue
+		}
+		validate("MissingRequiredClientCapabilityError", body)
+	}
+	// A session client that declared form mode only is not sent a URL
+	// elicitation: the upstream is refused at once.
+	var asked atomic.Int32
+	cs := testkit.Connect(t, url, &testkit.ConnectOptions{ElicitationHandler: elicitName(&asked)})
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "modes__url"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(text(t, res), "did not declare the capability") || asked.Load() != 0 {
+		t.Errorf("session client, URL mode: %v %q, asked %d times", res.IsError, text(t, res), asked.Load())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"maps"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -68,6 +70,7 @@ type Options struct {
 // A Gateway is a configured gateway, ready to serve.
 type Gateway struct {
 	log     *slog.Logger
+	limiter *telemetry.LogLimiter // log's handler
 	opts    Options
 	store   store
 	server  *dispatch.Server   // the methods, the catalog, the upstreams
@@ -104,6 +107,11 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
+	// A failure every request meets (the store down) is logged once per
+	// window, not once per request.
+	limiter := telemetry.NewLogLimiter(log.Handler(), metrics)
+	log = slog.New(limiter)
 	var expire atomic.Pointer[dispatch.Server]
 	var store store
 	switch cfg.Sessions.Store {
@@ -137,7 +145,6 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 			},
 		})
 	}
-	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
 	if m, ok := store.(*session.Memory); ok {
 		metrics.SetSessionsActiveFunc(m.Len)
 	}
@@ -155,7 +162,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	expire.Store(srv)
 	edge := transport.New(srv, transport.Options{Logger: log, Metrics: metrics})
-	g := &Gateway{log: log, opts: opts, store: store, server: srv, edge: edge, metrics: metrics}
+	g := &Gateway{log: log, limiter: limiter, opts: opts, store: store, server: srv, edge: edge, metrics: metrics}
 	v, err := g.verifierFor(cfg, nil)
 	if err != nil {
 		g.Close()
@@ -220,7 +227,9 @@ func (g *Gateway) Handler() http.Handler { return g.mux }
 // the server (and every goroutine it owns), then the session store.
 func (g *Gateway) Close() error {
 	g.stopWatch()
-	return errors.Join(g.server.Close(), g.store.Close())
+	err := errors.Join(g.server.Close(), g.store.Close())
+	g.limiter.Close() // last: the closes above may log
+	return err
 }
 
 // newMux wires the MCP endpoint: recover, request id, auth, then the transport;
@@ -433,7 +442,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr 
 		// headers; the transport sets server.read_body_timeout on each POST
 		// from its live config, when it starts reading the body.
 		IdleTimeout: 2 * time.Minute,
-		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:    stdlog.New(httpErrorLog{log}, "", 0),
 	}
 	servers := []*http.Server{srv}
 	listeners := []net.Listener{ln}
@@ -473,4 +482,15 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr 
 		serveErr = nil
 	}
 	return serveErr
+}
+
+// httpErrorLog is net/http's error log (a TLS handshake that failed, a
+// malformed request): a warning per line, under one fixed message, the line
+// in "error". The log limiter then keys them together, and no line, which
+// names a remote address, becomes a metric label.
+type httpErrorLog struct{ log *slog.Logger }
+
+func (w httpErrorLog) Write(p []byte) (int, error) {
+	w.log.Warn("http server", "error", strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -355,7 +355,7 @@ func TestStreamCapsPerPrincipalAndTenant(t *testing.T) {
 	listen.Token = mallory.Token
 	listen.Header.Set("Mcp-Protocol-Version", "2026-07-28")
 	listen.Header.Set("Mcp-Method", "subscriptions/listen")
-	lr, err := listen.Do(ctx, http.MethodPost, "", []byte(`{"jsonrpc":"2.0","id":"l1","method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"notifications":{"toolsListChanged":true}}}`))
+	lr, err := listen.Do(ctx, http.MethodPost, "", []byte(`{"jsonrpc":"2.0","id":"l1","method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"toolsListChanged":true}}}`))
 	if err != nil || lr.StatusCode != 200 {
 		t.Fatalf("listen: %v %v", err, lr)
 	}

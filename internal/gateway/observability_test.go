@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
@@ -242,6 +244,42 @@ func TestMetricsAndAuditLog(t *testing.T) {
 	for _, s := range []string{token, secret, "private words"} {
 		if strings.Contains(auditLog.String(), s) {
 			t.Errorf("the audit log contains %q", s)
+		}
+	}
+}
+
+// TestClientHangUpIsNoError: a client that hangs up during a call is no
+// failure of the gateway's: nothing is logged above Info, and the upstream
+// hears of the cancellation.
+func TestClientHangUpIsNoError(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	var logs syncBuffer
+	_, url := startGatewayWith(t, gateway.Options{
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}, []upstreamSpec{spec(a)})
+	for _, v := range []string{"2025-11-25", "2026-07-28"} {
+		var req *http.Request
+		if v == "2026-07-28" {
+			req = post2026(t, url, 1, "tools/call", `"name":"alpha__block"`, func(r *http.Request) { r.Header.Set("Mcp-Name", "alpha__block") })
+		} else {
+			req = post(t, url, initialize(t, url), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__block"}}`)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(300*time.Millisecond, cancel)
+		if resp, err := http.DefaultClient.Do(req.WithContext(ctx)); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body) // until the hang-up
+			resp.Body.Close()
+		}
+		select {
+		case <-a.Cancelled():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the upstream did not hear of the hang-up", v)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the handlers' last words
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"level":"ERROR"`) || strings.Contains(line, `"level":"WARN"`) {
+			t.Errorf("logged: %s", line)
 		}
 	}
 }

@@ -3,12 +3,16 @@ package gateway_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/gateway"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
@@ -128,5 +132,41 @@ func TestRedisDownIsA503(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("failing took %v", d)
+	}
+}
+
+// TestRedisDownLogsOnce: with the store down every request fails the
+// same way; the error is logged once per window, and the rest are counted
+// in mcpgw_log_suppressed_total.
+func TestRedisDownLogsOnce(t *testing.T) {
+	cfg := &config.Config{Auth: config.Auth{Anonymous: true}}
+	cfg.Sessions.Store = config.StoreRedis
+	cfg.Sessions.Redis = config.Redis{Addrs: []string{"127.0.0.1:1"}, Timeout: config.Duration(200 * time.Millisecond)}
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	g, err := gateway.New(cfg, gateway.Options{Version: "test",
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(func() { srv.Close(); g.Close() })
+	const n = 20
+	for range n {
+		resp, body := do(t, post(t, srv.URL+"/mcp", "0123456789abcdef0123456789abcdef", `{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("request with Redis down: %d %s", resp.StatusCode, body)
+		}
+	}
+	if got := strings.Count(logs.String(), `"msg":"session store"`); got != 1 {
+		t.Errorf("%d session store errors logged for %d requests, want 1:\n%s", got, n, logs.String())
+	}
+	rec := httptest.NewRecorder()
+	g.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if want := fmt.Sprintf(`mcpgw_log_suppressed_total{message="session store"} %d`, n-1); !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("metrics lack %s", want)
 	}
 }

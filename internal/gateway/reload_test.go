@@ -190,7 +190,7 @@ func TestReloadOneGenerationPerRequest(t *testing.T) {
 	// list sends a 2026-07-28 tools/list; it runs outside the test's
 	// goroutine, so it reports a failed exchange as status 0.
 	list := func(token string) (status int, challenge, body string, names []string) {
-		req := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+		req := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
 		req.Header.Set("Mcp-Method", "tools/list")
@@ -298,7 +298,7 @@ func TestReloadMidRequestKeepsItsGeneration(t *testing.T) {
 				<-release
 			})
 			g, url := startGatewayG(t, []upstreamSpec{spec(a), spec(b)}, labAuth(lab), func(c *config.Config) { c.Tenants = genA })
-			req := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+			req := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
 			req.Header.Set("Authorization", "Bearer "+labToken(t, lab, url, "held", tc.tenant))
 			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
 			req.Header.Set("Mcp-Method", "tools/list")

@@ -142,6 +142,19 @@ func post2026(t testing.TB, url string, id int, method, params string, edit ...f
 	return req
 }
 
+// rawPost2026 builds a request of the stateless revision with its
+// headers and params as given ("" for none).
+func rawPost2026(t testing.TB, url, method, params string) *http.Request {
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":%q}`, method)
+	if params != "" {
+		body = fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":%q,"params":%s}`, method, params)
+	}
+	req := post(t, url, "", body)
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	return req
+}
+
 func TestStatelessProtocol(t *testing.T) {
 	a := testkit.NewUpstream(t, "alpha")
 	url := startGateway(t, []upstreamSpec{spec(a)})
@@ -210,6 +223,16 @@ func TestStatelessProtocol(t *testing.T) {
 		{"Mcp-Method differs", post2026(t, url, 2, "tools/list", "", set("Mcp-Method", "prompts/list")), 400, -32020, "HeaderMismatchError"},
 		{"Mcp-Name missing", post2026(t, url, 2, "tools/call", `"name":"alpha__echo"`), 400, -32020, "HeaderMismatchError"},
 		{"Mcp-Name differs", post2026(t, url, 2, "tools/call", `"name":"alpha__echo"`, set("Mcp-Name", "alpha__fail")), 400, -32020, "HeaderMismatchError"},
+		// A required per-request field missing is malformed: -32602 and
+		// 400 (basic/index, "Per-request protocol fields").
+		{"_meta missing", rawPost2026(t, url, "tools/list", `{}`), 400, -32602, "InvalidParamsError"},
+		{"params missing", rawPost2026(t, url, "tools/list", ``), 400, -32602, "InvalidParamsError"},
+		{"protocolVersion missing", rawPost2026(t, url, "tools/list", `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}`), 400, -32602, "InvalidParamsError"},
+		{"clientCapabilities missing", rawPost2026(t, url, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), 400, -32602, "InvalidParamsError"},
+		{"clientCapabilities not an object", rawPost2026(t, url, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":"all"}}`), 400, -32602, "InvalidParamsError"},
+		{"server/discover without clientCapabilities", rawPost2026(t, url, "server/discover", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), 400, -32602, "InvalidParamsError"},
+		// The Go SDK's 2026-07-28 client sends its keepalive ping so.
+		{"ping without _meta", rawPost2026(t, url, "ping", `{}`), 400, -32602, "InvalidParamsError"},
 		{"unknown method", post2026(t, url, 2, "tools/explode", ""), 404, -32601, "MethodNotFoundError"},
 		{"ping is gone", post2026(t, url, 2, "ping", ""), 404, -32601, "MethodNotFoundError"},
 		{"initialize is gone", post2026(t, url, 2, "initialize", ""), 404, -32601, "MethodNotFoundError"},
@@ -222,7 +245,7 @@ func TestStatelessProtocol(t *testing.T) {
 			if _, code := rpcError(t, body); code != tc.code {
 				t.Errorf("code %d, want %d: %s", code, tc.code, body)
 			}
-			if tc.def == "MethodNotFoundError" {
+			if tc.def == "MethodNotFoundError" || tc.def == "InvalidParamsError" {
 				var m struct{ Error json.RawMessage }
 				_ = json.Unmarshal([]byte(body), &m)
 				validate(tc.def, string(m.Error))
@@ -470,4 +493,18 @@ func TestMcpParamHeaders(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSDKStatelessPing: the Go SDK's 2026-07-28 client sends ping (its
+// keepalive) without _meta, which that revision removed; the gateway
+// answers it as the malformed request it is, as docs/hosts.md says.
+func TestSDKStatelessPing(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	url := startGateway(t, []upstreamSpec{spec(a)})
+	cs := testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: "2026-07-28"})
+	err := cs.Ping(context.Background(), nil)
+	if err == nil || !strings.Contains(err.Error(), "-32602") && !strings.Contains(err.Error(), "Invalid params") {
+		t.Errorf("ping: %v", err)
+	}
+	t.Logf("the SDK reports: %v", err)
 }

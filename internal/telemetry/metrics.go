@@ -113,6 +113,7 @@ type Metrics struct {
 	budgets  *prometheus.CounterVec
 	quotas   *prometheus.GaugeVec
 	circuits *prometheus.GaugeVec
+	logSup   *prometheus.CounterVec
 
 	sessions   atomic.Int64
 	sessionsFn atomic.Pointer[func() int]
@@ -123,6 +124,7 @@ type Metrics struct {
 	reasons     *capped
 	kinds       *capped
 	budgetNames *capped
+	logMsgs     *capped
 
 	generation atomic.Int64
 	now        func() time.Time
@@ -194,6 +196,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcpgw_upstream_token_fetches_total",
 			Help: "Tokens the gateway fetched for upstream requests, by upstream, mode and outcome.",
 		}, []string{"upstream", "mode", "outcome"}),
+		logSup: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_log_suppressed_total",
+			Help: "Warning and error log records suppressed because one like them was logged within the rate-limit window, by message.",
+		}, []string{"message"}),
 
 		budgets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgw_budget_refusals_total",
@@ -214,6 +220,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		toolNames:   newCappedByKey(MaxUpstreamLabels, MaxToolLabelsPerUpstream),
 		reasons:     newCapped(MaxReasonLabels),
 		kinds:       newCapped(MaxReasonLabels),
+		logMsgs:     newCapped(MaxLogMessageLabels),
 		now:         time.Now,
 	}
 	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -224,7 +231,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.reqDur, m.upReqs, m.upDur, m.tools, m.authFail, m.denials,
-		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.tokens,
+		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.tokens, m.logSup,
 		m.budgets, m.quotas, m.circuits,
 	)
 	if g, ok := reg.(prometheus.Gatherer); ok {
@@ -309,6 +316,17 @@ func (m *Metrics) PolicyDenial(tenant, upstream, kind string) {
 		return
 	}
 	m.denials.WithLabelValues(m.tenant(tenant), m.upstream(upstream), m.kinds.value(kind)).Inc()
+}
+
+// LogSuppressed records one log record suppressed by a [LogLimiter]:
+// mcpgw_log_suppressed_total{message}. message is the record's message,
+// a fixed string of the code, never an error text; as a backstop at most
+// [MaxLogMessageLabels] values are kept.
+func (m *Metrics) LogSuppressed(message string) {
+	if m == nil {
+		return
+	}
+	m.logSup.WithLabelValues(m.logMsgs.value(message)).Inc()
 }
 
 // SessionStarted and SessionEnded count mcpgw_sessions_active up and down,

@@ -42,6 +42,9 @@ type UpstreamOptions struct {
 	// Stateless serves the 2026-07-28 revision (the SDK's stateless mode):
 	// no sessions, server/discover, per-request _meta.
 	Stateless bool
+	// Instructions are the server's instructions, in its initialize (or
+	// server/discover) result.
+	Instructions string
 }
 
 // RecordedRequest is one HTTP request an [Upstream] received.
@@ -304,6 +307,7 @@ func (u *Upstream) newGeneration() *generation {
 		CompletionHandler: func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{"alpha", "beta"}, Total: 2}}, nil
 		},
+		Instructions: u.opts.Instructions,
 	})
 	u.addTools(g)
 	u.addResourcesAndPrompts(g.server)

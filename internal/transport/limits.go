@@ -68,6 +68,6 @@ func (h *Handler) refuseCreate(w http.ResponseWriter, r *http.Request, rq *dispa
 		writeError(w, http.StatusServiceUnavailable, id, jsonrpc.CodeInternalError, "Service Unavailable: too many sessions")
 		return
 	}
-	h.log.Error("creating session", "error", err)
+	h.storeFailed(r, "creating session", err)
 	writeError(w, http.StatusServiceUnavailable, id, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
 }

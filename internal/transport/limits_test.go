@@ -81,7 +81,7 @@ func TestSessionCapsAnswer429(t *testing.T) {
 		h, hits := limitHandler(t, cappedStore{mem, tc.err})
 		for _, r := range []*httptest.ResponseRecorder{
 			postTo(h, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`, nil),
-			postTo(h, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			postTo(h, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 				map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}),
 		} {
 			var m struct {

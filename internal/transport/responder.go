@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -136,10 +137,13 @@ func (r *responder) Event(msg []byte) error {
 	}
 	r.buf = appendEvent(r.buf[:0], msg)
 	if _, err := r.w.Write(r.buf); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", dispatch.ErrClientGone, err)
 	}
 	r.flushedLocked()
-	return r.rc.Flush()
+	if err := r.rc.Flush(); err != nil {
+		return fmt.Errorf("%w: %w", dispatch.ErrClientGone, err)
+	}
+	return nil
 }
 
 // lastEvent writes the response message as the stream's last event. It is
@@ -281,7 +285,8 @@ func (r *responder) Stream() { r.startSSE() }
 func (r *responder) Collects() bool { return r.discard }
 
 // Refuse implements dispatch.Out: a header mismatch is a 400 (2026-07-28
-// basic/transports/streamable-http, "Server Validation"), a missing scope a
+// basic/transports/streamable-http, "Server Validation"), so is a missing
+// client capability (basic/index, "Per-request protocol fields"), a missing scope a
 // 403 step-up challenge (2025-11-25 basic/authorization, "Scope Challenge
 // Handling"), when nothing was written yet.
 func (r *responder) Refuse(id jsonrpc.ID, err error) bool {
@@ -290,7 +295,12 @@ func (r *responder) Refuse(id jsonrpc.ID, err error) bool {
 	}
 	var hm *catalog.HeaderMismatchError
 	var se *dispatch.ScopeError
+	var ce *dispatch.CapabilityError
 	switch {
+	case errors.As(err, &ce):
+		// 2026-07-28 basic/index, "Per-request protocol fields".
+		r.final(http.StatusBadRequest, jsonrpc.AppendError(nil, id, ce.RPCError()))
+		return true
 	case errors.As(err, &hm):
 		r.final(http.StatusBadRequest, jsonrpc.AppendError(nil, id, &jsonrpc.Error{Code: protocol.CodeHeaderMismatch, Message: hm.Error()}))
 		return true

@@ -85,12 +85,22 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *dis
 	if meta != nil {
 		body, hasBody = meta.GetString(protocol.MetaProtocolVersion)
 	}
+	// A request without a required per-request field is malformed, not a
+	// header mismatch: -32602 with 400 (2026-07-28 basic/index, "Per-request
+	// protocol fields"). A missing header is a mismatch (basic/transports/
+	// streamable-http, "Server Validation"), and is checked first.
+	malformed := func(format string, args ...any) {
+		writeRPCError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+fmt.Sprintf(format, args...), nil)
+	}
 	switch {
 	case header == "":
 		mismatch("required header MCP-Protocol-Version is missing")
 		return
+	case meta == nil:
+		malformed("params._meta is missing")
+		return
 	case !hasBody:
-		mismatch("params._meta[%q] is missing", protocol.MetaProtocolVersion)
+		malformed("params._meta[%q] is missing", protocol.MetaProtocolVersion)
 		return
 	case header != body:
 		mismatch("MCP-Protocol-Version header value %q does not match body value %q", header, body)
@@ -99,6 +109,12 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *dis
 	if !protocol.Listed(body, protocol.StatelessVersions) {
 		writeRPCError(w, http.StatusBadRequest, msg.ID, protocol.CodeUnsupportedProtocolVersion, "Unsupported protocol version",
 			map[string]any{"supported": protocol.Versions, "requested": body})
+		return
+	}
+	// Only now is the revision known whose fields are required: an empty
+	// object declares no capability, an absent one is malformed.
+	if caps := meta.Get(protocol.MetaClientCapabilities); len(caps) == 0 || caps[0] != '{' {
+		malformed("params._meta[%q] is missing or not an object", protocol.MetaClientCapabilities)
 		return
 	}
 	if m := r.Header.Get(protocol.HeaderMethod); m == "" {
@@ -139,16 +155,14 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *dis
 	rq.Version = body
 	rq.Stateless = true
 	rq.Header = r.Header
-	if meta != nil {
-		rq.MetaCaps = meta.Get(protocol.MetaClientCapabilities)
-		// The same bound as an initialize's capabilities: they are parsed,
-		// and their parse cached (see capSet), for each input request.
-		if max := rq.State().Config().Limits.ClientCapabilitiesBytes; len(rq.MetaCaps) > max {
-			h.srv.LimitHit(r.Context(), rq, telemetry.LimitClientCapabilities, msg.Method)
-			writeRPCError(w, http.StatusOK, msg.ID, jsonrpc.CodeInvalidParams,
-				fmt.Sprintf("Invalid params: _meta[%q] exceeds limits.client_capabilities_bytes (%d bytes)", protocol.MetaClientCapabilities, max), nil)
-			return
-		}
+	rq.MetaCaps = meta.Get(protocol.MetaClientCapabilities)
+	// The same bound as an initialize's capabilities: they are parsed,
+	// and their parse cached (see capSet), for each input request.
+	if max := rq.State().Config().Limits.ClientCapabilitiesBytes; len(rq.MetaCaps) > max {
+		h.srv.LimitHit(r.Context(), rq, telemetry.LimitClientCapabilities, msg.Method)
+		writeRPCError(w, http.StatusOK, msg.ID, jsonrpc.CodeInvalidParams,
+			fmt.Sprintf("Invalid params: _meta[%q] exceeds limits.client_capabilities_bytes (%d bytes)", protocol.MetaClientCapabilities, max), nil)
+		return
 	}
 	if msg.Method != "server/discover" {
 		rec, err := h.srv.PrincipalRecord(r.Context(), rq)
@@ -161,7 +175,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *dis
 	} else {
 		rq.Session = &session.Record{ID: "discover"}
 	}
-	if meta != nil && meta.Get(protocol.MetaLogLevel) != nil {
+	if meta.Get(protocol.MetaLogLevel) != nil {
 		rq.WantsLogs = true
 	}
 	if m.Stream() {

@@ -370,7 +370,7 @@ func (h *Handler) loadSession(w http.ResponseWriter, r *http.Request, rq *dispat
 		return false
 	}
 	if err != nil {
-		h.log.Error("session store", "error", err)
+		h.storeFailed(r, "session store", err)
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
 		return false
 	}
@@ -401,11 +401,21 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, rq *dispat
 		return
 	}
 	if err := h.store.Delete(r.Context(), rq.Session.ID); err != nil {
-		h.log.Error("session store", "error", err)
+		h.storeFailed(r, "session store", err)
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, jsonrpc.CodeInternalError, "Service Unavailable: session store unavailable")
 		return
 	}
 	h.streams.end(rq.Session.ID)
 	h.srv.EndSession(r.Context(), rq)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// storeFailed logs a failure of the session store, unless it only says
+// that the client went away.
+func (h *Handler) storeFailed(r *http.Request, msg string, err error) {
+	if dispatch.ClientGone(r.Context(), err) {
+		h.log.Debug(msg+": client gone", "error", err)
+		return
+	}
+	h.log.Error(msg, "error", err)
 }
