@@ -99,9 +99,15 @@ func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, o
 	defer cancel()
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	defer cancelCause(nil)
-	key := inflightKey(rq.Session.ID, msg.ID)
-	h.inflight.add(key, cancelCause)
-	defer h.inflight.remove(key)
+	if !rq.Stateless {
+		// A 2026-07-28 request is cancelled by closing its stream
+		// (basic/patterns/cancellation, "Transport-Specific
+		// Cancellation"), and its id is unique only to its own client,
+		// not to the principal's record that several clients share.
+		key := inflightKey(rq.Session.ID, msg.ID)
+		h.inflight.add(key, cancelCause)
+		defer h.inflight.remove(key)
+	}
 
 	start := time.Now()
 	ctx, span := telemetry.StartServerSpan(ctx, h.tracer, msg.Method, "", msg.Params,

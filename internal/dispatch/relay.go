@@ -60,6 +60,12 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 		}
 	}
 	id := forwardID(c.id)
+	if rq.Stateless {
+		// The principal's clients share its upstream sessions, and each
+		// numbers its requests on its own: ids of the gateway's keep two
+		// in flight apart. Nothing names them later (see Serve).
+		id = rq.h.statelessID()
+	}
 	for round := 1; ; round++ {
 		res, us, err := rq.relayOnce(ctx, callCtx, c, up, id, params, &parked)
 		if err != nil || parked {

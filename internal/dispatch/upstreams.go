@@ -398,7 +398,13 @@ func (h *Server) internalID() jsonrpc.ID {
 	return jsonrpc.StringID("g." + h.idPrefix + "." + strconv.FormatUint(h.ids.Add(1), 10))
 }
 
-// forwardID is the id a client request travels upstream with. It is a pure
+// statelessID returns the id a 2026-07-28 client's request travels upstream
+// with: unique, as internalID's, and told apart from them.
+func (h *Server) statelessID() jsonrpc.ID {
+	return jsonrpc.StringID("s." + h.idPrefix + "." + strconv.FormatUint(h.ids.Add(1), 10))
+}
+
+// forwardID is the id a session client's request travels upstream with. It is a pure
 // function of the client's id, so any replica can name the upstream request
 // (to cancel it, for one) without shared state.
 func forwardID(id jsonrpc.ID) jsonrpc.ID { return jsonrpc.StringID("c." + id.String()) }

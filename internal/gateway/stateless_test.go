@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -507,4 +508,28 @@ func TestSDKStatelessPing(t *testing.T) {
 		t.Errorf("ping: %v", err)
 	}
 	t.Logf("the SDK reports: %v", err)
+}
+
+// TestStatelessSameIDsInFlight: two clients of one principal number their
+// requests alike; both calls with id 1, in flight at once on the
+// principal's shared upstream session, reach the upstream as two requests
+// and are both answered.
+func TestStatelessSameIDsInFlight(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	url := startGateway(t, []upstreamSpec{spec(a)})
+	var wg sync.WaitGroup
+	bodies := make([]string, 2)
+	for i := range bodies {
+		wg.Go(func() {
+			_, bodies[i] = do(t, post2026(t, url, 1, "tools/call", `"name":"alpha__gate"`, func(r *http.Request) { r.Header.Set("Mcp-Name", "alpha__gate") }))
+		})
+	}
+	waitFor(t, func() bool { return a.Count("tools/call") == 2 })
+	a.Release()
+	wg.Wait()
+	for i, b := range bodies {
+		if !strings.Contains(b, `"released"`) {
+			t.Errorf("call %d: %s", i, b)
+		}
+	}
 }
