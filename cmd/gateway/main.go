@@ -5,6 +5,7 @@
 //	gateway validate -config FILE  check a config; list every problem
 //	gateway explain -config FILE -tenant ID  what a tenant sees, and why
 //	gateway demo                   run with an embedded demo upstream
+//	gateway bridge -- CMD ARGS...  serve a stdio MCP server over Streamable HTTP
 //	gateway version                print the version
 package main
 
@@ -48,6 +49,8 @@ commands:
   explain -config FILE -tenant ID
                          show what a tenant would see through each upstream, and why
   demo                   run on 127.0.0.1:8080 with an embedded demo upstream (no files, no services)
+  bridge [-listen ADDR] -- COMMAND [ARG...]
+                         run a stdio MCP server and serve it as a Streamable HTTP upstream at /mcp
   version                print the version
 
 Run "gateway <command> -h" for a command's flags.
@@ -69,6 +72,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runDemo(ctx, rest, getenv, stdout, stderr)
 	case "explain":
 		return explain(ctx, rest, getenv, stdout, stderr)
+	case "bridge":
+		return bridge(ctx, rest, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "gateway", version)
 		return nil

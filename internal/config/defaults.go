@@ -36,6 +36,10 @@ const (
 	DefaultSampleRatio       = 1.0
 	DefaultAuditOutput       = AuditStderr
 	DefaultAuditArguments    = AuditArgumentsNone
+	DefaultStdioProcesses    = 256
+	DefaultMaxProcesses      = 64
+	DefaultStdioIdleTimeout  = 10 * time.Minute
+	DefaultStopGrace         = 5 * time.Second
 )
 
 // Values of telemetry.audit.output besides a file path.
@@ -135,6 +139,16 @@ func (c *Config) ApplyDefaults() {
 		setDefault(&c.Upstreams[i].Timeout, Duration(DefaultUpstreamTimeout))
 		setDefault(&c.Upstreams[i].AuditArguments, DefaultAuditArguments)
 		setDefault(&c.Upstreams[i].Lists, DefaultLists)
+		// Transport stays "" when not given: IsStdio tells.
+		if u := &c.Upstreams[i]; u.IsStdio() {
+			if u.Stdio == nil {
+				u.Stdio = &UpstreamStdio{}
+			}
+			setDefault(&u.Stdio.Isolation, IsolationTenant)
+			setDefault(&u.Stdio.MaxProcesses, DefaultMaxProcesses)
+			setDefault(&u.Stdio.IdleTimeout, Duration(DefaultStdioIdleTimeout))
+			setDefault(&u.Stdio.StopGrace, Duration(DefaultStopGrace))
+		}
 	}
 
 	l := &c.Limits
@@ -146,6 +160,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&l.ParkedCallsPerPrincipal, DefaultParkedCalls)
 	setDefault(&l.ListPages, DefaultListPages)
 	setDefault(&l.ListBytes, DefaultListBytes)
+	setDefault(&l.StdioProcesses, DefaultStdioProcesses)
 
 	t := &c.Telemetry
 	if t.Tracing.SampleRatio == nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/identity"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
@@ -59,12 +60,15 @@ type Options struct {
 // one request (the config snapshot in force, the catalog, the upstream
 // clients and the goroutines beyond a request).
 type Server struct {
-	state   atomic.Pointer[State]
-	store   session.Store
-	log     *slog.Logger
-	version string
-	httpc   *http.Client
-	authc   *http.Client
+	state atomic.Pointer[State]
+	// processes bounds the processes of all stdio upstreams
+	// (limits.stdio_processes).
+	processes *pipe.Limit
+	store     session.Store
+	log       *slog.Logger
+	version   string
+	httpc     *http.Client
+	authc     *http.Client
 
 	catalog *catalog.Catalog
 	watch   watchers
@@ -102,8 +106,9 @@ type State struct {
 	tenants   *tenant.Set
 	merged    sync.Map // mergedKey → *mergedEntry: lists as each tenant sees them
 	byTenant  sync.Map // tenant id → *tenantUpstreams
-	// creds is set when some upstream has per-request credentials:
-	// requests then carry their caller in their context.
+	// creds is set when some upstream has per-request credentials, or
+	// is a stdio upstream (whose processes are per tenant): requests then
+	// carry their caller in their context.
 	creds bool
 	// signer mints signed-identity tokens; nil when no upstream uses them.
 	signer  *identity.Signer
@@ -147,9 +152,11 @@ func New(opts Options) (*Server, error) {
 		authc:    opts.AuthClient,
 		lastCaps: make(map[string]json.RawMessage),
 		idPrefix: session.NewID()[:12],
-		metrics:  opts.Metrics,
-		tracer:   telemetry.Tracer(opts.TracerProvider),
-		audit:    opts.Audit,
+		// Set from the config by build.
+		processes: pipe.NewLimit(0),
+		metrics:   opts.Metrics,
+		tracer:    telemetry.Tracer(opts.TracerProvider),
+		audit:     opts.Audit,
 	}
 	mailbox, _ := opts.Store.(session.Mailbox)
 	h.bridge = bridge.New(bridge.Options{
@@ -175,6 +182,7 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 	st := &State{cfg: cfg, byName: make(map[string]*upstreamRef), origins: make(map[string]bool), tenants: tenant.NewSet(cfg)}
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
 	st.signer = h.signerFor(cfg, prev)
+	h.processes.SetMax(cfg.Limits.StdioProcesses)
 	if st.signer != nil {
 		st.keysSum = keyFilesSum(cfg.Identity.SigningKeys)
 	}
@@ -187,7 +195,7 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 				reflect.DeepEqual(tenantCredentials(prev.cfg, u.Name), tc) && (!usesSigner(cfg, &u) || prev.signer == st.signer) {
 				st.upstreams = append(st.upstreams, old)
 				st.byName[u.Name] = old
-				st.creds = st.creds || old.creds != nil
+				st.creds = st.creds || old.creds != nil || u.IsStdio()
 				continue
 			}
 		}
@@ -201,12 +209,31 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 		if ref.creds != nil {
 			creds, st.creds = ref.creds, true
 		}
+		if u.IsStdio() {
+			// Its processes are per tenant: requests carry the caller.
+			st.creds = true
+		}
+		var tenv map[string]map[string]string
+		for id, tu := range tc {
+			if len(tu.Env) > 0 {
+				if tenv == nil {
+					tenv = make(map[string]map[string]string)
+				}
+				tenv[id] = tu.Env
+			}
+		}
 		ref.client = upstream.New(u, upstream.Options{
-			Credentials: creds,
-			Secrets:     credentialSecrets(&u, tc),
-			HTTPClient:  h.httpc,
-			Logger:      h.log.With("upstream", u.Name),
-			ClientInfo:  info,
+			// A stdio upstream runs a process per tenant (see
+			// upstreams[].stdio.isolation), with the tenant's env.
+			Tenant:       callerTenant,
+			TenantEnv:    tenv,
+			ProcessLimit: h.processes,
+			OnProcess:    h.metrics.UpstreamProcess(u.Name),
+			Credentials:  creds,
+			Secrets:      credentialSecrets(&u, tc),
+			HTTPClient:   h.httpc,
+			Logger:       h.log.With("upstream", u.Name),
+			ClientInfo:   info,
 			// Requests for input are bridged to the clients that can
 			// answer them, and refused for the others (see mrtr.go).
 			Capabilities: json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}}`),

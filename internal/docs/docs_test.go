@@ -530,10 +530,12 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.LimitRejection(telemetry.LimitSessionsPrincipal, "acme")
 	m.NameFlagged("github", telemetry.NameControlCharacter)
 	m.TokenFetch("github", "client_credentials", "ok")
+	m.UpstreamProcess("fs")(1, false)
+	m.UpstreamProcess("fs")(-1, true)
 	return []string{
 		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial",
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed",
-		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "TokenFetch",
+		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "TokenFetch", "UpstreamProcess",
 		"Handler", // serves, records nothing
 	}
 }

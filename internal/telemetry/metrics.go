@@ -109,6 +109,8 @@ type Metrics struct {
 	limits   *prometheus.CounterVec
 	names    *prometheus.CounterVec
 	tokens   *prometheus.CounterVec
+	procs    *prometheus.GaugeVec
+	exits    *prometheus.CounterVec
 
 	sessions   atomic.Int64
 	sessionsFn atomic.Pointer[func() int]
@@ -189,6 +191,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcpgw_upstream_token_fetches_total",
 			Help: "Tokens the gateway fetched for upstream requests, by upstream, mode and outcome.",
 		}, []string{"upstream", "mode", "outcome"}),
+		procs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpgw_upstream_processes",
+			Help: "Processes of stdio upstreams running on this replica, by upstream.",
+		}, []string{"upstream"}),
+		exits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_upstream_process_exits_total",
+			Help: "Processes of stdio upstreams that ended, by upstream and reason: exited (by itself: a crash) or stopped (idle, reload, shutdown).",
+		}, []string{"upstream", "reason"}),
 
 		tenants:   newCapped(MaxTenantLabels),
 		upstreams: newCapped(MaxUpstreamLabels),
@@ -206,6 +216,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.reqDur, m.upReqs, m.upDur, m.tools, m.authFail, m.denials,
 		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.tokens,
+		m.procs, m.exits,
 	)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
@@ -454,6 +465,28 @@ func (m *Metrics) TokenFetch(upstream, mode, outcome string) {
 		outcome = "error"
 	}
 	m.tokens.WithLabelValues(m.upstream(upstream), mode, outcome).Inc()
+}
+
+// UpstreamProcess returns the hook that records the processes of stdio
+// upstream u (see upstream.Options.OnProcess):
+// mcpgw_upstream_processes{upstream} and
+// mcpgw_upstream_process_exits_total{upstream,reason}. It returns nil for
+// a nil *Metrics.
+func (m *Metrics) UpstreamProcess(u string) func(delta int, exited bool) {
+	if m == nil {
+		return nil
+	}
+	u = m.upstream(u)
+	return func(delta int, exited bool) {
+		m.procs.WithLabelValues(u).Add(float64(delta))
+		if delta < 0 {
+			reason := "stopped"
+			if exited {
+				reason = "exited"
+			}
+			m.exits.WithLabelValues(u, reason).Inc()
+		}
+	}
 }
 
 func (m *Metrics) tenant(t string) string {

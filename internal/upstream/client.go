@@ -58,6 +58,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 )
@@ -101,6 +102,21 @@ type Options struct {
 	// from every error and log line derived from the upstream's answers.
 	// See [Scrubber].
 	Secrets []string
+
+	// Tenant returns the tenant a request's context is for; a stdio
+	// upstream isolated per tenant runs one process for each. Nil means
+	// every request is the same tenant's.
+	Tenant func(ctx context.Context) string
+	// TenantEnv is the env a stdio upstream's processes get, by tenant,
+	// over the upstream's own (tenants[].upstreams[].env). Its values are
+	// secrets.
+	TenantEnv map[string]map[string]string
+	// ProcessLimit, if set, bounds the processes of every stdio upstream
+	// sharing it (limits.stdio_processes).
+	ProcessLimit *pipe.Limit
+	// OnProcess, if set, is told when a stdio process starts (+1) and ends
+	// (-1), and whether it ended by itself (it exited or crashed).
+	OnProcess func(delta int, exited bool)
 }
 
 // Credentials produce the per-request credentials of an upstream (see
@@ -188,6 +204,12 @@ type Client struct {
 	// discoverParams are the params of server/discover: the version, the gateway's
 	// client info and capabilities.
 	discoverParams json.RawMessage
+
+	// pipe serves a stdio or HTTP+SSE upstream in process (see pipes.go);
+	// nil for a Streamable HTTP one. auto is set for transport auto.
+	pipe      *pipe.Handler
+	pipeTrans *pipe.Transport
+	auto      *autoTransport
 }
 
 // New returns a client for upstream cfg. It does no network I/O; a URL that
@@ -221,6 +243,27 @@ func New(cfg config.Upstream, opts Options) *Client {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	c.log = c.log.With("upstream", cfg.Name)
+	c.maxMsg = defaultMaxMessageBytes
+	if opts.MaxMessageBytes > 0 {
+		c.maxMsg = int(min(opts.MaxMessageBytes, math.MaxInt32))
+	}
+	if cfg.IsStdio() {
+		for _, env := range opts.TenantEnv {
+			for _, v := range env {
+				secrets = append(secrets, v)
+			}
+		}
+		for _, v := range cfg.Env {
+			secrets = append(secrets, v)
+		}
+		scrub := NewScrubber(secrets...)
+		opts.MaxMessageBytes = int64(c.maxMsg)
+		c.pipe = newStdioHandler(cfg, opts, c.log, scrub.Replace)
+		c.pipeTrans = pipe.NewTransport(c.pipe)
+		c.hc = &http.Client{Transport: c.pipeTrans}
+		c.url = pipeURL
+		cfg.TLS = nil
+	}
 	if c.hc != nil && cfg.TLS != nil {
 		c.log.Warn("upstream tls settings are ignored: the client was given an HTTP client of its own")
 	}
@@ -257,13 +300,30 @@ func New(cfg config.Upstream, opts Options) *Client {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	c.maxMsg = defaultMaxMessageBytes
-	if opts.MaxMessageBytes > 0 {
-		c.maxMsg = int(min(opts.MaxMessageBytes, math.MaxInt32))
+	if t := cfg.Transport; t == config.TransportSSE || t == config.TransportAuto {
+		c.pipe = c.newSSEHandler(cfg, c.hc)
+		c.pipeTrans = pipe.NewTransport(c.pipe)
+		legacy := &http.Client{Transport: c.pipeTrans}
+		if t == config.TransportSSE {
+			c.hc = legacy
+		} else {
+			rt := c.hc.Transport
+			if rt == nil {
+				rt = http.DefaultTransport
+			}
+			c.auto = &autoTransport{http: rt, legacy: c.pipeTrans}
+			c.hc = &http.Client{Transport: c.auto, CheckRedirect: c.hc.CheckRedirect, Jar: c.hc.Jar}
+		}
+		c.url = pipeURL
 	}
 
 	var redact []string
-	if u, err := url.Parse(cfg.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if c.url == pipeURL {
+		redact = append(redact, pipeURL, "<upstream>")
+	}
+	if u, err := url.Parse(cfg.URL); c.url == pipeURL && cfg.IsStdio() {
+		// No URL: the command is the config's, not a secret.
+	} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		c.setupErr = errors.New("invalid upstream URL")
 	} else {
 		// The whole URL before the host it contains: at one position, the
@@ -306,8 +366,15 @@ func (c *Client) Timeout() time.Duration { return c.timeout }
 // Close waits for the notifications the client sends in the background (each
 // bounded by a few seconds) and closes the idle connections of the client's
 // own transport. The client remains usable.
+//
+// A stdio or HTTP+SSE upstream's Close also stops its processes (or
+// streams), all at once, and waits for them: requests made after it fail.
 func (c *Client) Close() error {
 	c.bg.Wait()
+	if c.pipe != nil {
+		c.pipe.Close()
+		c.pipeTrans.Close()
+	}
 	if c.creds != nil {
 		c.creds.Close()
 	}
