@@ -306,7 +306,10 @@ func New(cfg config.Upstream, opts Options) *Client {
 		legacy := &http.Client{Transport: c.pipeTrans}
 		if t == config.TransportSSE {
 			c.hc = legacy
+			c.url = pipeURL
 		} else {
+			// The real URL: requests go there until the upstream is
+			// found to be legacy, and the Handler ignores it.
 			rt := c.hc.Transport
 			if rt == nil {
 				rt = http.DefaultTransport
@@ -314,7 +317,6 @@ func New(cfg config.Upstream, opts Options) *Client {
 			c.auto = &autoTransport{http: rt, legacy: c.pipeTrans}
 			c.hc = &http.Client{Transport: c.auto, CheckRedirect: c.hc.CheckRedirect, Jar: c.hc.Jar}
 		}
-		c.url = pipeURL
 	}
 
 	var redact []string
