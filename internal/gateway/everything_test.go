@@ -27,8 +27,12 @@ func TestEverythingServer(t *testing.T) {
 			return config.Upstream{Name: "ev", Command: testkit.EverythingCommand(t), Env: map[string]string{"EVERYTHING_TOKEN": "tok-123"},
 				Stdio: &config.UpstreamStdio{StopGrace: config.Duration(time.Second)}}
 		}},
-		{"sse", func() config.Upstream { return config.Upstream{Name: "ev", URL: sseURL, Transport: config.TransportSSE} }},
-		{"auto", func() config.Upstream { return config.Upstream{Name: "ev", URL: sseURL, Transport: config.TransportAuto} }},
+		{"sse", func() config.Upstream {
+			return config.Upstream{Name: "ev", URL: sseURL, Transport: config.TransportSSE}
+		}},
+		{"auto", func() config.Upstream {
+			return config.Upstream{Name: "ev", URL: sseURL, Transport: config.TransportAuto}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
