@@ -2,11 +2,13 @@ package testkit
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // StdioServerPackage is the import path of the stdio test server.
@@ -42,4 +44,44 @@ func StdioServer(t testing.TB) string {
 		t.Fatalf("testkit: %v", stdioBuild.err)
 	}
 	return stdioBuild.path
+}
+
+// StartStdioServerHTTP runs the stdio test server over Streamable HTTP
+// (STDIOSERVER_HTTP) on a free loopback port, stopped at the end of the
+// test, and returns its endpoint URL: the same server as over stdio.
+func StartStdioServerHTTP(t testing.TB) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	cmd := exec.Command(StdioServer(t))
+	cmd.Env = []string{"STDIOSERVER_HTTP=" + addr}
+	out := &syncBuf{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("testkit: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case <-done:
+			t.Fatalf("testkit: stdioserver exited:\n%s", out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testkit: stdioserver did not listen in 10s:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return "http://" + addr + "/mcp"
 }

@@ -13,17 +13,21 @@
 // With STDIOSERVER_GARBAGE set it writes such a line before serving, and it
 // writes "stdioserver starting" to stderr when it starts. With
 // STDIOSERVER_CHILD set it starts a child (sleep) that outlives nothing:
-// stopping the server's process group must stop it too.
+// stopping the server's process group must stop it too. With
+// STDIOSERVER_HTTP=ADDR it serves the same server over Streamable HTTP at
+// http://ADDR/mcp instead of stdio, to compare the two.
 package main
 
 import (
 	"context"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -105,6 +109,13 @@ func main() {
 			stdoutMu.Unlock()
 			return text("after garbage"), nil, nil
 		})
+	if addr := os.Getenv("STDIOSERVER_HTTP"); addr != "" {
+		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+		mux := http.NewServeMux()
+		mux.Handle("/mcp", h)
+		fmt.Fprintln(os.Stderr, "listening on http://"+addr+"/mcp")
+		log.Fatal((&http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}).ListenAndServe())
+	}
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "stdioserver:", err)
 	}
