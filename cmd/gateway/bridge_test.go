@@ -102,3 +102,93 @@ func childPids(pid string) []string {
 	}
 	return out
 }
+
+// TestServeBinaryStdio runs the built gateway with a stdio upstream from
+// YAML: the server gets its configured env (a secret from the gateway's
+// environment), its stderr reaches the log tagged with the upstream and
+// tenant and without the secret, a reload that changes its settings
+// replaces its process, and SIGTERM leaves no process behind.
+func TestServeBinaryStdio(t *testing.T) {
+	bin := testkit.BuildGateway(t)
+	server := testkit.StdioServer(t)
+	write := func(mode string) string {
+		return testkit.WriteFile(t, "gateway.yaml", `
+server:
+  listen: "127.0.0.1:0"
+auth:
+  anonymous: true
+upstreams:
+  - name: fs
+    command: ["`+server+`"]
+    env:
+      FS_SECRET: "${FS_SECRET}"
+      STDIOSERVER_CHILD: "1"
+      MODE: "`+mode+`"
+    stdio:
+      stop_grace: 1s
+`)
+	}
+	cfg := write("one")
+	p := testkit.StartGateway(t, bin, []string{"serve", "-config", cfg, "-log-format", "json"}, []string{"FS_SECRET=fs-secret-value"})
+	cs := testkit.Connect(t, p.Endpoint, nil)
+	ctx := context.Background()
+	call := func(tool string, args map[string]any) string {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+	if got := call("fs__env", map[string]any{"name": "FS_SECRET"}); got != "fs-secret-value" {
+		t.Errorf("FS_SECRET = %q", got)
+	}
+	call("fs__stderr", map[string]any{"text": "leaking fs-secret-value to stderr"})
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(p.Output(), "leaking") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	out := p.Output()
+	if !strings.Contains(out, `"upstream":"fs"`) || !strings.Contains(out, `"tenant":"default"`) || !strings.Contains(out, "leaking") {
+		t.Errorf("stderr not logged with upstream and tenant:\n%s", out)
+	}
+	pid := call("fs__pid", nil)
+	procs := append(childPids(pid), pid)
+
+	// A reload that changes the upstream's settings stops its process;
+	// the session goes on, on a new one.
+	write("two")
+	for deadline := time.Now().Add(10 * time.Second); call("fs__env", map[string]any{"name": "MODE"}) != "two"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reload was not applied:\n%s", p.Output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, old := range procs {
+		for deadline := time.Now().Add(5 * time.Second); running(old) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if running(old) {
+			t.Errorf("process %s of the replaced upstream still running", old)
+		}
+	}
+	pid = call("fs__pid", nil)
+	procs = append(childPids(pid), pid)
+	if len(procs) < 2 {
+		t.Fatal("the server started no child")
+	}
+	cs.Close()
+	if err := p.Stop(); err != nil {
+		t.Errorf("gateway did not exit cleanly on SIGTERM: %v", err)
+	}
+	for _, old := range procs {
+		for deadline := time.Now().Add(5 * time.Second); running(old) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if running(old) {
+			t.Errorf("process %s still running after the gateway stopped", old)
+		}
+	}
+	if strings.Contains(p.Output(), "fs-secret-value") {
+		t.Errorf("the secret reached the log:\n%s", p.Output())
+	}
+}

@@ -49,11 +49,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}()
 		t.h.ServeHTTP(w, in)
 	}()
+	// As with net/http, the request's context ending fails the body's
+	// reads, and so the Handler's writes, whoever holds the body.
+	context.AfterFunc(ctx, func() { pr.CloseWithError(context.Cause(ctx)) })
 	select {
 	case <-w.ready:
 	case <-ctx.Done():
 		cancel()
-		pr.Close()
 		return nil, context.Cause(req.Context())
 	}
 	return &http.Response{
