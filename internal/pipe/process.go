@@ -266,7 +266,9 @@ func (p *Process) Recv() ([]byte, error) {
 			p.logLine("stdio server wrote something other than JSON-RPC on stdout; dropped", line)
 			continue
 		}
-		return line, nil
+		// A copy: the next read reuses the buffer, and the message is
+		// queued for a reader.
+		return bytes.Clone(line), nil
 	}
 }
 
@@ -311,8 +313,10 @@ func (p *Process) logStderr() {
 	r := bufio.NewReaderSize(p.stderr, maxStderrLine)
 	dropped := 0
 	for {
-		line, err := r.ReadSlice('\n')
-		if len(line) > 0 {
+		frag, err := r.ReadSlice('\n')
+		if len(frag) > 0 {
+			// A copy: skipping the rest of a long line reuses the buffer.
+			line := string(bytes.TrimRight(frag, "\r\n"))
 			cut := errors.Is(err, bufio.ErrBufferFull)
 			if cut {
 				// Skip the rest of the line.
@@ -325,7 +329,7 @@ func (p *Process) logStderr() {
 					p.log.Warn("stdio server stderr lines dropped (rate limit)", "dropped", dropped)
 					dropped = 0
 				}
-				p.log.Info("stdio server stderr", "line", p.scrub(string(bytes.TrimRight(line, "\r\n"))), "truncated", cut)
+				p.log.Info("stdio server stderr", "line", p.scrub(line), "truncated", cut)
 			} else {
 				dropped++
 			}

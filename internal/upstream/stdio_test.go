@@ -332,3 +332,36 @@ func TestStdioLimits(t *testing.T) {
 		t.Fatalf("third process beyond max_processes: %v, want 503", err)
 	}
 }
+
+// TestStdioQueueBound: a caller that does not read while the server sends
+// many notifications gets some dropped (queueLen bounds what waits for
+// it), never its response.
+func TestStdioQueueBound(t *testing.T) {
+	c, _ := newStdioClient(t, config.UpstreamStdio{}, nil, Options{})
+	ctx := context.Background()
+	res, err := c.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Call(ctx, res.Session, jsonrpc.IntID(1), "tools/call", json.RawMessage(`{"name":"progress","arguments":{"steps":2000},"_meta":{"progressToken":"t"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	time.Sleep(time.Second) // the server sends everything meanwhile
+	n := 0
+	for {
+		m, _, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Kind == jsonrpc.KindResponse {
+			break
+		}
+		n++
+	}
+	if n >= 2000 || n == 0 {
+		t.Errorf("%d progress notifications of 2000 reached a caller that did not read", n)
+	}
+	t.Logf("%d of 2000 progress notifications kept", n)
+}
