@@ -76,6 +76,19 @@ func TestEverythingServer(t *testing.T) {
 			if n := progress.Load(); n != 3 {
 				t.Errorf("%d progress notifications, want 3", n)
 			}
+			// Cancellation: the client gives up on a long operation; the
+			// call ends at once and the session goes on.
+			cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			start := time.Now()
+			_, err = cs.CallTool(cctx, &mcp.CallToolParams{Name: "ev__trigger-long-running-operation",
+				Arguments: map[string]any{"duration": 20, "steps": 2}})
+			cancel()
+			if err == nil || time.Since(start) > 5*time.Second {
+				t.Errorf("cancelled call: %v after %v", err, time.Since(start))
+			}
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev__echo", Arguments: map[string]any{"message": "again"}}); err != nil {
+				t.Errorf("echo after a cancelled call: %v", err)
+			}
 			if _, err := cs.ListPrompts(ctx, nil); err != nil {
 				t.Errorf("prompts/list: %v", err)
 			}

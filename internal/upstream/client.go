@@ -386,6 +386,10 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// legacyVersion is the revision of the HTTP+SSE transport, accepted from
+// the upstreams served in process (see pipes.go).
+const legacyVersion = "2024-11-05"
+
 // initializeID is the id of the initialize request; it is alone on its
 // connection, so any id will do.
 var initializeID = jsonrpc.IntID(0)
@@ -443,7 +447,10 @@ func (c *Client) Initialize(ctx context.Context) (*InitResult, error) {
 	}
 	// The client asks for the newest revision and accepts the older ones
 	// an upstream may answer with (lifecycle, "Version Negotiation").
-	if !protocol.Listed(res.ProtocolVersion, protocol.SessionVersions) {
+	// Servers of the HTTP+SSE transport, and older stdio servers, often
+	// speak only 2024-11-05, whose messages the gateway relays as they are
+	// (what later revisions added, they do not send).
+	if !protocol.Listed(res.ProtocolVersion, protocol.SessionVersions) && (!c.piped() || res.ProtocolVersion != legacyVersion) {
 		// The spec says the client SHOULD disconnect; the session is useless.
 		c.terminateInBackground(ctx, sid)
 		return nil, c.error(op, 0, fmt.Errorf("unsupported protocol version %q", excerpt([]byte(res.ProtocolVersion), 40)))

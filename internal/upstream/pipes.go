@@ -284,3 +284,9 @@ func (c *sseConn) Close() error {
 	})
 	return nil
 }
+
+// piped reports whether requests go to the in-process Handler (stdio,
+// sse, or auto once the upstream was found to be legacy).
+func (c *Client) piped() bool {
+	return c.pipe != nil && (c.auto == nil || c.auto.sse.Load())
+}
