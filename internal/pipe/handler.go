@@ -200,6 +200,7 @@ type uconn struct {
 	sessions map[string]*hsession
 	lastUsed time.Time
 	stopped  bool // stopped by the Handler, not by itself
+	ended    bool // the reader took the calls in flight to fail them
 }
 
 // hsession is one client session on a uconn.
@@ -464,7 +465,7 @@ func (c *uconn) init(ctx context.Context, params json.RawMessage) {
 	id := c.register(cl, nil)
 	if err := c.conn.Send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.IntID(id), "initialize", params)); err != nil {
 		c.unregister(id, cl)
-		c.initErr = err
+		c.initErr = c.gone(err)
 		c.h.stopConn(c)
 		return
 	}
@@ -491,9 +492,25 @@ func (c *uconn) init(ctx context.Context, params json.RawMessage) {
 		return
 	}
 	if err := c.conn.Send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.ID{}, "notifications/initialized", nil)); err != nil {
-		c.initErr = err
+		c.initErr = c.gone(err)
 		c.h.stopConn(c)
 	}
+}
+
+// gone returns why the Conn ended if a write failed with err because it
+// did (the process exited: its exit status says more than the write), else
+// err.
+func (c *uconn) gone(err error) error {
+	t := time.NewTimer(exitWait + 100*time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-c.dead:
+		if c.why != nil {
+			return fmt.Errorf("the server is gone: %w", c.why)
+		}
+	case <-t.C:
+	}
+	return err
 }
 
 // register adds cl as in flight under a new id of the Conn's, and its
@@ -501,18 +518,18 @@ func (c *uconn) init(ctx context.Context, params json.RawMessage) {
 func (c *uconn) register(cl *call, token []byte) int64 {
 	id := c.nextID.Add(1)
 	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		// The reader is done with the calls in flight: fail it here.
+		c.fail(id, cl)
+		return id
+	}
 	c.pending[id] = cl
 	if token != nil {
 		c.progress[string(token)] = cl
 	}
 	c.lastUsed = time.Now()
 	c.mu.Unlock()
-	select {
-	case <-c.dead:
-		// The reader is gone and will not fail it: do it here.
-		c.fail(id, cl)
-	default:
-	}
 	return id
 }
 
@@ -714,16 +731,15 @@ func (c *uconn) read() {
 	if !stopped {
 		c.h.log.Warn("upstream server ended", "upstream", c.h.opts.Name, "tenant", c.tenant, "error", err)
 	}
-	close(c.dead)
 	c.mu.Lock()
+	c.ended = true
 	pending := c.pending
 	c.pending = map[int64]*call{}
 	sessions := c.sessions
 	c.sessions = map[string]*hsession{}
 	c.mu.Unlock()
-	for id, cl := range pending {
-		c.fail(id, cl)
-	}
+	// The Handler forgets the Conn, and its backoff is set, before anyone
+	// hears that it ended: a client told so may initialize again at once.
 	h := c.h
 	h.mu.Lock()
 	for id := range sessions {
@@ -732,7 +748,6 @@ func (c *uconn) read() {
 	if h.conns[c.key] == c {
 		delete(h.conns, c.key)
 	}
-	h.n--
 	if !stopped {
 		b := h.backoff[c.tenant]
 		if time.Since(c.start) < minLifetime {
@@ -748,8 +763,16 @@ func (c *uconn) read() {
 		}
 	}
 	h.mu.Unlock()
-	// Close waits for what the Conn started (a Process's goroutines).
+	close(c.dead)
+	for id, cl := range pending {
+		c.fail(id, cl)
+	}
+	// Close waits for what the Conn started (a Process's goroutines); the
+	// Conn counts in the bounds until then.
 	_ = c.conn.Close()
+	h.mu.Lock()
+	h.n--
+	h.mu.Unlock()
 	h.opts.Limit.release()
 	if h.opts.OnConn != nil {
 		h.opts.OnConn(-1, !stopped)

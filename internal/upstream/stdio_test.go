@@ -365,3 +365,56 @@ func TestStdioQueueBound(t *testing.T) {
 	}
 	t.Logf("%d of 2000 progress notifications kept", n)
 }
+
+// TestStdioCrashLoopBacksOff: a server that exits at once fails each
+// session's initialize with its exit status, and is started again only
+// after a growing backoff.
+func TestStdioCrashLoopBacksOff(t *testing.T) {
+	cfg := config.Upstream{Name: "bad", Command: []string{"sh", "-c", "echo starting >&2; exit 7"}, Timeout: config.Duration(10 * time.Second),
+		Stdio: &config.UpstreamStdio{StopGrace: config.Duration(time.Second)}}
+	c := New(cfg, Options{})
+	defer c.Close()
+	ctx := context.Background()
+	start := time.Now()
+	for i := range 3 {
+		_, err := c.Open(ctx)
+		if err == nil || !strings.Contains(err.Error(), "exit status 7") {
+			t.Fatalf("open %d: %v, want the exit status", i, err)
+		}
+	}
+	// 250ms before the second start, 500ms before the third.
+	if d := time.Since(start); d < 700*time.Millisecond {
+		t.Errorf("three starts of a crashing server in %v: no backoff", d)
+	}
+	eventually(t, func() bool { return c.pipe.Conns() == 0 })
+}
+
+// TestStdioSessionIsolation: with isolation session, each session has its
+// process, and ending the session stops it.
+func TestStdioSessionIsolation(t *testing.T) {
+	c, _ := newStdioClient(t, config.UpstreamStdio{Isolation: config.IsolationSession}, nil, Options{})
+	ctx := context.Background()
+	a, err := c.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, _ := callText(ctx, c, a.Session, "pid", nil)
+	pb, _ := callText(ctx, c, b.Session, "pid", nil)
+	if pa == pb || pa == "" {
+		t.Fatalf("sessions in processes %q and %q", pa, pb)
+	}
+	if err := c.Terminate(ctx, a.Session); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { return !processRunning(pa) })
+	if !processRunning(pb) {
+		t.Error("the other session's process stopped")
+	}
+	if got, err := callText(ctx, c, b.Session, "echo", map[string]string{"text": "still"}); err != nil || got != "still" {
+		t.Errorf("other session: %q, %v", got, err)
+	}
+}
