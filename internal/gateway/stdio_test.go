@@ -2,7 +2,9 @@ package gateway_test
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +36,17 @@ func TestStdioUpstreamThroughGateway(t *testing.T) {
 			{ID: "globex", Upstreams: []config.TenantUpstream{{Name: "fs", Env: map[string]string{"TOKEN": "globex-secret"}}}},
 		}
 	})
-	_ = g
+	admin := httptest.NewServer(g.AdminHandler())
+	t.Cleanup(admin.Close)
+	metrics := func() string {
+		resp, err := http.Get(admin.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
 	ctx := context.Background()
 	connect := func(tenant string, progress func(context.Context, *mcp.ProgressNotificationClientRequest)) *mcp.ClientSession {
 		tok := labToken(t, lab, url, "user-"+tenant, tenant)
@@ -75,6 +87,9 @@ func TestStdioUpstreamThroughGateway(t *testing.T) {
 	}
 	if a, b := call(acme, "fs__pid", nil), call(globex, "fs__pid", nil); a == b {
 		t.Errorf("acme and globex share process %s", a)
+	}
+	if m := metrics(); !strings.Contains(m, `mcpgw_upstream_processes{upstream="fs"} 2`) {
+		t.Errorf("metrics lack 2 processes of fs:\n%s", grepLines(m, "mcpgw_upstream_process"))
 	}
 	// Progress reaches the client through the gateway.
 	r, err := acme.CallTool(ctx, &mcp.CallToolParams{Name: "fs__progress", Arguments: map[string]any{"steps": 3}, Meta: mcp.Meta{"progressToken": "p1"}})
@@ -122,5 +137,8 @@ func TestStdioUpstreamThroughGateway(t *testing.T) {
 	after := call(acme, "fs__pid", nil)
 	if after == before {
 		t.Errorf("same process %s after the crash", after)
+	}
+	if m := metrics(); !strings.Contains(m, `mcpgw_upstream_process_exits_total{reason="exited",upstream="fs"} 1`) {
+		t.Errorf("metrics lack the crash:\n%s", grepLines(m, "mcpgw_upstream_process"))
 	}
 }
