@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
@@ -110,13 +111,20 @@ func newStdioHandler(cfg config.Upstream, opts Options, log *slog.Logger, scrub 
 	})
 }
 
+// sseIdleTimeout closes the SSE stream of a legacy upstream session that
+// served nothing for that long.
+const sseIdleTimeout = 10 * time.Minute
+
 // newSSEHandler returns the Handler of a 2024-11-05 HTTP+SSE upstream: one
 // SSE connection per session, made with hc.
 func (c *Client) newSSEHandler(cfg config.Upstream, hc *http.Client) *pipe.Handler {
 	return pipe.NewHandler(pipe.Options{
 		Name:      cfg.Name,
 		Isolation: pipe.PerSession,
-		Logger:    c.log,
+		// An SSE stream held for a session that no longer calls is
+		// closed; the session is opened again on its next request.
+		IdleTimeout: sseIdleTimeout,
+		Logger:      c.log,
 		Dial: func(ctx context.Context, r *http.Request, _ string) (pipe.Conn, error) {
 			return dialSSE(ctx, hc, cfg.URL, r.Header, c.maxMsg)
 		},
