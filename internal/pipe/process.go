@@ -163,7 +163,9 @@ func Start(c Command) (*Process, error) {
 	}
 	p.cmd, p.pid = cmd, cmd.Process.Pid
 	p.stdin, p.stdout, p.stderr = inW, outR, errR
-	p.out = bufio.NewReaderSize(outR, 64<<10)
+	// Small: most messages fit, longer ones are gathered (readLine), and an
+	// idle process keeps only this.
+	p.out = bufio.NewReaderSize(outR, 16<<10)
 	p.wg.Add(2)
 	go p.wait()
 	go p.logStderr()
