@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -215,11 +216,16 @@ func (p *Process) ExitErr() error {
 	}
 }
 
-// Send writes msg, which must hold no newline, and a newline.
+// Send writes msg, a JSON-RPC message, and a newline. A message holding
+// newlines (indented JSON: inside strings JSON escapes them) is compacted
+// first: stdio messages must not hold one (basic/transports, "stdio").
 func (p *Process) Send(ctx context.Context, msg []byte) error {
 	if bytes.IndexByte(msg, '\n') >= 0 {
-		// JSON never needs one: encoders escape it in strings.
-		return errors.New("message holds a newline")
+		var b bytes.Buffer
+		if err := json.Compact(&b, msg); err != nil {
+			return fmt.Errorf("invalid message: %w", err)
+		}
+		msg = b.Bytes()
 	}
 	// A server that does not read its stdin blocks the write once the
 	// pipe's buffer is full: the write is bounded by ctx with a deadline

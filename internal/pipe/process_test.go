@@ -95,3 +95,24 @@ func TestSendIsBounded(t *testing.T) {
 		t.Errorf("Send took %v", d)
 	}
 }
+
+// TestSendCompactsNewlines: an indented message reaches the server on one
+// line.
+func TestSendCompactsNewlines(t *testing.T) {
+	p, err := Start(Command{Argv: []string{"sh", "-c", "read -r line; printf %s\\\\n \"$line\""}, StopGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	msg := "{\n  \"jsonrpc\": \"2.0\",\n  \"method\": \"notifications/x\",\n  \"params\": {\"s\": \"a\\nb\"}\n}"
+	if err := p.Send(context.Background(), []byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"jsonrpc":"2.0","method":"notifications/x","params":{"s":"a\nb"}}`; string(got) != want {
+		t.Errorf("server got %s, want %s", got, want)
+	}
+}
