@@ -142,3 +142,45 @@ func TestStdioUpstreamThroughGateway(t *testing.T) {
 		t.Errorf("metrics lack the crash:\n%s", grepLines(m, "mcpgw_upstream_process"))
 	}
 }
+
+// TestStdioIdleShutdownIsTransparent: a process stopped when idle is
+// started again on the session's next call, which the client does not
+// notice.
+func TestStdioIdleShutdownIsTransparent(t *testing.T) {
+	bin := testkit.StdioServer(t)
+	g, url := startGatewayG(t, nil, func(c *config.Config) {
+		c.Upstreams = append(c.Upstreams, config.Upstream{Name: "fs", Command: []string{bin},
+			Stdio: &config.UpstreamStdio{IdleTimeout: config.Duration(200 * time.Millisecond), StopGrace: config.Duration(time.Second)}})
+	})
+	admin := httptest.NewServer(g.AdminHandler())
+	t.Cleanup(admin.Close)
+	processes := func() string {
+		resp, err := http.Get(admin.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return grepLines(string(b), `mcpgw_upstream_processes{upstream="fs"}`)
+	}
+	cs := testkit.Connect(t, url, nil)
+	ctx := context.Background()
+	pid := func() string {
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs__pid"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text(t, r)
+	}
+	first := pid()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.HasSuffix(processes(), " 0") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle process was not stopped: %s", processes())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if second := pid(); second == first {
+		t.Errorf("the same process %s after idle shutdown", second)
+	}
+}
