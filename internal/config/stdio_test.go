@@ -94,6 +94,9 @@ tenants:
       - name: c
         env:
           K: v
+      - name: b
+        headers:
+          X-Key: v
 ` + anon
 	_, err := Parse("test.yaml", []byte(yaml), env(nil))
 	got := problemLines(t, err)
@@ -107,6 +110,7 @@ tenants:
 		`test.yaml:16: upstreams[2].transport: unknown transport "carrier-pigeon": must be "streamable_http", "sse", "auto" or "stdio"`,
 		`test.yaml:26: tenants[0].upstreams[0].env: cannot apply: upstream "d" runs one process for all tenants (stdio.isolation: shared)`,
 		"test.yaml:29: tenants[0].upstreams[1].env: applies to stdio upstreams only",
+		"test.yaml:32: tenants[0].upstreams[2].headers: does not apply to a stdio upstream: give the tenant's credentials in env",
 	}
 	if diff := cmp.Diff(want, got, cmp.Transformer("sort", sortedStrings)); diff != "" {
 		t.Errorf("mismatch (-want +got):\n%s", diff)
