@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -159,5 +160,28 @@ func TestLegacySSEEndpointOrigin(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "cfg-token") || strings.Contains(err.Error(), "127.0.0.1") {
 		t.Errorf("the error leaks the URL or a secret: %v", err)
+	}
+}
+
+// TestAutoKeepsStreamableOn401: transport auto does not take a refusal of
+// the credentials for a legacy server.
+func TestAutoKeepsStreamableOn401(t *testing.T) {
+	var gets sync.Map
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			gets.Store(r.URL.Path, true)
+		}
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	c := New(config.Upstream{Name: "new", URL: srv.URL + "/mcp", Transport: config.TransportAuto}, Options{})
+	defer c.Close()
+	_, err := c.Open(context.Background())
+	var e *Error
+	if !errors.As(err, &e) || e.Status != http.StatusUnauthorized {
+		t.Fatalf("Open = %v, want the 401", err)
+	}
+	if _, ok := gets.Load("/mcp"); ok || c.auto.sse.Load() {
+		t.Error("a 401 made the client fall back to HTTP+SSE")
 	}
 }
