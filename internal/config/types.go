@@ -325,6 +325,14 @@ const (
 	IsolationSession = "session"
 )
 
+// GetEnv returns t's Env; nil for a nil t.
+func (t *TenantUpstream) GetEnv() map[string]string {
+	if t == nil {
+		return nil
+	}
+	return t.Env
+}
+
 // IsStdio reports whether u is a stdio upstream.
 func (u *Upstream) IsStdio() bool {
 	return u.Transport == TransportStdio || u.Transport == "" && len(u.Command) > 0
