@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -182,5 +183,49 @@ func TestStdioIdleShutdownIsTransparent(t *testing.T) {
 	}
 	if second := pid(); second == first {
 		t.Errorf("the same process %s after idle shutdown", second)
+	}
+}
+
+// TestStdioReloadLetsCallsFinish: a reload that changes a stdio upstream's
+// settings replaces its process, but a call in flight on the old one
+// finishes first; the next call runs on the new process.
+func TestStdioReloadLetsCallsFinish(t *testing.T) {
+	bin := testkit.StdioServer(t)
+	g, url := startGatewayG(t, nil, func(c *config.Config) {
+		c.Upstreams = append(c.Upstreams, config.Upstream{Name: "fs", Command: []string{bin}, Env: map[string]string{"MODE": "one"},
+			Stdio: &config.UpstreamStdio{StopGrace: config.Duration(time.Second)}})
+	})
+	cs := testkit.Connect(t, url, nil)
+	ctx := context.Background()
+	call := func(tool string, args map[string]any) (string, error) {
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			return "", err
+		}
+		return text(t, r), nil
+	}
+	if got, err := call("fs__env", map[string]any{"name": "MODE"}); err != nil || got != "one" {
+		t.Fatalf("MODE = %q, %v", got, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		got, err := call("fs__sleep", map[string]any{"ms": 700})
+		if err == nil && got != "slept" {
+			err = fmt.Errorf("sleep = %q", got)
+		}
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	next := *g.Config()
+	next.Upstreams = []config.Upstream{next.Upstreams[0]}
+	next.Upstreams[0].Env = map[string]string{"MODE": "two"}
+	if err := g.Reload(&next); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("the call in flight during the reload: %v", err)
+	}
+	if got, err := call("fs__env", map[string]any{"name": "MODE"}); err != nil || got != "two" {
+		t.Errorf("after the reload MODE = %q, %v", got, err)
 	}
 }

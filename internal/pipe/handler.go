@@ -548,8 +548,14 @@ func (c *uconn) unregister(id int64, cl *call) {
 // fail answers cl, which the Conn will never answer, with an error naming
 // the upstream.
 func (c *uconn) fail(_ int64, cl *call) {
+	c.mu.Lock()
+	stopped := c.stopped
+	c.mu.Unlock()
 	msg := "upstream " + c.h.opts.Name + ": the server is gone"
-	if c.why != nil {
+	switch {
+	case stopped:
+		msg = "upstream " + c.h.opts.Name + ": the server was stopped (idle, reload or shutdown)"
+	case c.why != nil:
 		msg += ": " + c.why.Error()
 	}
 	select {
@@ -995,6 +1001,31 @@ func (h *Handler) Close() error {
 	wg.Wait()
 	h.wg.Wait()
 	return nil
+}
+
+// Drain waits until no request is in flight on any Conn, or ctx is done:
+// before Close, so that a reload lets the calls it finds finish.
+func (h *Handler) Drain(ctx context.Context) {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		h.mu.Lock()
+		busy := false
+		for _, c := range h.conns {
+			c.mu.Lock()
+			busy = busy || len(c.pending) > 0
+			c.mu.Unlock()
+		}
+		h.mu.Unlock()
+		if !busy {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Conns returns how many Conns run.

@@ -371,9 +371,14 @@ func (c *Client) Timeout() time.Duration { return c.timeout }
 //
 // A stdio or HTTP+SSE upstream's Close also stops its processes (or
 // streams), all at once, and waits for them: requests made after it fail.
+// It first lets the requests in flight finish, for at most the upstream's
+// timeout (a reload replaces a client while its calls go on).
 func (c *Client) Close() error {
 	c.bg.Wait()
 	if c.pipe != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		c.pipe.Drain(ctx)
+		cancel()
 		c.pipe.Close()
 		c.pipeTrans.Close()
 	}

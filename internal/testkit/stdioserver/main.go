@@ -9,6 +9,7 @@
 //   - crash: exits with status 3 in the middle of the call.
 //   - stderr {text}: writes text to stderr.
 //   - garbage: writes a line that is not JSON-RPC to stdout, then answers.
+//   - sleep {ms}: answers after ms milliseconds.
 //
 // With STDIOSERVER_GARBAGE set it writes such a line before serving, and it
 // writes "stdioserver starting" to stderr when it starts. With
@@ -101,6 +102,18 @@ func main() {
 		func(_ context.Context, _ *mcp.CallToolRequest, in textArgs) (*mcp.CallToolResult, any, error) {
 			fmt.Fprintln(os.Stderr, in.Text)
 			return text("written"), nil, nil
+		})
+	type msArgs struct {
+		MS int `json:"ms"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "sleep", Description: "Answers after ms milliseconds."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in msArgs) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-time.After(time.Duration(in.MS) * time.Millisecond):
+				return text("slept"), nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "garbage", Description: "Writes a line that is not JSON-RPC to stdout."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
