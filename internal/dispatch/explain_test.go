@@ -50,7 +50,7 @@ done`
 	cfg := &config.Config{
 		Auth:      config.Auth{Anonymous: true},
 		Upstreams: []config.Upstream{{Name: "sh", Command: []string{"sh", "-c", script}, Env: map[string]string{"TOOL": "base_tool"}}},
-		Tenants: []config.Tenant{{ID: "acme", Upstreams: []config.TenantUpstream{{Name: "sh", Env: map[string]string{"TOOL": "acme_tool"}}}}},
+		Tenants:   []config.Tenant{{ID: "acme", Upstreams: []config.TenantUpstream{{Name: "sh", Env: map[string]string{"TOOL": "acme_tool"}}}}},
 	}
 	cfg.ApplyDefaults()
 	var out bytes.Buffer
