@@ -2,6 +2,12 @@
 // upstream MCP server, speaking Streamable HTTP (protocol 2025-11-25 and
 // older) to it.
 //
+// A stdio upstream (a local program) and a 2024-11-05 HTTP+SSE upstream
+// are reached the same way: package pipe serves each as a Streamable HTTP
+// endpoint inside the gateway's process, and the Client's HTTP client
+// reaches that endpoint with no socket (see pipes.go). The Client is the
+// one type the rest of the gateway sees, whatever the transport.
+//
 // A Client is shared by every gateway session; the per-session part (the
 // upstream's Mcp-Session-Id and negotiated version) is a [session.Upstream]
 // value the caller keeps and passes in. Credentials come only from the
