@@ -229,11 +229,18 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 			TenantEnv:    tenv,
 			ProcessLimit: h.processes,
 			OnProcess:    h.metrics.UpstreamProcess(u.Name),
-			Credentials:  creds,
-			Secrets:      credentialSecrets(&u, tc),
-			HTTPClient:   h.httpc,
-			Logger:       h.log.With("upstream", u.Name),
-			ClientInfo:   info,
+			OnProcessLimit: func(limit, tenant string) {
+				if limit == pipe.LimitTotal {
+					h.metrics.LimitRejection(telemetry.LimitStdioProcesses, tenant)
+				} else {
+					h.metrics.LimitRejection(telemetry.LimitMaxProcesses, tenant)
+				}
+			},
+			Credentials: creds,
+			Secrets:     credentialSecrets(&u, tc),
+			HTTPClient:  h.httpc,
+			Logger:      h.log.With("upstream", u.Name),
+			ClientInfo:  info,
 			// Requests for input are bridged to the clients that can
 			// answer them, and refused for the others (see mrtr.go).
 			Capabilities: json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}}`),

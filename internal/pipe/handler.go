@@ -59,7 +59,16 @@ type Options struct {
 	// ends, with whether it ended by itself (crashed, exited) or was
 	// stopped by the Handler.
 	OnConn func(delta int, exited bool)
+	// OnLimit, if set, is told when a session of tenant could not open
+	// because a bound was reached: LimitMaxConns or LimitTotal.
+	OnLimit func(limit, tenant string)
 }
+
+// The bounds OnLimit names.
+const (
+	LimitMaxConns = "max_conns" // Options.MaxConns
+	LimitTotal    = "total"     // Options.Limit
+)
 
 type headerKey struct{}
 
@@ -394,10 +403,12 @@ func (h *Handler) conn(ctx context.Context, r *http.Request, key, tenant string)
 		}
 		if h.opts.MaxConns > 0 && h.n >= h.opts.MaxConns {
 			h.mu.Unlock()
+			h.limited(LimitMaxConns, tenant)
 			return nil, http.StatusServiceUnavailable, fmt.Errorf("upstream %s runs its maximum of %d processes", h.opts.Name, h.opts.MaxConns)
 		}
 		if !h.opts.Limit.acquire() {
 			h.mu.Unlock()
+			h.limited(LimitTotal, tenant)
 			return nil, http.StatusServiceUnavailable, errors.New("the gateway runs its maximum of stdio processes")
 		}
 		h.n++
@@ -424,6 +435,13 @@ func (h *Handler) conn(ctx context.Context, r *http.Request, key, tenant string)
 		}
 		close(c.ready)
 		return c, 0, nil
+	}
+}
+
+// limited tells OnLimit.
+func (h *Handler) limited(limit, tenant string) {
+	if h.opts.OnLimit != nil {
+		h.opts.OnLimit(limit, tenant)
 	}
 }
 

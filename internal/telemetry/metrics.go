@@ -404,12 +404,16 @@ const (
 	LimitListPages          = "list_pages"
 	LimitListBytes          = "list_bytes"
 	LimitListTime           = "list_time"
+	// LimitStdioProcesses is limits.stdio_processes; LimitMaxProcesses
+	// is upstreams[].stdio.max_processes.
+	LimitStdioProcesses = "stdio_processes"
+	LimitMaxProcesses   = "max_processes"
 )
 
 var limitNames = set(LimitBodyBytes, LimitReadBodyTimeout, LimitSessions, LimitSessionsPrincipal,
 	LimitSessionsTenant, LimitStreamsPrincipal, LimitStreamsTenant, LimitBatchMessages, LimitClientInfo,
 	LimitClientCapabilities, LimitMailboxMessages, LimitMailboxBytes, LimitUnsolicitedAnswer,
-	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime)
+	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime, LimitStdioProcesses, LimitMaxProcesses)
 
 // LimitRejection records a request or an upstream answer refused at a
 // limit: mcpgw_limit_rejections_total{limit,tenant}. limit is one of the

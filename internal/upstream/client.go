@@ -123,6 +123,11 @@ type Options struct {
 	// OnProcess, if set, is told when a stdio process starts (+1) and ends
 	// (-1), and whether it ended by itself (it exited or crashed).
 	OnProcess func(delta int, exited bool)
+	// OnProcessLimit, if set, is told when a session of tenant could not
+	// open because the stdio processes reached a bound: pipe.LimitMaxConns
+	// (upstreams[].stdio.max_processes) or pipe.LimitTotal
+	// (limits.stdio_processes).
+	OnProcessLimit func(limit, tenant string)
 }
 
 // Credentials produce the per-request credentials of an upstream (see

@@ -78,6 +78,7 @@ func newStdioHandler(cfg config.Upstream, opts Options, log *slog.Logger, scrub 
 		IdleTimeout: st.IdleTimeout.D(),
 		Logger:      log,
 		OnConn:      opts.OnProcess,
+		OnLimit:     opts.OnProcessLimit,
 		Tenant: func(r *http.Request) string {
 			if opts.Tenant == nil {
 				return ""

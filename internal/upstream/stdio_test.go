@@ -313,7 +313,14 @@ func TestStdioIdleAndShutdown(t *testing.T) {
 
 func TestStdioLimits(t *testing.T) {
 	limit := pipe.NewLimit(1)
-	c, _ := newStdioClient(t, config.UpstreamStdio{Isolation: config.IsolationSession, MaxProcesses: 2}, nil, Options{ProcessLimit: limit})
+	var mu sync.Mutex
+	var hits []string
+	c, _ := newStdioClient(t, config.UpstreamStdio{Isolation: config.IsolationSession, MaxProcesses: 2}, nil, Options{ProcessLimit: limit,
+		OnProcessLimit: func(limit, tenant string) {
+			mu.Lock()
+			hits = append(hits, limit)
+			mu.Unlock()
+		}})
 	ctx := context.Background()
 	if _, err := c.Open(ctx); err != nil {
 		t.Fatal(err)
@@ -330,6 +337,11 @@ func TestStdioLimits(t *testing.T) {
 	_, err = c.Open(ctx)
 	if !errors.As(err, &e) || e.Status != 503 || !strings.Contains(err.Error(), "maximum of 2") {
 		t.Fatalf("third process beyond max_processes: %v, want 503", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(hits, " ") != pipe.LimitTotal+" "+pipe.LimitMaxConns {
+		t.Errorf("limits reported %v", hits)
 	}
 }
 
