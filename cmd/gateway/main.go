@@ -5,6 +5,7 @@
 //	gateway validate -config FILE  check a config; list every problem
 //	gateway explain -config FILE -tenant ID  what a tenant sees, and why
 //	gateway demo [-listen ADDR]    run with an embedded demo upstream
+//	gateway bridge -- CMD ARGS...  serve a stdio MCP server over Streamable HTTP
 //	gateway version                print the version
 package main
 
@@ -49,6 +50,8 @@ commands:
                          show what a tenant would see through each upstream, and why
   demo [-listen ADDR]    run with an embedded demo upstream and token issuer (no files, no
                          services); the endpoint listens on ADDR, 127.0.0.1:8080 by default
+  bridge [-listen ADDR] -- COMMAND [ARG...]
+                         run a stdio MCP server and serve it as a Streamable HTTP upstream at /mcp
   version                print the version
 
 Run "gateway <command> -h" for a command's flags.
@@ -70,6 +73,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runDemo(ctx, rest, getenv, stdout, stderr)
 	case "explain":
 		return explain(ctx, rest, getenv, stdout, stderr)
+	case "bridge":
+		return bridge(ctx, rest, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "gateway", version)
 		return nil

@@ -171,7 +171,7 @@ func TestLoadMissingFile(t *testing.T) {
 var defaultLimits = Limits{
 	StreamsPerPrincipal: 32, StreamsPerTenant: 10000, BatchMessages: 50,
 	ClientInfoBytes: 8 << 10, ClientCapabilitiesBytes: 64 << 10,
-	ParkedCallsPerPrincipal: 16, ListPages: 100, ListBytes: 16 << 20,
+	ParkedCallsPerPrincipal: 16, ListPages: 100, ListBytes: 16 << 20, StdioProcesses: 256,
 }
 
 func TestParseDefaults(t *testing.T) {
@@ -276,7 +276,7 @@ limits:
 		t.Errorf("Sessions mismatch (-want +got):\n%s", diff)
 	}
 	wantLimits := Limits{StreamsPerPrincipal: 1, StreamsPerTenant: 2, BatchMessages: 3, ClientInfoBytes: 4,
-		ClientCapabilitiesBytes: 5, ParkedCallsPerPrincipal: 16, ListPages: 6, ListBytes: 7}
+		ClientCapabilitiesBytes: 5, ParkedCallsPerPrincipal: 16, ListPages: 6, ListBytes: 7, StdioProcesses: 256}
 	if diff := cmp.Diff(wantLimits, got.Limits); diff != "" {
 		t.Errorf("Limits mismatch (-want +got):\n%s", diff)
 	}
@@ -413,7 +413,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown upstream key",
 			yaml: up + "    token: x\n",
-			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, concurrency, headers, instructions, lists, name, prefix, timeout, tls, url, watch)"},
+			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, command, concurrency, env, headers, instructions, lists, name, prefix, stdio, timeout, tls, transport, url, watch, working_dir)"},
 		},
 		{
 			name: "duplicate key",
@@ -1490,7 +1490,7 @@ func TestParseTenantProblems(t *testing.T) {
 				"test.yaml:15: tenants[1].upstreams[0].prompts.allow: has no value: leave the key out to allow everything, or write [] to allow nothing",
 				"test.yaml:16: tenants[1].upstreams[0].prompts.deny: must be a list",
 				"test.yaml:17: tenants[1].upstreams[0].resources: must be a mapping",
-				"test.yaml:18: tenants[1].upstreams[0].policy: unknown key (want one of annotations, auth, headers, name, prompts, required_scopes, resources, tools)",
+				"test.yaml:18: tenants[1].upstreams[0].policy: unknown key (want one of annotations, auth, env, headers, name, prompts, required_scopes, resources, tools)",
 				"test.yaml:20: tenants[1].upstreams[1].tools.except: unknown key (want one of allow, deny)",
 			},
 		},

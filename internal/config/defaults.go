@@ -40,6 +40,10 @@ const (
 	DefaultQueueTimeout      = time.Second
 	DefaultBreakerFailures   = 5
 	DefaultBreakerOpenFor    = 30 * time.Second
+	DefaultStdioProcesses    = 256
+	DefaultMaxProcesses      = 64
+	DefaultStdioIdleTimeout  = 10 * time.Minute
+	DefaultStopGrace         = 5 * time.Second
 )
 
 // Values of telemetry.audit.output besides a file path.
@@ -158,11 +162,16 @@ func (c *Config) ApplyDefaults() {
 			setDefault(&cb.OpenFor, Duration(DefaultBreakerOpenFor))
 			setDefault(&cb.HalfOpenProbes, 1)
 		}
-	}
-
-	budgetDefaults(c.Budgets.RateLimits, c.Budgets.Quotas)
-	for i := range c.Tenants {
-		budgetDefaults(c.Tenants[i].Budgets.RateLimits, c.Tenants[i].Budgets.Quotas)
+		// Transport stays "" when not given: IsStdio tells.
+		if u.IsStdio() {
+			if u.Stdio == nil {
+				u.Stdio = &UpstreamStdio{}
+			}
+			setDefault(&u.Stdio.Isolation, IsolationTenant)
+			setDefault(&u.Stdio.MaxProcesses, DefaultMaxProcesses)
+			setDefault(&u.Stdio.IdleTimeout, Duration(DefaultStdioIdleTimeout))
+			setDefault(&u.Stdio.StopGrace, Duration(DefaultStopGrace))
+		}
 	}
 
 	l := &c.Limits
@@ -174,6 +183,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&l.ParkedCallsPerPrincipal, DefaultParkedCalls)
 	setDefault(&l.ListPages, DefaultListPages)
 	setDefault(&l.ListBytes, DefaultListBytes)
+	setDefault(&l.StdioProcesses, DefaultStdioProcesses)
 
 	t := &c.Telemetry
 	if t.Tracing.SampleRatio == nil {

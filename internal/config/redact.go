@@ -25,8 +25,12 @@ func (u Upstream) String() string {
 	for _, name := range slices.Sorted(maps.Keys(u.Headers)) {
 		hs = append(hs, name+": "+redacted)
 	}
-	return fmt.Sprintf("{name: %s, url: %s, prefix: %s, timeout: %s, headers: {%s}}",
-		u.Name, redactURL(u.URL), prefix, u.Timeout, strings.Join(hs, ", "))
+	var es []string
+	for _, name := range slices.Sorted(maps.Keys(u.Env)) {
+		es = append(es, name+": "+redacted)
+	}
+	return fmt.Sprintf("{name: %s, url: %s, transport: %s, command: %q, prefix: %s, timeout: %s, headers: {%s}, env: {%s}}",
+		u.Name, redactURL(u.URL), u.Transport, u.Command, prefix, u.Timeout, strings.Join(hs, ", "), strings.Join(es, ", "))
 }
 
 // GoString is like String; it keeps %#v from printing header values.
@@ -41,6 +45,7 @@ func (u Upstream) LogValue() slog.Value {
 		slog.String("prefix", u.EffectivePrefix()),
 		slog.Duration("timeout", u.Timeout.D()),
 		slog.Any("header_names", slices.Sorted(maps.Keys(u.Headers))),
+		slog.Any("env_names", slices.Sorted(maps.Keys(u.Env))),
 	)
 }
 
@@ -51,12 +56,8 @@ func (u Upstream) MarshalJSON() ([]byte, error) {
 	type plain Upstream // without methods, so no recursion
 	p := plain(u)
 	p.URL = redactURL(u.URL)
-	if u.Headers != nil {
-		p.Headers = make(map[string]string, len(u.Headers))
-		for name := range u.Headers {
-			p.Headers[name] = redacted
-		}
-	}
+	p.Headers = redactValues(u.Headers)
+	p.Env = redactValues(u.Env)
 	return json.Marshal(p)
 }
 
@@ -161,6 +162,9 @@ func (t TenantUpstream) String() string {
 	if t.Auth != nil {
 		auth = t.Auth.String()
 	}
+	for _, name := range slices.Sorted(maps.Keys(t.Env)) {
+		hs = append(hs, "env "+name+": "+redacted)
+	}
 	return fmt.Sprintf("{name: %s, tools: %v, prompts: %v, resources: %v, headers: {%s}, auth: %s}",
 		t.Name, t.Tools, t.Prompts, t.Resources, strings.Join(hs, ", "), auth)
 }
@@ -172,11 +176,19 @@ func (t TenantUpstream) GoString() string { return "config.TenantUpstream" + t.S
 func (t TenantUpstream) MarshalJSON() ([]byte, error) {
 	type plain TenantUpstream
 	p := plain(t)
-	if t.Headers != nil {
-		p.Headers = make(map[string]string, len(t.Headers))
-		for name := range t.Headers {
-			p.Headers[name] = redacted
-		}
-	}
+	p.Headers = redactValues(t.Headers)
+	p.Env = redactValues(t.Env)
 	return json.Marshal(p)
+}
+
+// redactValues returns m with every value redacted (nil for nil).
+func redactValues(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for name := range m {
+		out[name] = redacted
+	}
+	return out
 }

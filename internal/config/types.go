@@ -213,6 +213,10 @@ type TenantUpstream struct {
 	// Auth overrides the upstream's auth for this tenant, key by key: a
 	// key set here replaces the upstream's, the others stay.
 	Auth *UpstreamAuth `yaml:"auth"`
+	// Env is added to a stdio upstream's env for this tenant's processes,
+	// replacing the variables of the same name. Secrets, as the
+	// upstream's are.
+	Env map[string]string `yaml:"env" cfg:"headers"`
 }
 
 // Budgets are the budgets on work. The top-level budgets apply to every
@@ -353,8 +357,27 @@ type ToolAnnotations struct {
 type Upstream struct {
 	// Name matches [a-z0-9-]+ and is unique.
 	Name string `yaml:"name"`
-	// URL is the upstream's Streamable HTTP endpoint (http or https).
+	// URL is the upstream's endpoint (http or https): its Streamable HTTP
+	// endpoint, or the SSE endpoint of a 2024-11-05 HTTP+SSE server.
+	// Empty for a stdio upstream.
 	URL string `yaml:"url"`
+	// Transport is how the gateway speaks to the upstream: TransportHTTP
+	// (Streamable HTTP), TransportSSE (2024-11-05 HTTP+SSE), TransportAuto
+	// (Streamable HTTP, else HTTP+SSE) or TransportStdio (a local program).
+	// Empty means TransportStdio when Command is set, else TransportHTTP.
+	Transport string `yaml:"transport"`
+	// Command is the program of a stdio upstream and its arguments, run
+	// without a shell.
+	Command []string `yaml:"command"`
+	// Env is the environment of a stdio upstream's processes, after
+	// ${ENV} expansion; the values are secrets. A tenant may override it.
+	Env map[string]string `yaml:"env" cfg:"headers"`
+	// WorkingDir is the working directory of a stdio upstream's
+	// processes; empty means the gateway's.
+	WorkingDir string `yaml:"working_dir"`
+	// Stdio sets how a stdio upstream's processes are run. nil means the
+	// defaults.
+	Stdio *UpstreamStdio `yaml:"stdio"`
 	// Prefix namespaces the upstream's names and URIs. nil means "use Name";
 	// a pointer to "" means no namespace.
 	Prefix *string `yaml:"prefix"`
@@ -408,6 +431,51 @@ type UpstreamInstructions struct {
 	// Text replaces the upstream's instructions, with mode "override"
 	// only; at most MaxInstructionsBytes.
 	Text string `yaml:"text"`
+}
+
+// UpstreamStdio sets how the processes of a stdio upstream are run.
+type UpstreamStdio struct {
+	// Isolation says which sessions share a process: IsolationTenant (one
+	// per tenant, the default), IsolationShared (one for all) or
+	// IsolationSession (one per client session).
+	Isolation string `yaml:"isolation"`
+	// MaxProcesses bounds the upstream's processes on one replica.
+	// Default 64.
+	MaxProcesses int `yaml:"max_processes" cfg:"positive"`
+	// IdleTimeout stops a process that served nothing for that long.
+	// Default 10m.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// StopGrace is how long a process has to exit after SIGTERM before
+	// SIGKILL. Default 5s.
+	StopGrace Duration `yaml:"stop_grace"`
+}
+
+// Values of upstreams[].transport.
+const (
+	TransportHTTP  = "streamable_http"
+	TransportSSE   = "sse"
+	TransportAuto  = "auto"
+	TransportStdio = "stdio"
+)
+
+// Values of upstreams[].stdio.isolation.
+const (
+	IsolationTenant  = "tenant"
+	IsolationShared  = "shared"
+	IsolationSession = "session"
+)
+
+// GetEnv returns t's Env; nil for a nil t.
+func (t *TenantUpstream) GetEnv() map[string]string {
+	if t == nil {
+		return nil
+	}
+	return t.Env
+}
+
+// IsStdio reports whether u is a stdio upstream.
+func (u *Upstream) IsStdio() bool {
+	return u.Transport == TransportStdio || u.Transport == "" && len(u.Command) > 0
 }
 
 // UpstreamTLS is the TLS of the gateway's connections to one upstream.
@@ -502,10 +570,20 @@ type Limits struct {
 	// ListBytes bounds the bytes of one upstream list, all pages together.
 	// Default 16 MiB.
 	ListBytes int64 `yaml:"list_bytes" cfg:"positive"`
+	// StdioProcesses bounds the processes of all stdio upstreams together
+	// on one replica. Default 256.
+	StdioProcesses int `yaml:"stdio_processes" cfg:"positive"`
 }
 
 // Watches reports whether the upstream is watched (see Upstream.Watch).
-func (u *Upstream) Watches() bool { return u.Watch == nil || *u.Watch }
+// A stdio upstream is not watched unless Watch says so: the watch's own
+// session would keep a process running on every replica.
+func (u *Upstream) Watches() bool {
+	if u.Watch == nil {
+		return !u.IsStdio()
+	}
+	return *u.Watch
+}
 
 // EffectivePrefix returns the namespace prefix: the configured one, or the
 // name when none is configured.

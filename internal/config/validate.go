@@ -301,11 +301,7 @@ func (v *validator) upstream(path string, u *Upstream) {
 		v.addf(path+".name", "%q must contain only a-z, 0-9 and -", u.Name)
 	}
 
-	if u.URL == "" {
-		v.addf(path+".url", "is required")
-	} else {
-		v.httpURL(path+".url", u.URL)
-	}
+	v.upstreamTransport(path, u)
 
 	if u.Prefix != nil {
 		switch p := *u.Prefix; {
@@ -319,7 +315,9 @@ func (v *validator) upstream(path string, u *Upstream) {
 	nonNegative(v, path+".timeout", u.Timeout)
 	v.headers(path+".headers", u.Headers)
 	v.upstreamAuth(path+".auth", u.Auth)
-	v.upstreamTLS(path+".tls", u.URL, u.TLS)
+	if !u.IsStdio() {
+		v.upstreamTLS(path+".tls", u.URL, u.TLS)
+	}
 
 	switch u.AuditArguments {
 	case "", AuditArgumentsNone, AuditArgumentsHash, AuditArgumentsRedacted:
@@ -474,4 +472,76 @@ func validHeaderValue(s string) bool {
 		}
 	}
 	return true
+}
+
+// upstreamTransport checks the keys of u's transport: url for the HTTP
+// ones, command, env, working_dir and stdio for stdio.
+func (v *validator) upstreamTransport(path string, u *Upstream) {
+	switch u.Transport {
+	case "", TransportHTTP, TransportSSE, TransportAuto, TransportStdio:
+	default:
+		v.addf(path+".transport", "unknown transport %q: must be %q, %q, %q or %q",
+			u.Transport, TransportHTTP, TransportSSE, TransportAuto, TransportStdio)
+		return
+	}
+	if !u.IsStdio() {
+		if u.URL == "" {
+			v.addf(path+".url", "is required")
+		} else {
+			v.httpURL(path+".url", u.URL)
+		}
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"command", len(u.Command) > 0}, {"env", u.Env != nil}, {"working_dir", u.WorkingDir != ""}, {"stdio", u.Stdio != nil}} {
+			if k.set {
+				v.addf(path+"."+k.key, "applies to stdio upstreams only (transport: stdio)")
+			}
+		}
+		return
+	}
+	if u.URL != "" {
+		v.addf(path+".url", "must not be set for a stdio upstream (it runs command)")
+	}
+	if len(u.Command) == 0 || u.Command[0] == "" {
+		v.addf(path+".command", "is required for a stdio upstream: the program and its arguments")
+	}
+	if len(u.Headers) > 0 {
+		v.addf(path+".headers", "does not apply to a stdio upstream: give it credentials in env")
+	}
+	if u.Auth != nil {
+		v.addf(path+".auth", "does not apply to a stdio upstream: give it credentials in env")
+	}
+	if u.TLS != nil {
+		v.addf(path+".tls", "does not apply to a stdio upstream")
+	}
+	v.env(path+".env", u.Env)
+	if s := u.Stdio; s != nil {
+		switch s.Isolation {
+		case "", IsolationTenant, IsolationShared, IsolationSession:
+		default:
+			v.addf(path+".stdio.isolation", "unknown isolation %q: must be %q, %q or %q",
+				s.Isolation, IsolationTenant, IsolationShared, IsolationSession)
+		}
+		nonNegative(v, path+".stdio.idle_timeout", s.IdleTimeout)
+		nonNegative(v, path+".stdio.stop_grace", s.StopGrace)
+	}
+}
+
+// env checks the names of environment variables; the values are secrets
+// and never quoted.
+func (v *validator) env(path string, env map[string]string) {
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		pos := v.pos[headerKey(path, name)]
+		if pos == (position{}) {
+			pos = v.find(path)
+		}
+		if !isVarName(name) {
+			v.addAtf(pos, path, "variable name on this line is not valid: want letters, digits and underscores, not starting with a digit")
+			continue
+		}
+		if strings.ContainsRune(env[name], 0) {
+			v.addAtf(pos, joinPath(path, name), "value contains a NUL byte (after ${VAR} expansion)")
+		}
+	}
 }

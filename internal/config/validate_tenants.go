@@ -76,6 +76,25 @@ func (v *validator) tenants(c *Config) {
 				v.toolKey(keyPath(an, tool), tool, tu.Tools)
 			}
 			v.headers(up+".headers", tu.Headers)
+			if u := c.Upstream(tu.Name); u != nil && u.IsStdio() {
+				if len(tu.Headers) > 0 {
+					v.addf(up+".headers", "does not apply to a stdio upstream: give the tenant's credentials in env")
+				}
+				if tu.Auth != nil {
+					v.addf(up+".auth", "does not apply to a stdio upstream: give the tenant's credentials in env")
+				}
+			}
+			if tu.Env != nil {
+				switch u := c.Upstream(tu.Name); {
+				case u == nil:
+				case !u.IsStdio():
+					v.addf(up+".env", "applies to stdio upstreams only")
+				case u.Stdio != nil && u.Stdio.Isolation == IsolationShared:
+					v.addf(up+".env", "cannot apply: upstream %q runs one process for all tenants (stdio.isolation: shared)", u.Name)
+				default:
+					v.env(up+".env", tu.Env)
+				}
+			}
 			if u := c.Upstream(tu.Name); u != nil && tu.Auth != nil {
 				v.upstreamAuth(up+".auth", EffectiveAuth(u, tu))
 			}

@@ -26,7 +26,8 @@ type Signer interface {
 }
 
 // ForUpstream returns the source of upstream u's credentials under cfg:
-// its auth, and each tenant's headers and auth for it. nil means static
+// its auth, and each tenant's headers and auth (or, for a stdio upstream,
+// env) for it. nil means static
 // headers alone, the same for every caller (the upstream client sends
 // those).
 func ForUpstream(cfg *config.Config, u *config.Upstream, opts Options) Source {
@@ -41,7 +42,11 @@ func ForUpstream(cfg *config.Config, u *config.Upstream, opts Options) Source {
 	for i := range cfg.Tenants {
 		t := &cfg.Tenants[i]
 		tu := t.TenantUpstream(u.Name)
-		if tu == nil || (len(tu.Headers) == 0 && tu.Auth == nil) {
+		// A tenant's env for a stdio upstream is credentials too, passed
+		// to its own process rather than in a header: its source sets
+		// nothing, but its partition is the tenant's.
+		ownEnv := u.IsStdio() && len(tu.GetEnv()) > 0
+		if tu == nil || (len(tu.Headers) == 0 && tu.Auth == nil && !ownEnv) {
 			continue
 		}
 		byTenant[t.ID] = tenantSource{forAuth(u, config.EffectiveAuth(u, tu), tu.Headers, opts), "t:" + t.ID + "/"}
@@ -143,7 +148,9 @@ func (p *perTenant) Close() {
 		p.base.Close()
 	}
 	for _, ts := range p.byTenant {
-		ts.Close()
+		if ts.Source != nil {
+			ts.Close()
+		}
 	}
 }
 

@@ -283,3 +283,34 @@ func TestForUpstreamHeadersAndToken(t *testing.T) {
 		t.Errorf("tenant b: X-Api-Key = %q, want the upstream's", got)
 	}
 }
+
+// TestForUpstreamStdioTenantEnv: a tenant's env for a stdio upstream makes
+// the tenant's partition its own (lists and sessions are not shared with
+// other tenants) and sets no header.
+func TestForUpstreamStdioTenantEnv(t *testing.T) {
+	u := config.Upstream{Name: "up", Command: []string{"server"}}
+	cfg := config1(u,
+		config.Tenant{ID: "a", Upstreams: []config.TenantUpstream{{Name: "up", Env: map[string]string{"KEY": "a-key"}}}},
+		config.Tenant{ID: "b", Upstreams: []config.TenantUpstream{{Name: "up"}}},
+	)
+	src := credentials.ForUpstream(cfg, &cfg.Upstreams[0], credentials.Options{})
+	if src == nil {
+		t.Fatal("ForUpstream = nil")
+	}
+	defer src.Close()
+	if p := src.Partition(caller("iss", "alice", "a", "")); p != "t:a/" {
+		t.Errorf("tenant a's partition %q", p)
+	}
+	if p := src.Partition(caller("iss", "bob", "b", "")); p != "" {
+		t.Errorf("tenant b's partition %q", p)
+	}
+	h := http.Header{}
+	if err := src.Apply(credentials.With(context.Background(), caller("iss", "alice", "a", "")), h); err != nil || len(h) != 0 {
+		t.Errorf("Apply set %v, %v", h, err)
+	}
+	// Without any tenant env, nothing.
+	cfg = config1(u, config.Tenant{ID: "b", Upstreams: []config.TenantUpstream{{Name: "up"}}})
+	if src := credentials.ForUpstream(cfg, &cfg.Upstreams[0], credentials.Options{}); src != nil {
+		t.Errorf("ForUpstream = %T, want nil", src)
+	}
+}

@@ -101,6 +101,13 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 		} else {
 			fmt.Fprintf(w, "  identity: static headers, the same for every tenant\n")
 		}
+		if u.IsStdio() {
+			// The tenant's own process, with its env.
+			uopts.Tenant = func(context.Context) string { return id }
+			if tu, ok := tenantCredentials(cfg, u.Name)[id]; ok && len(tu.Env) > 0 {
+				uopts.TenantEnv = map[string]map[string]string{id: tu.Env}
+			}
+		}
 		c := upstream.New(u, uopts)
 		res, err := c.Open(ctx)
 		if err != nil {

@@ -34,3 +34,30 @@ func TestExplainPerUserTenant(t *testing.T) {
 		t.Errorf("explain printed the client secret:\n%s", out.String())
 	}
 }
+
+// TestExplainStdioTenant: explain runs a stdio upstream as the tenant
+// would, with the tenant's env, lists its tools, and stops its process.
+func TestExplainStdioTenant(t *testing.T) {
+	// A stdio server in shell: it answers initialize and tools/list with
+	// a tool named after its TOOL variable.
+	script := `while read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  case "$line" in
+  *'"initialize"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"sh","version":"1"}}}\n' "$id";;
+  *'"tools/list"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"%s","inputSchema":{"type":"object"}}]}}\n' "$id" "$TOOL";;
+  esac
+done`
+	cfg := &config.Config{
+		Auth:      config.Auth{Anonymous: true},
+		Upstreams: []config.Upstream{{Name: "sh", Command: []string{"sh", "-c", script}, Env: map[string]string{"TOOL": "base_tool"}}},
+		Tenants:   []config.Tenant{{ID: "acme", Upstreams: []config.TenantUpstream{{Name: "sh", Env: map[string]string{"TOOL": "acme_tool"}}}}},
+	}
+	cfg.ApplyDefaults()
+	var out bytes.Buffer
+	if err := Explain(context.Background(), cfg, "acme", &out, ExplainOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "sh__acme_tool") || strings.Contains(out.String(), "base_tool") {
+		t.Errorf("explain did not run the tenant's process:\n%s", out.String())
+	}
+}

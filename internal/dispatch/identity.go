@@ -22,15 +22,16 @@ import (
 // the credentials' partition keeps apart what each identity was shown.
 
 // tenantCredentials is what of cfg's tenants decides upstream name's
-// credentials: each tenant's headers and auth for it, by tenant id.
+// credentials: each tenant's headers, auth and (stdio) env for it, by
+// tenant id.
 func tenantCredentials(cfg *config.Config, name string) map[string]config.TenantUpstream {
 	var out map[string]config.TenantUpstream
 	for i := range cfg.Tenants {
-		if tu := cfg.Tenants[i].TenantUpstream(name); tu != nil && (len(tu.Headers) > 0 || tu.Auth != nil) {
+		if tu := cfg.Tenants[i].TenantUpstream(name); tu != nil && (len(tu.Headers) > 0 || tu.Auth != nil || len(tu.Env) > 0) {
 			if out == nil {
 				out = make(map[string]config.TenantUpstream)
 			}
-			out[cfg.Tenants[i].ID] = config.TenantUpstream{Headers: tu.Headers, Auth: tu.Auth}
+			out[cfg.Tenants[i].ID] = config.TenantUpstream{Headers: tu.Headers, Auth: tu.Auth, Env: tu.Env}
 		}
 	}
 	return out
@@ -46,6 +47,9 @@ func credentialSecrets(u *config.Upstream, tenants map[string]config.TenantUpstr
 	}
 	for _, tu := range tenants {
 		for _, v := range tu.Headers {
+			out = append(out, v)
+		}
+		for _, v := range tu.Env {
 			out = append(out, v)
 		}
 		if tu.Auth != nil {
@@ -200,3 +204,7 @@ func recordCaller(ctx context.Context, st *State, p session.Principal) context.C
 	}
 	return credentials.With(ctx, &credentials.Caller{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant})
 }
+
+// callerTenant returns the tenant of the caller ctx carries: a stdio
+// upstream runs its processes per tenant (upstream.Options.Tenant).
+func callerTenant(ctx context.Context) string { return credentials.From(ctx).Tenant }

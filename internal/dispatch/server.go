@@ -25,6 +25,7 @@ import (
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/identity"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
@@ -63,12 +64,15 @@ type Options struct {
 // one request (the config snapshot in force, the catalog, the upstream
 // clients and the goroutines beyond a request).
 type Server struct {
-	state   atomic.Pointer[State]
-	store   session.Store
-	log     *slog.Logger
-	version string
-	httpc   *http.Client
-	authc   *http.Client
+	state atomic.Pointer[State]
+	// processes bounds the processes of all stdio upstreams
+	// (limits.stdio_processes).
+	processes *pipe.Limit
+	store     session.Store
+	log       *slog.Logger
+	version   string
+	httpc     *http.Client
+	authc     *http.Client
 
 	catalog *catalog.Catalog
 	watch   watchers
@@ -114,8 +118,9 @@ type State struct {
 	tenants   *tenant.Set
 	merged    sync.Map // mergedKey → *mergedEntry: lists as each tenant sees them
 	byTenant  sync.Map // tenant id → *tenantUpstreams
-	// creds is set when some upstream has per-request credentials:
-	// requests then carry their caller in their context.
+	// creds is set when some upstream has per-request credentials, or
+	// is a stdio upstream (whose processes are per tenant): requests then
+	// carry their caller in their context.
 	creds bool
 	// signer mints signed-identity tokens; nil when no upstream uses them.
 	signer  *identity.Signer
@@ -165,9 +170,11 @@ func New(opts Options) (*Server, error) {
 		lastCaps:         make(map[string]json.RawMessage),
 		lastInstructions: make(map[string]string),
 		idPrefix:         session.NewID()[:12],
-		metrics:          opts.Metrics,
-		tracer:           telemetry.Tracer(opts.TracerProvider),
-		audit:            opts.Audit,
+		// Set from the config by build.
+		processes: pipe.NewLimit(0),
+		metrics:   opts.Metrics,
+		tracer:    telemetry.Tracer(opts.TracerProvider),
+		audit:     opts.Audit,
 	}
 	bstore, closeBudgets, err := budgetStore(opts.Config, opts.Store)
 	if err != nil {
@@ -206,6 +213,7 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 	h.guards.Configure(cfg.Upstreams)
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
 	st.signer = h.signerFor(cfg, prev)
+	h.processes.SetMax(cfg.Limits.StdioProcesses)
 	if st.signer != nil {
 		st.keysSum = keyFilesSum(cfg.Identity.SigningKeys)
 	}
@@ -218,7 +226,7 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 				reflect.DeepEqual(tenantCredentials(prev.cfg, u.Name), tc) && (!usesSigner(cfg, &u) || prev.signer == st.signer) {
 				st.upstreams = append(st.upstreams, old)
 				st.byName[u.Name] = old
-				st.creds = st.creds || old.creds != nil
+				st.creds = st.creds || old.creds != nil || u.IsStdio()
 				continue
 			}
 		}
@@ -232,7 +240,33 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 		if ref.creds != nil {
 			creds, st.creds = ref.creds, true
 		}
+		if u.IsStdio() {
+			// Its processes are per tenant: requests carry the caller.
+			st.creds = true
+		}
+		var tenv map[string]map[string]string
+		for id, tu := range tc {
+			if len(tu.Env) > 0 {
+				if tenv == nil {
+					tenv = make(map[string]map[string]string)
+				}
+				tenv[id] = tu.Env
+			}
+		}
 		ref.client = upstream.New(u, upstream.Options{
+			// A stdio upstream runs a process per tenant (see
+			// upstreams[].stdio.isolation), with the tenant's env.
+			Tenant:       callerTenant,
+			TenantEnv:    tenv,
+			ProcessLimit: h.processes,
+			OnProcess:    h.metrics.UpstreamProcess(u.Name),
+			OnProcessLimit: func(limit, tenant string) {
+				if limit == pipe.LimitTotal {
+					h.metrics.LimitRejection(telemetry.LimitStdioProcesses, tenant)
+				} else {
+					h.metrics.LimitRejection(telemetry.LimitMaxProcesses, tenant)
+				}
+			},
 			Credentials: creds,
 			Secrets:     credentialSecrets(&u, tc),
 			HTTPClient:  h.httpc,

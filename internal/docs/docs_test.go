@@ -534,11 +534,13 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.QuotaUsed("acme", "daily", 3)
 	m.CircuitOpen("github", true)
 	m.LogSuppressed("session store")
+	m.UpstreamProcess("fs")(1, false)
+	m.UpstreamProcess("fs")(-1, true)
 	return []string{
 		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial",
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed",
 		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "TokenFetch", "LogSuppressed",
-		"BudgetRefusal", "QuotaUsed", "CircuitOpen",
+		"BudgetRefusal", "QuotaUsed", "CircuitOpen", "UpstreamProcess",
 		"Handler", // serves, records nothing
 	}
 }

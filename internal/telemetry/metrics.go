@@ -114,6 +114,8 @@ type Metrics struct {
 	quotas   *prometheus.GaugeVec
 	circuits *prometheus.GaugeVec
 	logSup   *prometheus.CounterVec
+	procs    *prometheus.GaugeVec
+	exits    *prometheus.CounterVec
 
 	sessions   atomic.Int64
 	sessionsFn atomic.Pointer[func() int]
@@ -200,6 +202,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcpgw_log_suppressed_total",
 			Help: "Warning and error log records suppressed because one like them was logged within the rate-limit window, by message.",
 		}, []string{"message"}),
+		procs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpgw_upstream_processes",
+			Help: "Processes of stdio upstreams running on this replica, by upstream.",
+		}, []string{"upstream"}),
+		exits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_upstream_process_exits_total",
+			Help: "Processes of stdio upstreams that ended, by upstream and reason: exited (by itself: a crash) or stopped (idle, reload, shutdown).",
+		}, []string{"upstream", "reason"}),
 
 		budgets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgw_budget_refusals_total",
@@ -232,7 +242,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.reqDur, m.upReqs, m.upDur, m.tools, m.authFail, m.denials,
 		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.tokens, m.logSup,
-		m.budgets, m.quotas, m.circuits,
+		m.budgets, m.quotas, m.circuits, m.procs, m.exits,
 	)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
@@ -431,12 +441,16 @@ const (
 	LimitListPages          = "list_pages"
 	LimitListBytes          = "list_bytes"
 	LimitListTime           = "list_time"
+	// LimitStdioProcesses is limits.stdio_processes; LimitMaxProcesses
+	// is upstreams[].stdio.max_processes.
+	LimitStdioProcesses = "stdio_processes"
+	LimitMaxProcesses   = "max_processes"
 )
 
 var limitNames = set(LimitBodyBytes, LimitReadBodyTimeout, LimitSessions, LimitSessionsPrincipal,
 	LimitSessionsTenant, LimitStreamsPrincipal, LimitStreamsTenant, LimitBatchMessages, LimitClientInfo,
 	LimitClientCapabilities, LimitMailboxMessages, LimitMailboxBytes, LimitUnsolicitedAnswer,
-	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime)
+	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime, LimitStdioProcesses, LimitMaxProcesses)
 
 // LimitRejection records a request or an upstream answer refused at a
 // limit: mcpgw_limit_rejections_total{limit,tenant}. limit is one of the
@@ -529,6 +543,28 @@ func (m *Metrics) CircuitOpen(upstream string, open bool) {
 		v = 1
 	}
 	m.circuits.WithLabelValues(m.upstream(upstream)).Set(v)
+}
+
+// UpstreamProcess returns the hook that records the processes of stdio
+// upstream u (see upstream.Options.OnProcess):
+// mcpgw_upstream_processes{upstream} and
+// mcpgw_upstream_process_exits_total{upstream,reason}. It returns nil for
+// a nil *Metrics.
+func (m *Metrics) UpstreamProcess(u string) func(delta int, exited bool) {
+	if m == nil {
+		return nil
+	}
+	u = m.upstream(u)
+	return func(delta int, exited bool) {
+		m.procs.WithLabelValues(u).Add(float64(delta))
+		if delta < 0 {
+			reason := "stopped"
+			if exited {
+				reason = "exited"
+			}
+			m.exits.WithLabelValues(u, reason).Inc()
+		}
+	}
 }
 
 func (m *Metrics) tenant(t string) string {

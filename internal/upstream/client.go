@@ -2,6 +2,12 @@
 // upstream MCP server, speaking Streamable HTTP (protocol 2025-11-25 and
 // older) to it.
 //
+// A stdio upstream (a local program) and a 2024-11-05 HTTP+SSE upstream
+// are reached the same way: package pipe serves each as a Streamable HTTP
+// endpoint inside the gateway's process, and the Client's HTTP client
+// reaches that endpoint with no socket (see pipes.go). The Client is the
+// one type the rest of the gateway sees, whatever the transport.
+//
 // A Client is shared by every gateway session; the per-session part (the
 // upstream's Mcp-Session-Id and negotiated version) is a [session.Upstream]
 // value the caller keeps and passes in. Credentials come only from the
@@ -58,6 +64,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 )
@@ -101,6 +108,26 @@ type Options struct {
 	// from every error and log line derived from the upstream's answers.
 	// See [Scrubber].
 	Secrets []string
+
+	// Tenant returns the tenant a request's context is for; a stdio
+	// upstream isolated per tenant runs one process for each. Nil means
+	// every request is the same tenant's.
+	Tenant func(ctx context.Context) string
+	// TenantEnv is the env a stdio upstream's processes get, by tenant,
+	// over the upstream's own (tenants[].upstreams[].env). Its values are
+	// secrets.
+	TenantEnv map[string]map[string]string
+	// ProcessLimit, if set, bounds the processes of every stdio upstream
+	// sharing it (limits.stdio_processes).
+	ProcessLimit *pipe.Limit
+	// OnProcess, if set, is told when a stdio process starts (+1) and ends
+	// (-1), and whether it ended by itself (it exited or crashed).
+	OnProcess func(delta int, exited bool)
+	// OnProcessLimit, if set, is told when a session of tenant could not
+	// open because the stdio processes reached a bound: pipe.LimitMaxConns
+	// (upstreams[].stdio.max_processes) or pipe.LimitTotal
+	// (limits.stdio_processes).
+	OnProcessLimit func(limit, tenant string)
 }
 
 // Credentials produce the per-request credentials of an upstream (see
@@ -188,6 +215,12 @@ type Client struct {
 	// discoverParams are the params of server/discover: the version, the gateway's
 	// client info and capabilities.
 	discoverParams json.RawMessage
+
+	// pipe serves a stdio or HTTP+SSE upstream in process (see pipes.go);
+	// nil for a Streamable HTTP one. auto is set for transport auto.
+	pipe      *pipe.Handler
+	pipeTrans *pipe.Transport
+	auto      *autoTransport
 }
 
 // New returns a client for upstream cfg. It does no network I/O; a URL that
@@ -221,6 +254,27 @@ func New(cfg config.Upstream, opts Options) *Client {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	c.log = c.log.With("upstream", cfg.Name)
+	c.maxMsg = defaultMaxMessageBytes
+	if opts.MaxMessageBytes > 0 {
+		c.maxMsg = int(min(opts.MaxMessageBytes, math.MaxInt32))
+	}
+	if cfg.IsStdio() {
+		for _, env := range opts.TenantEnv {
+			for _, v := range env {
+				secrets = append(secrets, v)
+			}
+		}
+		for _, v := range cfg.Env {
+			secrets = append(secrets, v)
+		}
+		scrub := NewScrubber(secrets...)
+		opts.MaxMessageBytes = int64(c.maxMsg)
+		c.pipe = newStdioHandler(cfg, opts, c.log, scrub.Replace)
+		c.pipeTrans = pipe.NewTransport(c.pipe)
+		c.hc = &http.Client{Transport: c.pipeTrans}
+		c.url = pipeURL
+		cfg.TLS = nil
+	}
 	if c.hc != nil && cfg.TLS != nil {
 		c.log.Warn("upstream tls settings are ignored: the client was given an HTTP client of its own")
 	}
@@ -257,13 +311,32 @@ func New(cfg config.Upstream, opts Options) *Client {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	c.maxMsg = defaultMaxMessageBytes
-	if opts.MaxMessageBytes > 0 {
-		c.maxMsg = int(min(opts.MaxMessageBytes, math.MaxInt32))
+	if t := cfg.Transport; t == config.TransportSSE || t == config.TransportAuto {
+		c.pipe = c.newSSEHandler(cfg, c.hc)
+		c.pipeTrans = pipe.NewTransport(c.pipe)
+		legacy := &http.Client{Transport: c.pipeTrans}
+		if t == config.TransportSSE {
+			c.hc = legacy
+			c.url = pipeURL
+		} else {
+			// The real URL: requests go there until the upstream is
+			// found to be legacy, and the Handler ignores it.
+			rt := c.hc.Transport
+			if rt == nil {
+				rt = http.DefaultTransport
+			}
+			c.auto = &autoTransport{http: rt, legacy: c.pipeTrans}
+			c.hc = &http.Client{Transport: c.auto, CheckRedirect: c.hc.CheckRedirect, Jar: c.hc.Jar}
+		}
 	}
 
 	var redact []string
-	if u, err := url.Parse(cfg.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if c.url == pipeURL {
+		redact = append(redact, pipeURL, "<upstream>")
+	}
+	if u, err := url.Parse(cfg.URL); c.url == pipeURL && cfg.IsStdio() {
+		// No URL: the command is the config's, not a secret.
+	} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		c.setupErr = errors.New("invalid upstream URL")
 	} else {
 		// The whole URL before the host it contains: at one position, the
@@ -306,8 +379,20 @@ func (c *Client) Timeout() time.Duration { return c.timeout }
 // Close waits for the notifications the client sends in the background (each
 // bounded by a few seconds) and closes the idle connections of the client's
 // own transport. The client remains usable.
+//
+// A stdio or HTTP+SSE upstream's Close also stops its processes (or
+// streams), all at once, and waits for them: requests made after it fail.
+// It first lets the requests in flight finish, for at most the upstream's
+// timeout (a reload replaces a client while its calls go on).
 func (c *Client) Close() error {
 	c.bg.Wait()
+	if c.pipe != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		c.pipe.Drain(ctx)
+		cancel()
+		c.pipe.Close()
+		c.pipeTrans.Close()
+	}
 	if c.creds != nil {
 		c.creds.Close()
 	}
@@ -316,6 +401,10 @@ func (c *Client) Close() error {
 	}
 	return nil
 }
+
+// legacyVersion is the revision of the HTTP+SSE transport, accepted from
+// the upstreams served in process (see pipes.go).
+const legacyVersion = "2024-11-05"
 
 // initializeID is the id of the initialize request; it is alone on its
 // connection, so any id will do.
@@ -374,7 +463,10 @@ func (c *Client) Initialize(ctx context.Context) (*InitResult, error) {
 	}
 	// The client asks for the newest revision and accepts the older ones
 	// an upstream may answer with (lifecycle, "Version Negotiation").
-	if !protocol.Listed(res.ProtocolVersion, protocol.SessionVersions) {
+	// Servers of the HTTP+SSE transport, and older stdio servers, often
+	// speak only 2024-11-05, whose messages the gateway relays as they are
+	// (what later revisions added, they do not send).
+	if !protocol.Listed(res.ProtocolVersion, protocol.SessionVersions) && (!c.piped() || res.ProtocolVersion != legacyVersion) {
 		// The spec says the client SHOULD disconnect; the session is useless.
 		c.terminateInBackground(ctx, sid)
 		return nil, c.error(op, 0, fmt.Errorf("unsupported protocol version %q", excerpt([]byte(res.ProtocolVersion), 40)))

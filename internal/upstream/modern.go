@@ -65,6 +65,18 @@ func (c *Client) Open(ctx context.Context) (*InitResult, error) {
 		c.era.Store(eraLegacy)
 	}
 	res, err := c.Initialize(ctx)
+	var e *Error
+	if err != nil && c.auto != nil && !c.auto.sse.Load() && errors.As(err, &e) && e.Status >= 400 && e.Status <= 499 &&
+		e.Status != http.StatusUnauthorized && e.Status != http.StatusForbidden && e.Status != http.StatusTooManyRequests {
+		// transport auto: a 4xx to the POST of initialize is how a
+		// 2024-11-05 HTTP+SSE server answers (basic/transports,
+		// "Backwards Compatibility"); the client speaks that from now on.
+		// Not a refusal of the credentials, or a rate limit: those are
+		// what a Streamable HTTP server says too.
+		c.log.Info("upstream speaks the 2024-11-05 HTTP+SSE transport", "status", e.Status)
+		c.auto.sse.Store(true)
+		res, err = c.Initialize(ctx)
+	}
 	if err != nil {
 		c.era.Store(eraUnknown)
 	}
