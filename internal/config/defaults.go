@@ -174,6 +174,11 @@ func (c *Config) ApplyDefaults() {
 		}
 	}
 
+	budgetDefaults(c.Budgets.RateLimits, c.Budgets.Quotas)
+	for i := range c.Tenants {
+		budgetDefaults(c.Tenants[i].Budgets.RateLimits, c.Tenants[i].Budgets.Quotas)
+	}
+
 	l := &c.Limits
 	setDefault(&l.StreamsPerPrincipal, DefaultStreamsPerPrinc)
 	setDefault(&l.StreamsPerTenant, DefaultStreamsPerTenant)
