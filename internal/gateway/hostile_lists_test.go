@@ -96,18 +96,22 @@ func TestHostileListPagesAndBytes(t *testing.T) {
 	if n := huge.Count("tools/list"); n != 5 {
 		t.Errorf("huge upstream got %d tools/list, want 5 (the page that passed 4 MiB ends the walk)", n)
 	}
-	// Remembered: no walk again at once, whatever the client does.
+	// Remembered: no walk again at once, whatever the client does. The
+	// failure is remembered for 1 s at first: on a loaded machine the
+	// loop may outlast it, and each second past allows one walk more.
+	start := time.Now()
 	for range 5 {
 		toolNames(t, cs)
 		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "endless__echo"}); err == nil {
 			t.Error("a call to an upstream whose list failed succeeded")
 		}
 	}
-	if n := endless.Count("tools/list"); n != 10 {
-		t.Errorf("endless upstream got %d tools/list after retries, want still 10 (negative cache)", n)
+	walks := 1 + int(time.Since(start)/time.Second)
+	if n := endless.Count("tools/list"); n > 10*walks {
+		t.Errorf("endless upstream got %d tools/list after retries, want at most %d (negative cache)", n, 10*walks)
 	}
-	if n := huge.Count("tools/list"); n != 5 {
-		t.Errorf("huge upstream got %d tools/list after retries, want still 5 (negative cache)", n)
+	if n := huge.Count("tools/list"); n > 5*walks {
+		t.Errorf("huge upstream got %d tools/list after retries, want at most %d (negative cache)", n, 5*walks)
 	}
 	m := scrape(t, g)
 	// Four list kinds each: tools, prompts, resources, templates.
