@@ -114,6 +114,7 @@ func TestServeBinary(t *testing.T) {
 server:
   listen: "127.0.0.1:0"
   admin_listen: "127.0.0.1:0"
+  drain_delay: 0s
 sessions:
   store: memory
   idle_ttl: 5m
@@ -255,6 +256,7 @@ func TestBinaryWithTypeScriptClient(t *testing.T) {
 server:
   listen: "127.0.0.1:%d"
   public_url: %q
+  drain_delay: 0s
 auth:
   issuers:
     - name: corp
@@ -443,6 +445,7 @@ func TestBinaryReloadsItsConfig(t *testing.T) {
 server:
   listen: "127.0.0.1:0"
   admin_listen: "127.0.0.1:0"
+  drain_delay: 0s
 auth:
   anonymous: true
 tenants:
