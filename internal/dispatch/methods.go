@@ -476,7 +476,8 @@ func routedParams(params json.RawMessage, key string) (*jsonx.Object, string, er
 }
 
 // namedCall serves tools/call and prompts/get: resolve the exposed name,
-// forward with the upstream's own name, relay the answer untouched.
+// forward with the upstream's own name, relay the answer with its resource
+// URIs exposed.
 func namedCall(k catalog.Kind) methodFunc {
 	return func(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
 		p, name, err := routedParams(c.params, "name")
@@ -505,8 +506,14 @@ func namedCall(k catalog.Kind) methodFunc {
 			}
 		}
 		p.SetString("name", orig)
+		// The resource URIs inside the result are exposed, so that the
+		// client can read them back through the gateway (see
+		// catalog/uris.go for every place the schema has one).
+		prefix := up.cat.Prefix
 		if k != catalog.Tools {
-			return rq.relay(ctx, c, up, p.Bytes(), nil)
+			return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+				return catalog.ExposePromptResult(res, prefix), nil
+			})
 		}
 		return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
 			// Only noted, for metrics and the audit log: a tool error is
@@ -514,7 +521,7 @@ func namedCall(k catalog.Kind) methodFunc {
 			if o, err := jsonx.ParseValidObject(res); err == nil && string(o.Get("isError")) == "true" {
 				c.isError = true
 			}
-			return res, nil
+			return catalog.ExposeToolResult(res, prefix), nil
 		})
 	}
 }
