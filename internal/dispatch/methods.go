@@ -545,7 +545,9 @@ func readResource(ctx context.Context, rq *Request, c *call) (json.RawMessage, e
 	})
 }
 
-// rewriteContents rewrites contents[].uri of a resources/read result.
+// rewriteContents rewrites contents[].uri of a resources/read result. The
+// array is scanned, not built: a result of many small contents costs no
+// more memory than its bytes (see catalog/uris.go).
 func rewriteContents(res json.RawMessage, prefix string) (json.RawMessage, error) {
 	if prefix == "" {
 		return res, nil
@@ -558,21 +560,25 @@ func rewriteContents(res json.RawMessage, prefix string) (json.RawMessage, error
 	if contents == nil {
 		return res, nil
 	}
-	elems, err := jsonx.ParseValidArray(contents)
-	if err != nil {
-		return nil, fmt.Errorf("malformed resources/read contents: %w", err)
-	}
-	for i, e := range elems {
-		eo, err := jsonx.ParseValidObject(e)
+	out := make([]byte, 0, len(contents)+len(contents)/8)
+	last := 0
+	err = jsonx.EachElement(contents, func(start, end int) error {
+		eo, err := jsonx.ParseValidObject(contents[start:end])
 		if err != nil {
-			continue
+			return nil
 		}
 		if u, ok := eo.GetString("uri"); ok {
 			eo.SetString("uri", catalog.ExposedURI(prefix, u))
-			elems[i] = eo.Bytes()
+			out = append(out, contents[last:start]...)
+			out = eo.AppendTo(out)
+			last = end
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("malformed resources/read contents: %w", err)
 	}
-	o.Set("contents", jsonx.AppendArray(nil, elems))
+	o.Set("contents", append(out, contents[last:]...))
 	return o.Bytes(), nil
 }
 
