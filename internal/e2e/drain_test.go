@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -100,8 +101,11 @@ func TestSIGTERMDrainLosesNoRequest(t *testing.T) {
 	defer stopLoad()
 
 	time.Sleep(time.Second) // load on all three replicas
-	from := len(c.lb.Log())
 	p := c.replicas[victim]
+	// A GET stream held by the victim, as MCP hosts hold one: it must not
+	// hold up the exit, and it is told to reconnect.
+	streamEnd := openRawStream(t, p.Endpoint, token, sids[0])
+	from := len(c.lb.Log())
 	c.markStopped(victim)
 	start := time.Now()
 	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -126,6 +130,14 @@ func TestSIGTERMDrainLosesNoRequest(t *testing.T) {
 	if err := p.Stop(); err != nil {
 		t.Errorf("replica %d did not exit cleanly: %v", victim, err)
 	}
+	select {
+	case tail := <-streamEnd:
+		if !strings.Contains(tail, "retry: 1000\n\n") {
+			t.Errorf("the victim's GET stream ended without a retry field: %q", tail)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the victim's GET stream did not end")
+	}
 	time.Sleep(500 * time.Millisecond) // load on the other two
 	stopLoad()
 
@@ -148,8 +160,8 @@ func TestSIGTERMDrainLosesNoRequest(t *testing.T) {
 	}
 	t.Logf("%d calls, %d failed; replica %d out of rotation %v after SIGTERM, exited after %v; the LB sent it %d requests after SIGTERM (%d answered 200)",
 		calls, len(failures), victim, outAfter.Round(time.Millisecond), exitAfter.Round(time.Millisecond), toVictim, victimDuringDrain)
-	if exitAfter < drainDelay {
-		t.Errorf("replica exited %v after SIGTERM, before its drain delay (%v)", exitAfter, drainDelay)
+	if exitAfter < drainDelay || exitAfter > drainDelay+2*time.Second {
+		t.Errorf("replica exited %v after SIGTERM, want just after its drain delay (%v): calls are short, and its GET stream must not hold it", exitAfter, drainDelay)
 	}
 	if calls < 100 {
 		t.Errorf("only %d calls succeeded: the load proves nothing", calls)
@@ -158,4 +170,34 @@ func TestSIGTERMDrainLosesNoRequest(t *testing.T) {
 		t.Errorf("replica %d logged no shutdown:\n%s", victim, p.Output())
 	}
 	c.assertAlive(t)
+}
+
+// openRawStream opens the GET stream of session sid at endpoint and
+// returns a channel that receives the stream's last bytes when it ends.
+func openRawStream(t *testing.T, endpoint, token, sid string) <-chan string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, endpoint, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	// No client timeout: the stream lasts.
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		t.Fatalf("GET stream at %s: %d", endpoint, resp.StatusCode)
+	}
+	end := make(chan string, 1)
+	go func() {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		end <- string(b[max(0, len(b)-64):])
+	}()
+	return end
 }
