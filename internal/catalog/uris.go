@@ -38,7 +38,10 @@ import (
 // Not rewritten: the ContentBlocks of ToolResultContent inside sampling
 // messages (sampling/createMessage, relayed as they are by the bridge),
 // and URIs inside free-form values the schema does not type (tool
-// arguments, structuredContent, other _meta keys).
+// arguments, structuredContent, other _meta keys). Root.uri is the
+// client's own (roots/list), no upstream's resource; 2026-07-28
+// SubscriptionFilter.resourceSubscriptions are not relayed at all (see
+// internal/transport serveListen).
 //
 // An upstream's result is up to 16 MiB, and any of it may be content
 // blocks: the rewrites scan arrays without building them
