@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,6 +111,41 @@ func openStreamLines(t *testing.T, url, sid string) <-chan string {
 	return lines
 }
 
+// openListenLines opens a 2026-07-28 subscriptions/listen stream and
+// returns its lines, closed at the stream's end, once acknowledged.
+func openListenLines(t *testing.T, url string) <-chan string {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(post2026(t, url, 9, "subscriptions/listen", `"notifications":{"toolsListChanged":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		t.Fatalf("subscriptions/listen: %d", resp.StatusCode)
+	}
+	lines := make(chan string, 64)
+	acked := make(chan struct{})
+	go func() {
+		defer close(lines)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		once := sync.OnceFunc(func() { close(acked) })
+		defer once()
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "notifications/subscriptions/acknowledged") {
+				once()
+			}
+			lines <- sc.Text()
+		}
+	}()
+	select {
+	case <-acked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("subscriptions/listen not acknowledged in 5s")
+	}
+	return lines
+}
+
 // TestRunDrain: on SIGTERM /readyz answers 503 at once and to the end, the
 // MCP listener serves new requests for server.drain_delay (closing their
 // connections), then the GET stream gets a retry field and ends, the
@@ -123,6 +159,7 @@ func TestRunDrain(t *testing.T) {
 	}
 	sid := initialize(t, url)
 	stream := openStreamLines(t, url, sid)
+	listen := openListenLines(t, url)
 
 	// A call in flight across the whole drain: it waits at the gate, which
 	// opens after the listener has closed.
@@ -171,6 +208,20 @@ func TestRunDrain(t *testing.T) {
 	}
 	if len(last) < 2 || last[len(last)-2] != "retry: 1000" || last[len(last)-1] != "" {
 		t.Errorf("GET stream's last lines = %q, want a retry field and a blank line", last)
+	}
+	// So does a subscriptions/listen stream, without the graceful closure
+	// (a response to listen), so that the client listens again elsewhere.
+	last = nil
+	for l := range listen {
+		last = append(last, l)
+	}
+	if len(last) < 2 || last[len(last)-2] != "retry: 1000" || last[len(last)-1] != "" {
+		t.Errorf("listen stream's last lines = %q, want a retry field and a blank line", last)
+	}
+	for _, l := range last {
+		if strings.Contains(l, `"resultType"`) {
+			t.Errorf("listen stream got a graceful closure on drain: %s", l)
+		}
 	}
 
 	// The listener is closed now, and /readyz still answers 503.
