@@ -74,7 +74,9 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 
 	upstreamURL := "http://" + uln.Addr().String() + "/mcp"
 	cfg := &config.Config{
-		Server: config.Server{Listen: ln.Addr().String(), PublicURL: publicURL},
+		// No drain delay: no load balancer to wait for, and Ctrl-C
+		// should stop the demo at once.
+		Server: config.Server{Listen: ln.Addr().String(), PublicURL: publicURL, DrainDelay: new(config.Duration)},
 		Auth: config.Auth{
 			Issuers:        []config.Issuer{dev.Issuer("demo-dev")},
 			RequiredScopes: []string{"mcp"},

@@ -24,6 +24,10 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal starts the drain (see gateway.Run); a second one
+	// gets the default action, which ends the process at once: an operator
+	// pressing Ctrl-C twice does not wait out server.drain_delay.
+	context.AfterFunc(ctx, stop)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {

@@ -8,8 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,6 +116,7 @@ func TestServeBinary(t *testing.T) {
 server:
   listen: "127.0.0.1:0"
   admin_listen: "127.0.0.1:0"
+  drain_delay: 0s
 sessions:
   store: memory
   idle_ttl: 5m
@@ -255,6 +258,7 @@ func TestBinaryWithTypeScriptClient(t *testing.T) {
 server:
   listen: "127.0.0.1:%d"
   public_url: %q
+  drain_delay: 0s
 auth:
   issuers:
     - name: corp
@@ -443,6 +447,7 @@ func TestBinaryReloadsItsConfig(t *testing.T) {
 server:
   listen: "127.0.0.1:0"
   admin_listen: "127.0.0.1:0"
+  drain_delay: 0s
 auth:
   anonymous: true
 tenants:
@@ -502,5 +507,53 @@ upstreams:
 	}
 	if !strings.Contains(p.Output(), "config reload refused") {
 		t.Errorf("the refusal was not logged:\n%s", p.Output())
+	}
+}
+
+// TestSecondSignalStopsAtOnce: SIGTERM starts the drain, during which
+// /readyz answers 503; a second signal ends the process without waiting out
+// server.drain_delay.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	bin := testkit.BuildGateway(t)
+	a := testkit.NewUpstream(t, "alpha")
+	cfg := testkit.WriteFile(t, "gateway.yaml", `
+server:
+  listen: "127.0.0.1:0"
+  admin_listen: "127.0.0.1:0"
+  drain_delay: 20s
+  shutdown_grace: 25s
+auth:
+  anonymous: true
+upstreams:
+  - name: alpha
+    url: "`+a.URL+`"
+    watch: false
+`)
+	p := testkit.StartGateway(t, bin, []string{"serve", "-config", cfg}, nil)
+	start := time.Now()
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := http.Get("http://" + p.AdminAddr + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("/readyz = %d 5s after SIGTERM, want 503", resp.StatusCode)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := p.Cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Exited():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the gateway still runs 3s after a second signal")
 	}
 }

@@ -687,6 +687,13 @@ func (c *Catalog) build(up *Upstream, k Kind, raw []json.RawMessage) *Listing {
 		if exp != orig {
 			o.SetString(info.Key, exp)
 		}
+		if k == Tools {
+			// The MCP Apps link to the tool's UI resource, which the
+			// client reads back through the gateway (see uris.go).
+			if m, ok := ExposeUIMeta(o.Get("_meta"), up.Prefix); ok {
+				o.Set("_meta", m)
+			}
+		}
 		if pos, dup := l.index[exp]; dup {
 			// The upstream listed one name twice, or two long names
 			// shortened to the same one: neither is usable.

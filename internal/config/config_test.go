@@ -77,6 +77,8 @@ func TestLoadExample(t *testing.T) {
 			ReadHeaderTimeout: Duration(10 * time.Second),
 			ReadBodyTimeout:   Duration(30 * time.Second),
 			ListCacheTTL:      Duration(time.Minute),
+			DrainDelay:        ptr(Duration(5 * time.Second)),
+			ShutdownGrace:     Duration(25 * time.Second),
 		},
 		Sessions: Sessions{
 			Store:           "memory",
@@ -183,6 +185,8 @@ func TestParseDefaults(t *testing.T) {
 			ReadHeaderTimeout: Duration(10 * time.Second),
 			ReadBodyTimeout:   Duration(30 * time.Second),
 			ListCacheTTL:      Duration(time.Minute),
+			DrainDelay:        ptr(Duration(5 * time.Second)),
+			ShutdownGrace:     Duration(25 * time.Second),
 		},
 		Sessions: Sessions{
 			Store:           "memory",
@@ -238,6 +242,8 @@ server:
   read_header_timeout: 5s
   read_body_timeout: 7s
   list_cache_ttl: 10s
+  drain_delay: 0s
+  shutdown_grace: 20s
 sessions:
   idle_ttl: 1h
   max_sessions: 10
@@ -266,6 +272,8 @@ limits:
 		ReadHeaderTimeout: Duration(5 * time.Second),
 		ReadBodyTimeout:   Duration(7 * time.Second),
 		ListCacheTTL:      Duration(10 * time.Second),
+		DrainDelay:        ptr(Duration(0)),
+		ShutdownGrace:     Duration(20 * time.Second),
 	}
 	if diff := cmp.Diff(want, got.Server); diff != "" {
 		t.Errorf("Server mismatch (-want +got):\n%s", diff)
@@ -393,7 +401,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown nested key",
 			yaml: "server:\n  lisen: :8080\n",
-			want: []string{"test.yaml:2: server.lisen: unknown key (want one of admin_listen, allowed_origins, list_cache_ttl, listen, max_body_bytes, public_url, read_body_timeout, read_header_timeout, request_timeout)"},
+			want: []string{"test.yaml:2: server.lisen: unknown key (want one of admin_listen, allowed_origins, drain_delay, list_cache_ttl, listen, max_body_bytes, public_url, read_body_timeout, read_header_timeout, request_timeout, shutdown_grace)"},
 		},
 		{
 			name: "instructions",
@@ -541,6 +549,21 @@ func TestParseProblems(t *testing.T) {
 			name: "listen as an integer",
 			yaml: "server:\n  listen: 8080\n",
 			want: []string{`test.yaml:2: server.listen: invalid address "8080": want host:port, such as ":8080" or "127.0.0.1:9090"`},
+		},
+		{
+			name: "drain delay as long as the default grace",
+			yaml: "server:\n  drain_delay: 25s\n",
+			want: []string{"test.yaml:2: server.drain_delay: must be shorter than server.shutdown_grace (25s)"},
+		},
+		{
+			name: "drain delay longer than the grace",
+			yaml: "server:\n  drain_delay: 3s\n  shutdown_grace: 2s\n",
+			want: []string{"test.yaml:2: server.drain_delay: must be shorter than server.shutdown_grace (2s)"},
+		},
+		{
+			name: "negative shutdown grace",
+			yaml: "server:\n  shutdown_grace: -1s\n",
+			want: []string{"test.yaml:2: server.shutdown_grace: must be positive"},
 		},
 		{
 			name: "admin on the main listener",
@@ -749,7 +772,7 @@ tenants:
 		`cfg.yaml:2: server.listen: invalid address "nope": want host:port, such as ":8080" or "127.0.0.1:9090"`,
 		"cfg.yaml:3: server.public_url: must be an absolute http or https URL",
 		`cfg.yaml:4: server.max_body_bytes: must be an integer, got "lots"`,
-		"cfg.yaml:5: server.colour: unknown key (want one of admin_listen, allowed_origins, list_cache_ttl, listen, max_body_bytes, public_url, read_body_timeout, read_header_timeout, request_timeout)",
+		"cfg.yaml:5: server.colour: unknown key (want one of admin_listen, allowed_origins, drain_delay, list_cache_ttl, listen, max_body_bytes, public_url, read_body_timeout, read_header_timeout, request_timeout, shutdown_grace)",
 		`cfg.yaml:8: sessions.idle_ttl: must be a duration such as "30s" or "1m30s", got "forever"`,
 		`cfg.yaml:10: upstreams[0].name: "Bad_Name" must contain only a-z, 0-9 and -`,
 		"cfg.yaml:11: upstreams[0].url: must be an absolute http or https URL",
@@ -1148,6 +1171,8 @@ func TestParseFull(t *testing.T) {
 			ReadHeaderTimeout: Duration(10 * time.Second),
 			ReadBodyTimeout:   Duration(30 * time.Second),
 			ListCacheTTL:      Duration(time.Minute),
+			DrainDelay:        ptr(Duration(5 * time.Second)),
+			ShutdownGrace:     Duration(25 * time.Second),
 		},
 		Sessions: Sessions{
 			Store:           "redis",

@@ -11,6 +11,8 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultReadBodyTimeout   = 30 * time.Second
 	DefaultListCacheTTL      = time.Minute
+	DefaultDrainDelay        = 5 * time.Second
+	DefaultShutdownGrace     = 25 * time.Second
 	DefaultSessionStore      = StoreMemory
 	DefaultIdleTTL           = 30 * time.Minute
 	DefaultMaxSessions       = 100_000
@@ -120,6 +122,11 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&s.ReadHeaderTimeout, Duration(DefaultReadHeaderTimeout))
 	setDefault(&s.ReadBodyTimeout, Duration(DefaultReadBodyTimeout))
 	setDefault(&s.ListCacheTTL, Duration(DefaultListCacheTTL))
+	if s.DrainDelay == nil {
+		d := Duration(DefaultDrainDelay)
+		s.DrainDelay = &d
+	}
+	setDefault(&s.ShutdownGrace, Duration(DefaultShutdownGrace))
 
 	ss := &c.Sessions
 	setDefault(&ss.Store, DefaultSessionStore)

@@ -244,7 +244,7 @@ func addType(s map[reflect.Type]mapping, t reflect.Type, o option, where string)
 		ok = o.name == "ratio"
 	case k == reflect.Pointer:
 		e := t.Elem().Kind()
-		ok = e == reflect.String || e == reflect.Bool || e == reflect.Float64 || e == reflect.Struct && o.name == ""
+		ok = e == reflect.String || e == reflect.Bool || e == reflect.Float64 || (e == reflect.Struct || t.Elem() == durationType) && o.name == ""
 		addType(s, t.Elem(), o, where)
 	case k == reflect.Slice:
 		e := t.Elem()
@@ -314,6 +314,17 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value, o option) {
 	case t == durationType:
 		if dur, ok := d.duration(n, path); ok {
 			v.SetInt(int64(dur))
+		}
+	case t.Kind() == reflect.Pointer && t.Elem() == durationType:
+		// A duration whose 0 is not "the default", but none: nil for
+		// null.
+		if isNull(n) {
+			return
+		}
+		if dur, ok := d.durationMin(n, path, true); ok {
+			e := reflect.New(durationType)
+			e.Elem().SetInt(int64(dur))
+			v.Set(e)
 		}
 	case t.Kind() == reflect.Struct:
 		d.fields(n, path, v)
@@ -569,6 +580,11 @@ func (d *decoder) decodeBool(n *yaml.Node, path string) (bool, bool) {
 
 // duration decodes a positive Go duration string.
 func (d *decoder) duration(n *yaml.Node, path string) (Duration, bool) {
+	return d.durationMin(n, path, false)
+}
+
+// durationMin decodes a duration, which may be 0 if zeroOK.
+func (d *decoder) durationMin(n *yaml.Node, path string, zeroOK bool) (Duration, bool) {
 	if !d.scalar(n, path, `a duration such as "30s"`) {
 		return 0, false
 	}
@@ -577,7 +593,7 @@ func (d *decoder) duration(n *yaml.Node, path string) (Duration, bool) {
 		d.errorf(n, path, `must be a duration such as "30s" or "1m30s", got %q`, n.Value)
 		return 0, false
 	}
-	if v <= 0 {
+	if v < 0 || v == 0 && !zeroOK {
 		d.errorf(n, path, "must be positive")
 		return 0, false
 	}

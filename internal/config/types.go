@@ -88,6 +88,16 @@ type Server struct {
 	// ListCacheTTL is how long an upstream's tool, prompt and resource lists
 	// are served from the gateway's cache. Default 1m.
 	ListCacheTTL Duration `yaml:"list_cache_ttl"`
+	// DrainDelay is how long, after SIGTERM, the gateway keeps accepting
+	// on the MCP listener while /readyz answers 503, so that load
+	// balancers take it out of rotation first. Nil means the default, 5s;
+	// an explicit 0 stops accepting at once.
+	DrainDelay *Duration `yaml:"drain_delay"`
+	// ShutdownGrace bounds the whole shutdown, from SIGTERM (drain delay
+	// included) to exit: requests still in flight then are cut. It must
+	// exceed DrainDelay. Default 25s, inside Kubernetes' default
+	// terminationGracePeriodSeconds of 30.
+	ShutdownGrace Duration `yaml:"shutdown_grace"`
 }
 
 // Sessions configures the session store.

@@ -185,6 +185,15 @@ func (v *validator) server(s *Server) {
 	nonNegative(v, "server.read_header_timeout", s.ReadHeaderTimeout)
 	nonNegative(v, "server.read_body_timeout", s.ReadBodyTimeout)
 	nonNegative(v, "server.list_cache_ttl", s.ListCacheTTL)
+	nonNegative(v, "server.shutdown_grace", s.ShutdownGrace)
+	if s.DrainDelay != nil {
+		nonNegative(v, "server.drain_delay", *s.DrainDelay)
+		// The grace spans the delay: a delay as long leaves in-flight
+		// requests no time to finish.
+		if grace := cmp.Or(s.ShutdownGrace, Duration(DefaultShutdownGrace)); grace > 0 && *s.DrainDelay >= grace {
+			v.addf("server.drain_delay", "must be shorter than server.shutdown_grace (%v)", grace.D())
+		}
+	}
 }
 
 func (v *validator) sessions(s *Sessions) {

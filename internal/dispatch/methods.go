@@ -482,7 +482,8 @@ func routedParams(params json.RawMessage, key string) (*jsonx.Object, string, er
 }
 
 // namedCall serves tools/call and prompts/get: resolve the exposed name,
-// forward with the upstream's own name, relay the answer untouched.
+// forward with the upstream's own name, relay the answer with its resource
+// URIs exposed.
 func namedCall(k catalog.Kind) methodFunc {
 	return func(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
 		p, name, err := routedParams(c.params, "name")
@@ -511,8 +512,14 @@ func namedCall(k catalog.Kind) methodFunc {
 			}
 		}
 		p.SetString("name", orig)
+		// The resource URIs inside the result are exposed, so that the
+		// client can read them back through the gateway (see
+		// catalog/uris.go for every place the schema has one).
+		prefix := up.cat.Prefix
 		if k != catalog.Tools {
-			return rq.relay(ctx, c, up, p.Bytes(), nil)
+			return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+				return catalog.ExposePromptResult(res, prefix), nil
+			})
 		}
 		return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
 			// Only noted, for metrics and the audit log: a tool error is
@@ -520,7 +527,7 @@ func namedCall(k catalog.Kind) methodFunc {
 			if o, err := jsonx.ParseValidObject(res); err == nil && string(o.Get("isError")) == "true" {
 				c.isError = true
 			}
-			return res, nil
+			return catalog.ExposeToolResult(res, prefix), nil
 		})
 	}
 }
@@ -544,7 +551,9 @@ func readResource(ctx context.Context, rq *Request, c *call) (json.RawMessage, e
 	})
 }
 
-// rewriteContents rewrites contents[].uri of a resources/read result.
+// rewriteContents rewrites contents[].uri of a resources/read result. The
+// array is scanned, not built: a result of many small contents costs no
+// more memory than its bytes (see catalog/uris.go).
 func rewriteContents(res json.RawMessage, prefix string) (json.RawMessage, error) {
 	if prefix == "" {
 		return res, nil
@@ -557,21 +566,25 @@ func rewriteContents(res json.RawMessage, prefix string) (json.RawMessage, error
 	if contents == nil {
 		return res, nil
 	}
-	elems, err := jsonx.ParseValidArray(contents)
-	if err != nil {
-		return nil, fmt.Errorf("malformed resources/read contents: %w", err)
-	}
-	for i, e := range elems {
-		eo, err := jsonx.ParseValidObject(e)
+	out := make([]byte, 0, len(contents)+len(contents)/8)
+	last := 0
+	err = jsonx.EachElement(contents, func(start, end int) error {
+		eo, err := jsonx.ParseValidObject(contents[start:end])
 		if err != nil {
-			continue
+			return nil
 		}
 		if u, ok := eo.GetString("uri"); ok {
 			eo.SetString("uri", catalog.ExposedURI(prefix, u))
-			elems[i] = eo.Bytes()
+			out = append(out, contents[last:start]...)
+			out = eo.AppendTo(out)
+			last = end
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("malformed resources/read contents: %w", err)
 	}
-	o.Set("contents", jsonx.AppendArray(nil, elems))
+	o.Set("contents", append(out, contents[last:]...))
 	return o.Bytes(), nil
 }
 

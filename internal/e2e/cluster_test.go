@@ -49,12 +49,14 @@ type cluster struct {
 
 // clusterOptions are settings a test changes in the cluster's config.
 type clusterOptions struct {
-	listCacheTTL string // server.list_cache_ttl; default 1m
+	listCacheTTL  string // server.list_cache_ttl; default 1m
+	drainDelay    string // server.drain_delay; default 0s, so that stopping a replica is quick
+	shutdownGrace string // server.shutdown_grace; default 25s
 }
 
 func startCluster(t *testing.T, opts ...func(*clusterOptions)) *cluster {
 	t.Helper()
-	o := clusterOptions{listCacheTTL: "1m"}
+	o := clusterOptions{listCacheTTL: "1m", drainDelay: "0s", shutdownGrace: "25s"}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -76,6 +78,8 @@ server:
   admin_listen: "127.0.0.1:0"
   public_url: %q
   list_cache_ttl: %s
+  drain_delay: %s
+  shutdown_grace: %s
 sessions:
   store: redis
   idle_ttl: 5m
@@ -101,7 +105,7 @@ upstreams:
     url: %q
     watch: false
     timeout: 10s
-`, c.endpoint, o.listCacheTTL, c.redis.Addr, keyPrefix, c.idp.Issuer, c.alpha.URL, c.beta.URL))
+`, c.endpoint, o.listCacheTTL, o.drainDelay, o.shutdownGrace, c.redis.Addr, keyPrefix, c.idp.Issuer, c.alpha.URL, c.beta.URL))
 
 	var backends []string
 	for range replicas {
@@ -150,6 +154,14 @@ func (c *cluster) kill(t *testing.T, i int) {
 		t.Fatalf("replica %d (pid %d) still running 5s after SIGKILL", i, p.Cmd.Process.Pid)
 	}
 	c.lb.Remove(i)
+}
+
+// markStopped records that replica i is stopped on purpose, so that its
+// exit is no failure.
+func (c *cluster) markStopped(i int) {
+	c.mu.Lock()
+	c.killed[i] = true
+	c.mu.Unlock()
 }
 
 func (c *cluster) wasKilled(i int) bool {

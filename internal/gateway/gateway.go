@@ -5,6 +5,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,9 +79,10 @@ type Gateway struct {
 	mux     http.Handler
 	metrics *telemetry.Metrics
 
-	live   atomic.Pointer[live] // swapped whole on reload
-	reload reloadState
-	watch  watchState // the config file's watch, started by Run
+	live     atomic.Pointer[live] // swapped whole on reload
+	draining atomic.Bool          // set by Run when it starts to shut down
+	reload   reloadState
+	watch    watchState // the config file's watch, started by Run
 }
 
 // live is what a reload replaces: one config generation, the endpoint's
@@ -240,6 +242,13 @@ func (g *Gateway) newMux() http.Handler {
 	r.Use(recoverer(g.log))
 	r.Use(middleware.RequestID)
 	r.With(telemetry.HTTPMiddleware(g.opts.TracerProvider, "/mcp")).Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.draining.Load() {
+			// Served, but the connection is not kept: the client's next
+			// request opens a new one, which a load balancer (or a
+			// Service's proxy) that no longer lists this replica sends
+			// elsewhere. net/http closes it after the response.
+			w.Header().Set("Connection", "close")
+		}
 		// The request's one snapshot of the config: the deadline below,
 		// the auth chain and the transport behind it all read this one.
 		l := g.live.Load()
@@ -313,7 +322,8 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 }
 
 // AdminHandler serves the operator endpoints: /healthz (the process is
-// alive) and /readyz (it can serve: its dependencies answer).
+// alive) and /readyz (it can serve: its dependencies answer, and it is not
+// shutting down).
 func (g *Gateway) AdminHandler() http.Handler {
 	r := chi.NewRouter()
 	r.Handle("/metrics", g.metrics.Handler())
@@ -354,6 +364,11 @@ func (g *Gateway) AdminHandler() http.Handler {
 // Ready returns what keeps the gateway from serving, one line each; none
 // when it is ready.
 func (g *Gateway) Ready(ctx context.Context) []string {
+	if g.draining.Load() {
+		// Nothing else matters, and nothing else is asked: a load
+		// balancer must stop sending here from this answer on.
+		return []string{"draining: shutting down"}
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var problems []string
@@ -472,16 +487,53 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr 
 	case <-ctx.Done():
 	case serveErr = <-errc:
 	}
-	log.Info("shutting down")
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	for _, s := range servers {
-		_ = s.Shutdown(shutCtx)
-	}
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
+	g.drain(srv, servers[1:], serveErr != nil)
 	return serveErr
+}
+
+// drain shuts the servers down, the MCP server mcp first, then others (the
+// admin server), in the order a load balancer in front needs (see
+// docs/operations.md, "Shutdown"):
+//
+//  1. /readyz answers 503 at once, and responses on the MCP listener close
+//     their connections; the MCP listener keeps accepting for
+//     server.drain_delay (none if failed: a listener broke), the time
+//     load balancers need to take the replica out of rotation;
+//  2. then the server-to-client streams are told to reconnect elsewhere,
+//     the MCP listener closes, and requests in flight get what is left of
+//     server.shutdown_grace, counted from the start, to finish; those
+//     still running then are cut;
+//  3. last, the admin listener closes, so that /readyz says 503 to the end.
+func (g *Gateway) drain(mcp *http.Server, others []*http.Server, failed bool) {
+	start := time.Now()
+	g.draining.Store(true)
+	s := g.Config().Server
+	delay := time.Duration(0)
+	if s.DrainDelay != nil && !failed {
+		delay = s.DrainDelay.D()
+	}
+	g.log.Info("shutting down", "drain_delay", delay, "shutdown_grace", cmp.Or(s.ShutdownGrace.D(), config.DefaultShutdownGrace))
+	time.Sleep(delay)
+	g.edge.Drain()
+	grace := cmp.Or(s.ShutdownGrace.D(), config.DefaultShutdownGrace)
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(grace))
+	defer cancel()
+	if err := mcp.Shutdown(ctx); err != nil {
+		g.log.Warn("shutdown grace over: cutting the requests still in flight", "shutdown_grace", grace)
+		_ = mcp.Close()
+	}
+	for _, o := range others {
+		// Its requests are short (probes, scrapes), or a pprof profile
+		// that need not outlive the process.
+		octx, ocancel := context.WithTimeout(context.Background(), time.Second)
+		_ = o.Shutdown(octx)
+		ocancel()
+		_ = o.Close()
+	}
+	g.log.Info("shut down", "duration", time.Since(start).Round(time.Millisecond))
 }
 
 // httpErrorLog is net/http's error log (a TLS handshake that failed, a

@@ -535,6 +535,7 @@ func TestRunStopsItsConfigWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Server.PublicURL = "http://" + ln.Addr().String() + "/mcp"
+	cfg.Server.DrainDelay = new(config.Duration)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)

@@ -3,6 +3,8 @@ package jsonx
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -188,5 +190,39 @@ func TestCommonNames(t *testing.T) {
 	data := []byte(`{"name":"a","arguments":{}}`)
 	if n := testing.AllocsPerRun(100, func() { _, _ = ParseValidObject(data) }); n > 2 {
 		t.Errorf("%v allocations to parse an object of common names, want at most 2 (the object, its members)", n)
+	}
+}
+
+func TestEachElement(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []string
+		wantErr bool
+	}{
+		{in: `[]`, want: nil},
+		{in: ` [ 1 , "a,]" ,{"b":[2,3]} ,null ] `, want: []string{`1`, `"a,]"`, `{"b":[2,3]}`, `null`}},
+		{in: `{}`, wantErr: true},
+		{in: `[1,2] x`, want: []string{`1`, `2`}, wantErr: true},
+	} {
+		var got []string
+		err := EachElement([]byte(tc.in), func(start, end int) error {
+			got = append(got, tc.in[start:end])
+			return nil
+		})
+		if (err != nil) != tc.wantErr {
+			t.Errorf("EachElement(%s): error %v, want error %v", tc.in, err, tc.wantErr)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("EachElement(%s) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	stop := errors.New("stop")
+	n := 0
+	if err := EachElement([]byte(`[1,2,3]`), func(int, int) error { n++; return stop }); err != stop || n != 1 {
+		t.Errorf("EachElement did not stop at fn's error: %v after %d calls", err, n)
+	}
+	data := []byte(`[` + strings.Repeat(`{},`, 1000) + `{}]`)
+	if allocs := testing.AllocsPerRun(10, func() { _ = EachElement(data, func(int, int) error { return nil }) }); allocs != 0 {
+		t.Errorf("EachElement allocates %v times", allocs)
 	}
 }

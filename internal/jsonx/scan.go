@@ -294,3 +294,43 @@ func checkTrailing(data []byte, i int) error {
 	}
 	return nil
 }
+
+// EachElement calls fn with the offsets of each element of data, a JSON
+// array known to be valid JSON, in order: data[start:end] is the element.
+// Unlike [ParseValidArray] it allocates nothing, so that an array of many
+// small elements costs no more memory than its bytes. It stops at fn's
+// first error and returns it.
+func EachElement(data []byte, fn func(start, end int) error) error {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return errors.New("not a JSON array")
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return checkTrailing(data, i+1)
+	}
+	for {
+		end, err := skipValue(data, i)
+		if err != nil {
+			return err
+		}
+		if end == i {
+			return errSyntax
+		}
+		if err := fn(i, end); err != nil {
+			return err
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) {
+			return errSyntax
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case ']':
+			return checkTrailing(data, i+1)
+		default:
+			return errSyntax
+		}
+	}
+}

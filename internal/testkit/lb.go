@@ -74,14 +74,25 @@ type LB struct {
 
 	mu       sync.Mutex
 	backends []lbBackend
+	gen      int // incremented by SetBackends, so that a check of an old list is dropped
 	next     int // rotation position
 	log      []LBRequest
+	checks   *lbChecks // nil until CheckReadiness
 }
 
 type lbBackend struct {
 	url      string
-	out      bool // removed from rotation
+	out      bool   // removed from rotation by Remove
+	readyURL string // polled by the readiness check; "" for none
+	unready  bool   // out of rotation: its last readiness check failed
 	requests int
+}
+
+// lbChecks is the readiness check's goroutine, which Close stops and waits
+// for.
+type lbChecks struct {
+	stop chan struct{}
+	done chan struct{}
 }
 
 // StartLB starts a load balancer in front of backends (which may be empty:
@@ -122,7 +133,95 @@ func (lb *LB) setBackends(t testing.TB, backends []string) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	lb.backends = list
+	lb.gen++
 	lb.next = 0
+}
+
+// CheckReadiness makes the LB check each backend's readiness every
+// interval, as a load balancer with a health check does: a backend is out
+// of rotation from its first check that fails (any status but 200, or no
+// answer within interval) until one succeeds. urls[i] is backend i's
+// readiness URL (such as "http://ADMIN/readyz"), "" for none; it must have
+// one entry per backend. The first round of checks is done when
+// CheckReadiness returns. [LB.SetBackends] drops the URLs (call
+// CheckReadiness again); the checks stop when the LB closes. A backend
+// taken out by [LB.Remove] stays out whatever its checks say.
+func (lb *LB) CheckReadiness(t testing.TB, urls []string, interval time.Duration) {
+	t.Helper()
+	lb.mu.Lock()
+	if len(urls) != len(lb.backends) {
+		lb.mu.Unlock()
+		t.Fatalf("testkit: CheckReadiness: %d URLs for %d backends", len(urls), len(lb.backends))
+	}
+	for i := range lb.backends {
+		lb.backends[i].readyURL = urls[i]
+		lb.backends[i].unready = false
+	}
+	start := lb.checks == nil
+	if start {
+		lb.checks = &lbChecks{stop: make(chan struct{}), done: make(chan struct{})}
+	}
+	checks := lb.checks
+	lb.mu.Unlock()
+	client := &http.Client{Timeout: interval}
+	lb.checkRound(client)
+	if start {
+		go lb.checkLoop(client, interval, checks)
+	}
+}
+
+// InRotation reports, by index, which backends get requests: those neither
+// removed nor failing their readiness check.
+func (lb *LB) InRotation() []bool {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	in := make([]bool, len(lb.backends))
+	for i, b := range lb.backends {
+		in[i] = !b.out && !b.unready
+	}
+	return in
+}
+
+func (lb *LB) checkLoop(client *http.Client, interval time.Duration, c *lbChecks) {
+	defer close(c.done)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-tick.C:
+			lb.checkRound(client)
+		}
+	}
+}
+
+// checkRound checks every backend that has a readiness URL, one after the
+// other, and updates its state.
+func (lb *LB) checkRound(client *http.Client) {
+	lb.mu.Lock()
+	gen := lb.gen
+	urls := make([]string, len(lb.backends))
+	for i, b := range lb.backends {
+		urls[i] = b.readyURL
+	}
+	lb.mu.Unlock()
+	for i, u := range urls {
+		if u == "" {
+			continue
+		}
+		ok := false
+		if resp, err := client.Get(u); err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			ok = resp.StatusCode == http.StatusOK
+		}
+		lb.mu.Lock()
+		if lb.gen == gen {
+			lb.backends[i].unready = !ok
+		}
+		lb.mu.Unlock()
+	}
 }
 
 // Remove takes backend i out of rotation, as a health-checking load
@@ -165,6 +264,13 @@ func (lb *LB) Log() []LBRequest {
 // the end of the test and may be called more than once.
 func (lb *LB) Close() {
 	lb.close.Do(func() {
+		lb.mu.Lock()
+		checks := lb.checks
+		lb.mu.Unlock()
+		if checks != nil {
+			close(checks.stop)
+			<-checks.done
+		}
 		lb.srv.CloseClientConnections()
 		lb.srv.Close()
 		lb.transport.CloseIdleConnections()
@@ -181,7 +287,7 @@ func (lb *LB) pick(entry LBRequest) (target string, logIndex int) {
 	for range lb.backends {
 		i := lb.next % len(lb.backends)
 		lb.next = i + 1
-		if !lb.backends[i].out {
+		if !lb.backends[i].out && !lb.backends[i].unready {
 			lb.backends[i].requests++
 			entry.Backend, target = i, lb.backends[i].url
 			break

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -248,4 +249,68 @@ func TestLBClientGone(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestLBReadinessCheck: a backend whose readiness check fails leaves the
+// rotation, and comes back once it passes; one whose check cannot be
+// reached is out too.
+func TestLBReadinessCheck(t *testing.T) {
+	var ready [2]atomic.Bool
+	ready[0].Store(true)
+	ready[1].Store(true)
+	var readyURLs []string
+	for i := range ready {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !ready[i].Load() {
+				http.Error(w, "draining", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		}))
+		t.Cleanup(srv.Close)
+		readyURLs = append(readyURLs, srv.URL+"/readyz")
+	}
+	lb := StartLB(t, []string{lbBackendServer(t, "b0"), lbBackendServer(t, "b1"), lbBackendServer(t, "b2")})
+	// b2's check has nothing listening behind it.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	const interval = 20 * time.Millisecond
+	lb.CheckReadiness(t, append(readyURLs, dead.URL+"/readyz"), interval)
+	if diff := cmp.Diff([]bool{true, true, false}, lb.InRotation()); diff != "" {
+		t.Errorf("after the first round, InRotation mismatch (-want +got):\n%s", diff)
+	}
+
+	waitRotation := func(want []bool) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Second)
+		for !cmp.Equal(want, lb.InRotation()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("InRotation = %v, want %v within 2s", lb.InRotation(), want)
+			}
+			time.Sleep(interval / 4)
+		}
+	}
+	names := func(n int) []string {
+		c := &http.Client{Timeout: 5 * time.Second}
+		var got []string
+		for range n {
+			_, body := lbGet(t, c, lb.URL+"/x")
+			got = append(got, strings.Fields(body)[0])
+		}
+		return got
+	}
+	ready[0].Store(false)
+	waitRotation([]bool{false, true, false})
+	if diff := cmp.Diff([]string{"b1", "b1", "b1"}, names(3)); diff != "" {
+		t.Errorf("with b0 unready, rotation mismatch (-want +got):\n%s", diff)
+	}
+	ready[0].Store(true)
+	waitRotation([]bool{true, true, false})
+	// Remove wins over a passing check.
+	lb.Remove(1)
+	time.Sleep(3 * interval)
+	if diff := cmp.Diff([]string{"b0", "b0"}, names(2)); diff != "" {
+		t.Errorf("with b1 removed, rotation mismatch (-want +got):\n%s", diff)
+	}
+	lb.Close() // stops the checks and waits for them
 }

@@ -146,6 +146,32 @@ func (r *responder) Event(msg []byte) error {
 	return nil
 }
 
+// Retry writes an SSE block with only a retry field, d in milliseconds,
+// and flushes it: the client waits that long before it reconnects. It
+// dispatches no event (WHATWG HTML, "Interpreting an event stream"). It is
+// a no-op unless the response is an SSE stream.
+func (r *responder) Retry(d time.Duration) error {
+	if r.discard {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.sse {
+		return nil
+	}
+	r.buf = append(r.buf[:0], "retry: "...)
+	r.buf = strconv.AppendInt(r.buf, d.Milliseconds(), 10)
+	r.buf = append(r.buf, "\n\n"...)
+	if _, err := r.w.Write(r.buf); err != nil {
+		return fmt.Errorf("%w: %w", dispatch.ErrClientGone, err)
+	}
+	r.flushedLocked()
+	if err := r.rc.Flush(); err != nil {
+		return fmt.Errorf("%w: %w", dispatch.ErrClientGone, err)
+	}
+	return nil
+}
+
 // lastEvent writes the response message as the stream's last event. It is
 // not flushed: the handler returns right after it, and net/http then
 // flushes it together with the end of the chunked body, one write to the

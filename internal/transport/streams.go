@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgw/gateway/internal/dispatch"
@@ -33,6 +34,11 @@ const heartbeat = 25 * time.Second
 // queued notification of a kind already tells the client to list again.
 const streamBuffer = 16
 
+// drainRetry is the reconnection delay, in the SSE retry field, that a
+// draining replica gives the streams it ends: by then the load balancers
+// route elsewhere (see [Handler.Drain]).
+const drainRetry = time.Second
+
 type stream struct {
 	sessionID string
 	principal string // principalKey: issuer, subject, tenant
@@ -40,6 +46,7 @@ type stream struct {
 	ch        chan []byte
 	done      chan struct{} // closed when replaced or closed by the gateway
 	once      sync.Once
+	drained   atomic.Bool // set before done is closed by a drain
 }
 
 func (s *stream) stop() { s.once.Do(func() { close(s.done) }) }
@@ -53,6 +60,7 @@ type streams struct {
 	bySession   map[string]*stream
 	byPrincipal map[string]int // open streams per principal; no zero entries
 	byTenant    map[string]int // open streams per tenant; no zero entries
+	draining    bool           // set by drain: streams end as they open
 }
 
 // streamCaps are the caps open checks a new stream against.
@@ -83,6 +91,12 @@ func (ss *streams) open(sessionID, principal, tenant string, caps streamCaps) (s
 		ss.uncountLocked(old)
 	}
 	s = &stream{sessionID: sessionID, principal: principal, tenant: tenant, ch: make(chan []byte, streamBuffer), done: make(chan struct{})}
+	if ss.draining {
+		// Opened after the drain swept the others (its request was in
+		// flight): it ends like them, at once.
+		s.drained.Store(true)
+		s.stop()
+	}
 	ss.bySession[sessionID] = s
 	ss.byPrincipal[principal]++
 	ss.byTenant[tenant]++
@@ -126,6 +140,18 @@ func (ss *streams) end(sessionID string) {
 	if s != nil {
 		s.stop()
 	}
+}
+
+// drain ends every open stream and every stream opened from now on, each
+// with its reconnection delay (see [Handler.Drain]).
+func (ss *streams) drain() {
+	ss.mu.Lock()
+	ss.draining = true
+	ss.mu.Unlock()
+	ss.each(func(s *stream) {
+		s.drained.Store(true)
+		s.stop()
+	})
 }
 
 // each calls fn for every open stream, outside the lock.
@@ -214,7 +240,18 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 				return
 			}
 		case <-s.done:
-			if hooks.ended != nil {
+			if s.drained.Load() {
+				// Not ended: moved. A retry field and no response, so
+				// that the client reconnects (2025-11-25
+				// basic/transports, "Listening for Messages from the
+				// Server": a server that closes the connection without
+				// terminating the stream SHOULD send a retry field). A
+				// subscriptions/listen stream gets no graceful closure
+				// either: 2026-07-28 basic/patterns/subscriptions says a
+				// close without it is a trigger to listen again, which a
+				// replica leaving a fleet wants.
+				_ = out.Retry(drainRetry)
+			} else if hooks.ended != nil {
 				_ = out.Event(hooks.ended)
 			}
 			return

@@ -86,6 +86,15 @@ func (h *Handler) SetConfig(cfg *config.Config, publish func(*Snapshot)) {
 	})
 }
 
+// Drain ends this replica's server-to-client streams (GET streams and
+// subscriptions/listen), each with an SSE retry field, so that their
+// clients reconnect, through the load balancer, to another replica; streams
+// that open afterwards end the same way at once. The gateway calls it when
+// its drain delay is over, as it stops accepting connections: the load
+// balancers have taken it out of rotation by then. Requests in flight are
+// not affected.
+func (h *Handler) Drain() { h.streams.drain() }
+
 // Current returns the generation in force.
 func (h *Handler) Current() *Snapshot { return &Snapshot{h: h, st: h.srv.Current()} }
 
