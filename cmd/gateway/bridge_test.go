@@ -115,6 +115,7 @@ func TestServeBinaryStdio(t *testing.T) {
 		return testkit.WriteFile(t, "gateway.yaml", `
 server:
   listen: "127.0.0.1:0"
+  drain_delay: 0s
 auth:
   anonymous: true
 upstreams:

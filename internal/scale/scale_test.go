@@ -236,6 +236,7 @@ func gatewayConfig(listen, admin, upstreamURL string, maxSessions int) string {
 server:
   listen: %q
   admin_listen: %q
+  drain_delay: 0s # stopped at the end of the test: no load balancer to tell
 sessions:
   store: memory
   idle_ttl: 30m
