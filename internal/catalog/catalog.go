@@ -104,6 +104,9 @@ type Item struct {
 	Raw      json.RawMessage // the upstream's object with the exposed key
 	// Headers are a tool's x-mcp-header annotations, parsed once here.
 	Headers []ParamHeader
+	// schemas are the compiled schemas of the tools of the Listing the
+	// item came in (see schema.go); nil for other kinds.
+	schemas *schemaCache
 }
 
 // Listing is one upstream's list of one kind.
@@ -643,6 +646,10 @@ func (c *Catalog) build(up *Upstream, k Kind, raw []json.RawMessage) *Listing {
 		prefixes = c.prefixes
 	}
 	c.mu.Unlock()
+	var schemas *schemaCache
+	if k == Tools {
+		schemas = &schemaCache{log: c.log, upstream: up.Name}
+	}
 	var flagged map[string][]string // reason → keys
 	flag := func(reason, key string) {
 		c.metrics.NameFlagged(up.Name, reason)
@@ -702,7 +709,7 @@ func (c *Catalog) build(up *Upstream, k Kind, raw []json.RawMessage) *Listing {
 			continue
 		}
 		l.index[exp] = len(l.Items)
-		l.Items = append(l.Items, Item{Upstream: up.Name, Exposed: exp, Original: orig, Raw: o.Bytes(), Headers: headers})
+		l.Items = append(l.Items, Item{Upstream: up.Name, Exposed: exp, Original: orig, Raw: o.Bytes(), Headers: headers, schemas: schemas})
 	}
 	for reason, keys := range flagged {
 		msg := "upstream listed " + info.Noun + " " + info.Key + "s in another upstream's namespace: left out"

@@ -153,7 +153,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"title:", "readOnlyHint:", "destructiveHint:", "idempotentHint:", "openWorldHint:",
 		"audit_arguments:", "telemetry:", "tracing:", "enabled:", "endpoint:", "sample_ratio:",
 		"audit:", "output:", "pprof:", "ca_file:", "cert_file:", "key_file:", "server_name:",
-		"instructions:", "mode:", "text:",
+		"instructions:", "mode:", "text:", "validation:", "arguments:", "results:",
 	} {
 		if !bytes.Contains(data, []byte(key)) {
 			t.Errorf("%s does not mention %q", examplePath, key)
@@ -411,9 +411,19 @@ func TestParseProblems(t *testing.T) {
 			},
 		},
 		{
+			name: "validation",
+			yaml: "upstreams:\n" +
+				"  - {name: a, url: http://a/mcp, validation: {arguments: warn, results: strict}}\n" +
+				"  - {name: b, url: http://b/mcp, validation: {arguments: off, results: enforce}}\n",
+			want: []string{
+				`test.yaml:2: upstreams[0].validation.arguments: unknown mode "warn": must be "enforce" or "off"`,
+				`test.yaml:2: upstreams[0].validation.results: unknown mode "strict": must be "off", "warn" or "enforce"`,
+			},
+		},
+		{
 			name: "unknown upstream key",
 			yaml: up + "    token: x\n",
-			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, concurrency, headers, instructions, lists, name, prefix, timeout, tls, url, watch)"},
+			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, concurrency, headers, instructions, lists, name, prefix, timeout, tls, url, validation, watch)"},
 		},
 		{
 			name: "duplicate key",

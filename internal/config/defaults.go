@@ -69,6 +69,13 @@ const (
 	InstructionsOff      = "off"
 )
 
+// Values of upstreams[].validation.arguments and .results.
+const (
+	ValidationOff     = "off"
+	ValidationWarn    = "warn" // results only
+	ValidationEnforce = "enforce"
+)
+
 // MaxInstructionsBytes bounds one upstream's instructions as the gateway
 // passes them on, and the text that overrides them.
 const MaxInstructionsBytes = 4 << 10

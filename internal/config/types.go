@@ -397,6 +397,36 @@ type Upstream struct {
 	// Instructions says what clients are told of the upstream's own
 	// instructions. nil means mode "upstream".
 	Instructions *UpstreamInstructions `yaml:"instructions"`
+	// Validation says how the gateway checks tool calls against the tools'
+	// schemas. nil means arguments "enforce", results "off".
+	Validation *UpstreamValidation `yaml:"validation"`
+}
+
+// UpstreamValidation says how one upstream's tool calls are checked
+// against the schemas its tools list.
+type UpstreamValidation struct {
+	// Arguments is "enforce" (the default: arguments that do not match
+	// the tool's inputSchema get a tool error, and the upstream is not
+	// called) or "off".
+	Arguments string `yaml:"arguments"`
+	// Results is "off" (the default), "warn" (a structuredContent that
+	// does not match the tool's outputSchema is logged and counted) or
+	// "enforce" (it also becomes a tool error).
+	Results string `yaml:"results"`
+}
+
+// ValidateArguments reports whether u's tool arguments are checked.
+func (u *Upstream) ValidateArguments() bool {
+	return u.Validation == nil || u.Validation.Arguments != ValidationOff
+}
+
+// ResultValidation returns u's results mode: ValidationOff, ValidationWarn
+// or ValidationEnforce.
+func (u *Upstream) ResultValidation() string {
+	if u.Validation == nil || u.Validation.Results == "" {
+		return ValidationOff
+	}
+	return u.Validation.Results
 }
 
 // UpstreamInstructions says what the gateway's instructions hold of one

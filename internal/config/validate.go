@@ -349,6 +349,18 @@ func (v *validator) upstream(path string, u *Upstream) {
 			v.addf(path+".instructions.mode", "unknown mode %q: must be %q, %q or %q", in.Mode, InstructionsUpstream, InstructionsOverride, InstructionsOff)
 		}
 	}
+	if va := u.Validation; va != nil {
+		switch va.Arguments {
+		case "", ValidationEnforce, ValidationOff:
+		default:
+			v.addf(path+".validation.arguments", "unknown mode %q: must be %q or %q", va.Arguments, ValidationEnforce, ValidationOff)
+		}
+		switch va.Results {
+		case "", ValidationOff, ValidationWarn, ValidationEnforce:
+		default:
+			v.addf(path+".validation.results", "unknown mode %q: must be %q, %q or %q", va.Results, ValidationOff, ValidationWarn, ValidationEnforce)
+		}
+	}
 }
 
 // headers checks header names and values. Values are secrets: no problem

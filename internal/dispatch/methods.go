@@ -504,6 +504,13 @@ func namedCall(k catalog.Kind) methodFunc {
 				return nil, &ScopeError{Scopes: append(slices.Clone(rq.st.cfg.Auth.RequiredScopes), need...)}
 			}
 		}
+		if k == catalog.Tools {
+			// Before relay, which spends the budgets: a call refused here
+			// costs the tenant nothing and never reaches the upstream.
+			if res := rq.checkArguments(up, it, c); res != nil {
+				return res, nil
+			}
+		}
 		p.SetString("name", orig)
 		if k != catalog.Tools {
 			return rq.relay(ctx, c, up, p.Bytes(), nil)
@@ -514,7 +521,7 @@ func namedCall(k catalog.Kind) methodFunc {
 			if o, err := jsonx.ParseValidObject(res); err == nil && string(o.Get("isError")) == "true" {
 				c.isError = true
 			}
-			return res, nil
+			return rq.checkResult(ctx, up, it, c, res), nil
 		})
 	}
 }

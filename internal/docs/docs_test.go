@@ -529,6 +529,7 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.ConfigReload(telemetry.ReloadError)
 	m.LimitRejection(telemetry.LimitSessionsPrincipal, "acme")
 	m.NameFlagged("github", telemetry.NameControlCharacter)
+	m.SchemaViolation("acme", "github", telemetry.SchemaInput)
 	m.TokenFetch("github", "client_credentials", "ok")
 	m.BudgetRefusal("rate_limit", "per-user", "acme")
 	m.QuotaUsed("acme", "daily", 3)
@@ -537,7 +538,7 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	return []string{
 		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial",
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed",
-		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "TokenFetch", "LogSuppressed",
+		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "SchemaViolation", "TokenFetch", "LogSuppressed",
 		"BudgetRefusal", "QuotaUsed", "CircuitOpen",
 		"Handler", // serves, records nothing
 	}
