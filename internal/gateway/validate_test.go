@@ -188,4 +188,3 @@ func TestResultValidation(t *testing.T) {
 		})
 	}
 }
-
