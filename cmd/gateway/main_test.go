@@ -329,6 +329,7 @@ tenants:
         tools: { allow: ["e*", "fail"], deny: ["fail"] }
         resources: { allow: ["test://alpha/items/*"] }
         required_scopes: { echo: ["mcp:write"] }
+        present: { echo: { alias: say, description: "Say it.", fixed_arguments: { text: hi } } }
     budgets:
       quotas:
         - { name: echo-daily, tools: ["echo"], calls: 100 }
@@ -351,7 +352,8 @@ upstreams:
 	for _, want := range []string{
 		`tenant "acme"`,
 		`upstream alpha (prefix "alpha")`,
-		`+ alpha__echo`, `tools.allow[0] "e*"; requires scopes [mcp:write]`,
+		`+ say`, `tools.allow[0] "e*"; requires scopes [mcp:write]`,
+		`alias of alpha__echo (not shown); description replaced; fixed arguments: text`,
 		`- alpha__fail`, `tools.deny[0] "fail"`,
 		`- alpha__meta`, `matches no tools.allow pattern`,
 		`+ alpha__greet`, `no prompts.allow list: everything not denied`,

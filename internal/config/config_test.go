@@ -154,6 +154,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"audit_arguments:", "telemetry:", "tracing:", "enabled:", "endpoint:", "sample_ratio:",
 		"audit:", "output:", "pprof:", "ca_file:", "cert_file:", "key_file:", "server_name:",
 		"instructions:", "mode:", "text:", "validation:", "arguments:", "results:",
+		"present:", "alias:", "description:", "fixed_arguments:",
 	} {
 		if !bytes.Contains(data, []byte(key)) {
 			t.Errorf("%s does not mention %q", examplePath, key)
@@ -418,6 +419,28 @@ func TestParseProblems(t *testing.T) {
 			want: []string{
 				`test.yaml:2: upstreams[0].validation.arguments: unknown mode "warn": must be "enforce" or "off"`,
 				`test.yaml:2: upstreams[0].validation.results: unknown mode "strict": must be "off", "warn" or "enforce"`,
+			},
+		},
+		{
+			name: "present",
+			yaml: "upstreams:\n" +
+				"  - {name: a, url: http://a/mcp}\n" +
+				"  - {name: b, url: http://b/mcp}\n" +
+				"tenants:\n" +
+				"  - id: t\n" +
+				"    upstreams:\n" +
+				"      - {name: a, present: {x: {alias: new_issue}, y: {alias: \"bad name\"}, z: {alias: " + strings.Repeat("n", 65) + "}}}\n" +
+				"      - {name: b, present: {x: {alias: new_issue, fixed_arguments: {\"\": v}}, \"\": {description: d}}}\n" +
+				"  - id: u\n" +
+				"    upstreams:\n" +
+				"      - {name: a, present: {x: {alias: new_issue}}}\n",
+			want: []string{
+				`test.yaml:7: tenants[0].upstreams[0].present.y.alias: "bad name" must be 1 to 64 characters of A-Z, a-z, 0-9, "_", "-" and "."`,
+				`test.yaml:7: tenants[0].upstreams[0].present.z.alias: "` + strings.Repeat("n", 65) + `" must be 1 to 64 characters of A-Z, a-z, 0-9, "_", "-" and "."`,
+				`test.yaml:8: tenants[0].upstreams[1].present.x.alias: "new_issue" is already the alias of tenants[0].upstreams[0].present.x`,
+				`test.yaml:8: tenants[0].upstreams[1].present.x.fixed_arguments: an argument name must not be empty`,
+				`test.yaml:8: tenants[0].upstreams[1].present[""]: tool name must not be empty`,
+				`test.yaml:13: auth.anonymous: tenant "default" must be configured when tenants are listed`,
 			},
 		},
 		{
@@ -1500,7 +1523,7 @@ func TestParseTenantProblems(t *testing.T) {
 				"test.yaml:15: tenants[1].upstreams[0].prompts.allow: has no value: leave the key out to allow everything, or write [] to allow nothing",
 				"test.yaml:16: tenants[1].upstreams[0].prompts.deny: must be a list",
 				"test.yaml:17: tenants[1].upstreams[0].resources: must be a mapping",
-				"test.yaml:18: tenants[1].upstreams[0].policy: unknown key (want one of annotations, auth, headers, name, prompts, required_scopes, resources, tools)",
+				"test.yaml:18: tenants[1].upstreams[0].policy: unknown key (want one of annotations, auth, headers, name, present, prompts, required_scopes, resources, tools)",
 				"test.yaml:20: tenants[1].upstreams[1].tools.except: unknown key (want one of allow, deny)",
 			},
 		},

@@ -206,6 +206,11 @@ type TenantUpstream struct {
 	// original name. They replace the upstream's in what the tenant is shown
 	// and are the only annotations policy may rely on.
 	Annotations map[string]ToolAnnotations `yaml:"annotations"`
+	// Present says how the tenant is shown tools of the upstream, by the
+	// tool's original name: under another name, with another
+	// description, with arguments the admin fixes. Policy, budgets, audit
+	// and metrics still name the tool by its original name.
+	Present map[string]ToolPresentation `yaml:"present"`
 	// Headers are added to the upstream's headers for this tenant's
 	// requests, replacing those of the same name: the tenant's own
 	// credentials for a shared upstream. Secrets, as the upstream's are.
@@ -337,6 +342,22 @@ type CircuitBreaker struct {
 type Rules struct {
 	Allow []string `yaml:"allow" cfg:"ornone=leave the key out to allow everything, or write [] to allow nothing"`
 	Deny  []string `yaml:"deny"`
+}
+
+// ToolPresentation is how one tenant is shown one tool.
+type ToolPresentation struct {
+	// Alias is the whole name the tenant's clients see and call the tool
+	// by, instead of its exposed name (which the tenant then does not
+	// see): at most 64 characters of A-Z, a-z, 0-9, "_", "-" and ".",
+	// unique among the tenant's aliases. Empty: the exposed name.
+	Alias string `yaml:"alias"`
+	// Description, if set, replaces the upstream's description.
+	Description *string `yaml:"description"`
+	// FixedArguments are arguments the admin sets, by name, as string
+	// values: they are removed from the inputSchema (properties and
+	// required) the tenant sees, set on every call, and a call that sets
+	// one itself is refused.
+	FixedArguments map[string]string `yaml:"fixed_arguments"`
 }
 
 // ToolAnnotations are the MCP tool annotations an admin may assert. Unset

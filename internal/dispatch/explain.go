@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -139,7 +141,22 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 						note += "; budgets: " + strings.Join(names, ", ")
 					}
 				}
-				fmt.Fprintf(tw, "    %s %s\t%s\t%s\n", mark, k.Expose(prefix, orig), orig, note)
+				shown := k.Expose(prefix, orig)
+				if k == catalog.Tools && d.Allowed {
+					if p, ok := view.Presentation(u.Name, orig); ok {
+						if p.Alias != "" {
+							note += "; alias of " + shown + " (not shown)"
+							shown = p.Alias
+						}
+						if p.Description != nil {
+							note += "; description replaced"
+						}
+						if len(p.FixedArguments) > 0 {
+							note += "; fixed arguments: " + strings.Join(slices.Sorted(maps.Keys(p.FixedArguments)), ", ")
+						}
+					}
+				}
+				fmt.Fprintf(tw, "    %s %s\t%s\t%s\n", mark, shown, orig, note)
 			}
 			tw.Flush()
 		}

@@ -433,6 +433,7 @@ func listMethod(k catalog.Kind) methodFunc {
 					items[i].Raw = catalog.AssertAnnotations(items[i].Raw, a)
 				}
 			}
+			items = rq.present(items)
 		}
 		buf := catalog.Encode(k, items)
 		rq.st.merged.Store(key, &mergedEntry{ups: ups, ls: ls, body: buf})
@@ -484,7 +485,13 @@ func namedCall(k catalog.Kind) methodFunc {
 			return nil, err
 		}
 		c.target = name
-		up, it, err := rq.resolve(ctx, k, name)
+		var up *upstreamRef
+		var it *catalog.Item
+		if k == catalog.Tools {
+			up, it, err = rq.resolveTool(ctx, name)
+		} else {
+			up, it, err = rq.resolve(ctx, k, name)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -497,16 +504,15 @@ func namedCall(k catalog.Kind) methodFunc {
 					return nil, &catalog.HeaderMismatchError{Msg: msg}
 				}
 			}
-			c.upHeader = catalog.ParamHeaderValues(it.Headers, c.arguments)
-		}
-		if k == catalog.Tools {
 			if need := rq.view.RequiredScopes(up.cfg.Name, orig); !rq.principal.HasScopes(need...) {
 				return nil, &ScopeError{Scopes: append(slices.Clone(rq.st.cfg.Auth.RequiredScopes), need...)}
 			}
-		}
-		if k == catalog.Tools {
 			// Before relay, which spends the budgets: a call refused here
 			// costs the tenant nothing and never reaches the upstream.
+			if res := rq.fixArguments(up, orig, p, c); res != nil {
+				return res, nil
+			}
+			c.upHeader = catalog.ParamHeaderValues(it.Headers, c.arguments)
 			if res := rq.checkArguments(up, it, c); res != nil {
 				return res, nil
 			}
