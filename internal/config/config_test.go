@@ -389,7 +389,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level key",
 			yaml: "server: {}\nupstream: []\n",
-			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, budgets, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams)"},
 		},
 		{
 			name: "unknown nested key",
@@ -446,7 +446,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown upstream key",
 			yaml: up + "    token: x\n",
-			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, concurrency, headers, instructions, lists, name, prefix, timeout, tls, url, validation, watch)"},
+			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, concurrency, headers, instructions, lists, name, pin, prefix, timeout, tls, url, validation, watch)"},
 		},
 		{
 			name: "duplicate key",
@@ -461,7 +461,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "merge key",
 			yaml: "base: &b {listen: \":1\"}\n",
-			want: []string{"test.yaml:1: base: unknown key (want one of auth, budgets, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:1: base: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams)"},
 		},
 		{
 			name: "merge key in section",
@@ -1575,7 +1575,7 @@ func TestParseTenantProblems(t *testing.T) {
 		{
 			name: "tenants not a list",
 			yaml: "    upstreams: []\ntenants2: {}\n",
-			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, budgets, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams)"},
 		},
 	}
 	for _, tt := range tests {

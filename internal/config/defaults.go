@@ -156,6 +156,10 @@ func (c *Config) ApplyDefaults() {
 		setDefault(&u.Timeout, Duration(DefaultUpstreamTimeout))
 		setDefault(&u.AuditArguments, DefaultAuditArguments)
 		setDefault(&u.Lists, DefaultLists)
+		if p := u.Pin; p != nil {
+			setDefault(&p.OnChange, PinWarn)
+			setDefault(&p.New, PinAllow)
+		}
 		if cc := u.Concurrency; cc != nil {
 			setDefault(&cc.Queue, cc.MaxInFlight)
 			setDefault(&cc.QueueTimeout, Duration(DefaultQueueTimeout))

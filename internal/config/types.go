@@ -28,6 +28,7 @@ type Config struct {
 	Telemetry Telemetry  `yaml:"telemetry"`
 	Identity  Identity   `yaml:"identity"`
 	Budgets   Budgets    `yaml:"budgets"`
+	Pins      Pins       `yaml:"pins"`
 
 	// Path is the file the config was loaded from ("" when built in code).
 	Path string `yaml:"-"`
@@ -421,6 +422,9 @@ type Upstream struct {
 	// Validation says how the gateway checks tool calls against the tools'
 	// schemas. nil means arguments "enforce", results "off".
 	Validation *UpstreamValidation `yaml:"validation"`
+	// Pin, if set, checks the upstream's tool and prompt definitions
+	// against the pins file (see [Pins]).
+	Pin *UpstreamPin `yaml:"pin"`
 }
 
 // UpstreamValidation says how one upstream's tool calls are checked

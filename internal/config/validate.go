@@ -146,6 +146,7 @@ func (v *validator) config(c *Config) {
 	v.tenants(c)
 	v.limits(&c.Limits)
 	v.budgets(c)
+	v.pins(c)
 	v.telemetry(c)
 	nonNegative(v, "identity.token_ttl", c.Identity.TokenTTL)
 }

@@ -496,6 +496,11 @@ func namedCall(k catalog.Kind) methodFunc {
 			return nil, err
 		}
 		orig := it.Original
+		if !catalog.PinAllows(up.cfg.Pin, k, it) {
+			// Listed before this snapshot's pins (a walk that raced a
+			// reload): quarantined now, so as unknown as it is listed.
+			return nil, &catalog.ResolveError{Kind: k, Name: name}
+		}
 		c.upstream, c.original = up.cfg.Name, orig
 		if k == catalog.Tools {
 			c.arguments = p.Get("arguments")

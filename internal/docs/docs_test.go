@@ -530,6 +530,7 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.LimitRejection(telemetry.LimitSessionsPrincipal, "acme")
 	m.NameFlagged("github", telemetry.NameControlCharacter)
 	m.SchemaViolation("acme", "github", telemetry.SchemaInput)
+	m.QuarantinedItems("github", "tool", 1)
 	m.TokenFetch("github", "client_credentials", "ok")
 	m.BudgetRefusal("rate_limit", "per-user", "acme")
 	m.QuotaUsed("acme", "daily", 3)
@@ -538,7 +539,7 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	return []string{
 		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial",
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed",
-		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "SchemaViolation", "TokenFetch", "LogSuppressed",
+		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "SchemaViolation", "QuarantinedItems", "TokenFetch", "LogSuppressed",
 		"BudgetRefusal", "QuotaUsed", "CircuitOpen",
 		"Handler", // serves, records nothing
 	}
