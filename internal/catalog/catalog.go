@@ -274,8 +274,9 @@ type pinEntry struct {
 
 // maxPinStatus bounds the mismatches kept per upstream and kind, for
 // /readyz, explain and telling new ones from known ones; beyond it they
-// are counted, and reported each time they are listed.
-const maxPinStatus = 256
+// are counted, and reported each time they are listed. A variable, so
+// that a test can exhaust it.
+var maxPinStatus = 256
 
 func New(ttl time.Duration, log *slog.Logger, m *telemetry.Metrics) *Catalog {
 	ctx, cancel := context.WithCancel(context.Background())
