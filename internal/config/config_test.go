@@ -154,7 +154,8 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"audit_arguments:", "telemetry:", "tracing:", "enabled:", "endpoint:", "sample_ratio:",
 		"audit:", "output:", "pprof:", "ca_file:", "cert_file:", "key_file:", "server_name:",
 		"instructions:", "mode:", "text:", "validation:", "arguments:", "results:",
-		"present:", "alias:", "description:", "fixed_arguments:",
+		"present:", "alias:", "description:", "fixed_arguments:", "tool_search:", "max_results:",
+		"pin:", "on_change:", "new:", "pins:", "file:",
 	} {
 		if !bytes.Contains(data, []byte(key)) {
 			t.Errorf("%s does not mention %q", examplePath, key)
@@ -441,6 +442,18 @@ func TestParseProblems(t *testing.T) {
 				`test.yaml:8: tenants[0].upstreams[1].present.x.fixed_arguments: an argument name must not be empty`,
 				`test.yaml:8: tenants[0].upstreams[1].present[""]: tool name must not be empty`,
 				`test.yaml:13: auth.anonymous: tenant "default" must be configured when tenants are listed`,
+			},
+		},
+		{
+			name: "tool search",
+			yaml: "upstreams:\n" +
+				"  - {name: a, url: http://a/mcp}\n" +
+				"tenants:\n" +
+				"  - {id: t, tool_search: {mode: sometimes, max_results: 51}}\n" +
+				"  - {id: default, tool_search: {mode: beside}}\n",
+			want: []string{
+				`test.yaml:4: tenants[0].tool_search.mode: unknown mode "sometimes": must be "replace" or "beside"`,
+				`test.yaml:4: tenants[0].tool_search.max_results: must be from 1 to 50`,
 			},
 		},
 		{
@@ -1503,7 +1516,7 @@ func TestParseTenantProblems(t *testing.T) {
 			yaml: "  - id: t\n    upstreams: github\n    rules: {}\n  - just-a-name\n",
 			want: []string{
 				"test.yaml:11: tenants[1].upstreams: must be a list",
-				"test.yaml:12: tenants[1].rules: unknown key (want one of budgets, id, upstreams)",
+				"test.yaml:12: tenants[1].rules: unknown key (want one of budgets, id, tool_search, upstreams)",
 				"test.yaml:13: tenants[2]: must be a mapping",
 			},
 		},

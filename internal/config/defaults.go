@@ -76,6 +76,18 @@ const (
 	ValidationEnforce = "enforce"
 )
 
+// Values of tenants[].tool_search.mode.
+const (
+	SearchReplace = "replace"
+	SearchBeside  = "beside"
+)
+
+// Bounds of tenants[].tool_search.max_results.
+const (
+	DefaultSearchResults = 10
+	MaxSearchResults     = 50
+)
+
 // MaxInstructionsBytes bounds one upstream's instructions as the gateway
 // passes them on, and the text that overrides them.
 const MaxInstructionsBytes = 4 << 10
@@ -151,6 +163,12 @@ func (c *Config) ApplyDefaults() {
 		}
 	}
 
+	for i := range c.Tenants {
+		if ts := c.Tenants[i].ToolSearch; ts != nil {
+			setDefault(&ts.Mode, SearchReplace)
+			setDefault(&ts.MaxResults, DefaultSearchResults)
+		}
+	}
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
 		setDefault(&u.Timeout, Duration(DefaultUpstreamTimeout))

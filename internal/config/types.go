@@ -191,6 +191,20 @@ type Tenant struct {
 	// Budgets are the tenant's own rate limits and quotas, on top of the
 	// top-level budgets.
 	Budgets TenantBudgets `yaml:"budgets"`
+	// ToolSearch, if set, gives the tenant two tools of the gateway's own
+	// to find and call its tools (progressive discovery), in place of its
+	// tools or beside them.
+	ToolSearch *ToolSearch `yaml:"tool_search"`
+}
+
+// ToolSearch is a tenant's tool search.
+type ToolSearch struct {
+	// Mode is "replace" (the default: tools/list holds only the two
+	// gateway tools) or "beside" (they are added to the list).
+	Mode string `yaml:"mode"`
+	// MaxResults bounds the definitions one search returns. Default 10,
+	// at most MaxSearchResults.
+	MaxResults int `yaml:"max_results"`
 }
 
 // TenantUpstream is one upstream a tenant may use, and its rules.

@@ -44,6 +44,16 @@ func (v *validator) tenants(c *Config) {
 			}
 		}
 
+		if ts := t.ToolSearch; ts != nil {
+			switch ts.Mode {
+			case "", SearchReplace, SearchBeside:
+			default:
+				v.addf(p+".tool_search.mode", "unknown mode %q: must be %q or %q", ts.Mode, SearchReplace, SearchBeside)
+			}
+			if ts.MaxResults < 0 || ts.MaxResults > MaxSearchResults {
+				v.addf(p+".tool_search.max_results", "must be from 1 to %d", MaxSearchResults)
+			}
+		}
 		listed := make(map[string]int)     // upstream name -> index in t.Upstreams
 		aliases := make(map[string]string) // alias -> key path of its entry
 		for j := range t.Upstreams {

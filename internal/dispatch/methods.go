@@ -389,56 +389,67 @@ func listMethod(k catalog.Kind) methodFunc {
 				return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: invalid cursor")
 			}
 		}
-		info := k.Info()
-		tu := rq.tenantUpstreams()
-		var ups []*catalog.Upstream
-		for i, up := range tu.refs {
-			// An upstream whose circuit is open is left out: its items
-			// could not be used.
-			if rq.hasCap(up, info.Capability) && !up.breaker.Open() {
-				ups = append(ups, tu.cats[i])
-			}
-		}
-		ls := make([]*catalog.Listing, len(ups))
-		var wg sync.WaitGroup
-		for i, up := range ups {
-			if l := rq.h.catalog.Fresh(up, k, rq.listScope(up)); l != nil {
-				ls[i] = l // the common case: no goroutine, no upstream
-				continue
-			}
-			wg.Go(func() {
-				l, err := rq.Listing(ctx, up, k)
-				if err != nil {
-					// One failing upstream never breaks the others.
-					rq.h.log.Warn("listing failed", "upstream", up.Name, "rpc_method", info.ListMethod, "error", err)
-					return
-				}
-				ls[i] = l
-			})
-		}
-		wg.Wait()
-		// The merged, filtered and encoded list depends only on the
-		// config snapshot, the tenant, and the listings merged: reuse it
-		// while none of them changed.
-		key := mergedKey{tenant: rq.view.ID, kind: k}
-		if v, ok := rq.st.merged.Load(key); ok {
-			if e := v.(*mergedEntry); e.matches(ups, ls) {
-				return e.body, nil
-			}
-		}
-		items := rq.h.catalog.Merge(k, ups, ls, rq)
-		if k == catalog.Tools {
-			for i := range items {
-				if a, ok := rq.view.Annotations(items[i].Upstream, items[i].Original); ok {
-					items[i].Raw = catalog.AssertAnnotations(items[i].Raw, a)
-				}
-			}
-			items = rq.present(items)
-		}
-		buf := catalog.Encode(k, items)
-		rq.st.merged.Store(key, &mergedEntry{ups: ups, ls: ls, body: buf})
-		return buf, nil
+		e := rq.merged(ctx, k)
+		return e.body, nil
 	}
+}
+
+// merged returns the list of kind k as the tenant sees it, from the
+// snapshot's cache while the listings it was made from are current.
+func (rq *Request) merged(ctx context.Context, k catalog.Kind) *mergedEntry {
+	info := k.Info()
+	tu := rq.tenantUpstreams()
+	var ups []*catalog.Upstream
+	for i, up := range tu.refs {
+		// An upstream whose circuit is open is left out: its items
+		// could not be used.
+		if rq.hasCap(up, info.Capability) && !up.breaker.Open() {
+			ups = append(ups, tu.cats[i])
+		}
+	}
+	ls := make([]*catalog.Listing, len(ups))
+	var wg sync.WaitGroup
+	for i, up := range ups {
+		if l := rq.h.catalog.Fresh(up, k, rq.listScope(up)); l != nil {
+			ls[i] = l // the common case: no goroutine, no upstream
+			continue
+		}
+		wg.Go(func() {
+			l, err := rq.Listing(ctx, up, k)
+			if err != nil {
+				// One failing upstream never breaks the others.
+				rq.h.log.Warn("listing failed", "upstream", up.Name, "rpc_method", info.ListMethod, "error", err)
+				return
+			}
+			ls[i] = l
+		})
+	}
+	wg.Wait()
+	// The merged, filtered and encoded list depends only on the
+	// config snapshot, the tenant, and the listings merged: reuse it
+	// while none of them changed.
+	key := mergedKey{tenant: rq.view.ID, kind: k}
+	if v, ok := rq.st.merged.Load(key); ok {
+		if e := v.(*mergedEntry); e.matches(ups, ls) {
+			return e
+		}
+	}
+	items := rq.h.catalog.Merge(k, ups, ls, rq)
+	var body []byte
+	if k == catalog.Tools {
+		for i := range items {
+			if a, ok := rq.view.Annotations(items[i].Upstream, items[i].Original); ok {
+				items[i].Raw = catalog.AssertAnnotations(items[i].Raw, a)
+			}
+		}
+		items = rq.present(items)
+		body = rq.searchList(items)
+	} else {
+		body = catalog.Encode(k, items)
+	}
+	e := &mergedEntry{ups: ups, ls: ls, body: body, items: items}
+	rq.st.merged.Store(key, e)
+	return e
 }
 
 // mergedKey names a merged list in a config snapshot.
@@ -453,6 +464,12 @@ type mergedEntry struct {
 	ups  []*catalog.Upstream
 	ls   []*catalog.Listing
 	body []byte
+	// items are the tenant's items, as it sees them (without the tool
+	// search's own tools); index is their search index, made on the
+	// first search.
+	items     []catalog.Item
+	indexOnce sync.Once
+	index     *searchIndex
 }
 
 func (e *mergedEntry) matches(ups []*catalog.Upstream, ls []*catalog.Listing) bool {
@@ -483,6 +500,11 @@ func namedCall(k catalog.Kind) methodFunc {
 		p, name, err := routedParams(c.params, "name")
 		if err != nil {
 			return nil, err
+		}
+		if k == catalog.Tools {
+			if res, ok, err := rq.searchCall(ctx, c, name, p); ok {
+				return res, err
+			}
 		}
 		c.target = name
 		var up *upstreamRef

@@ -50,6 +50,8 @@ type View struct {
 	rules map[string]*upstreamRules // by upstream; nil entry: everything
 	// aliases maps an alias to the tool it names.
 	aliases map[string]ToolRef
+	// Search is the tenant's tool search; nil: none.
+	Search *config.ToolSearch
 }
 
 // ToolRef names a tool by its upstream and its original name there.
@@ -224,7 +226,7 @@ func (v *View) Annotations(upstream, name string) (config.ToolAnnotations, bool)
 }
 
 func newView(cfg *config.Config, t *config.Tenant) *View {
-	v := &View{ID: t.ID, rules: make(map[string]*upstreamRules)}
+	v := &View{ID: t.ID, rules: make(map[string]*upstreamRules), Search: t.ToolSearch}
 	if t.Upstreams == nil {
 		for _, u := range cfg.Upstreams {
 			v.Upstreams = append(v.Upstreams, u.Name)
