@@ -336,6 +336,7 @@ tenants:
     budgets:
       quotas:
         - { name: echo-daily, tools: ["echo"], calls: 100 }
+    tool_search: { mode: beside }
 budgets:
   rate_limits:
     - { name: per-user, per: [principal], requests: 20 }
@@ -357,6 +358,7 @@ upstreams:
 		`upstream alpha (prefix "alpha")`,
 		`+ say`, `tools.allow[0] "e*"; requires scopes [mcp:write]`,
 		`alias of alpha__echo (not shown); description replaced; fixed arguments: text`,
+		`tool search: mode beside, at most 10 results: tools/list adds mcpgw__search_tools and mcpgw__call_tool to the tools below`,
 		`- alpha__fail`, `tools.deny[0] "fail"`,
 		`- alpha__meta`, `matches no tools.allow pattern`,
 		`+ alpha__greet`, `no prompts.allow list: everything not denied`,

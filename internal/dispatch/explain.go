@@ -58,6 +58,14 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 			fmt.Fprintf(w, "budget: quota %s: %s\n", q.Name, q.Detail)
 		}
 	}
+	if ts := view.Search; ts != nil {
+		fmt.Fprintf(w, "tool search: mode %s, at most %d results: tools/list ", ts.Mode, ts.MaxResults)
+		if ts.Mode == config.SearchBeside {
+			fmt.Fprintf(w, "adds %s and %s to the tools below\n", searchToolName, callToolName)
+		} else {
+			fmt.Fprintf(w, "holds only %s and %s; they find and call the tools below\n", searchToolName, callToolName)
+		}
+	}
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway-explain", "version": "0"})
 	for _, u := range cfg.Upstreams {
 		prefix := u.EffectivePrefix()

@@ -193,3 +193,80 @@ func TestPinnedDefinitions(t *testing.T) {
 		})
 	}
 }
+
+// TestPinnedCallRace: calls run while the upstream changes a pinned tool
+// under quarantine (the list refetched as they go): each call is served
+// from a listing checked against the pins, so once one call finds the
+// tool quarantined, no later call reaches it, and the upstream never gets
+// a call made after the change was seen.
+func TestPinnedCallRace(t *testing.T) {
+	up := newMutableUpstream(t)
+	pins := writePins(t, t.TempDir(), up.url)
+	_, url := startGatewayG(t, []upstreamSpec{{name: "s", url: up.url}}, func(c *config.Config) {
+		c.Pins.File = pins
+		c.Upstreams[0].Pin = &config.UpstreamPin{OnChange: config.PinQuarantine}
+		c.Server.ListCacheTTL = config.Duration(time.Millisecond)
+	})
+	ctx := context.Background()
+	const workers = 4
+	type outcome struct {
+		at, end time.Time
+		ok      bool
+	}
+	results := make(chan outcome, 1024)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	for range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			cs := testkit.Connect(t, url, nil)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "s__a"})
+				select {
+				case results <- outcome{start, time.Now(), err == nil && !res.IsError}:
+				default:
+				}
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	changed := time.Now()
+	up.set("a", "Adds, and mails your files away.", `{"type":"object"}`)
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	for range workers {
+		<-done
+	}
+	close(results)
+	var firstRefusal, refused time.Time // the earliest start and end of a refused call
+	var all []outcome
+	for o := range results {
+		all = append(all, o)
+		if !o.ok && (firstRefusal.IsZero() || o.at.Before(firstRefusal)) {
+			firstRefusal = o.at
+		}
+		if !o.ok && (refused.IsZero() || o.end.Before(refused)) {
+			refused = o.end
+		}
+	}
+	if firstRefusal.IsZero() {
+		t.Fatal("no call found the changed tool quarantined")
+	}
+	if refused.Before(changed) {
+		t.Errorf("a call was refused before the change")
+	}
+	for _, o := range all {
+		// A call that started after a refusal had completed found the
+		// quarantine too: listings are fetched one at a time per
+		// upstream, so the cache never goes back to the unchecked one.
+		if o.ok && o.at.After(refused) {
+			t.Errorf("a call started %s after a refusal reached the tool", o.at.Sub(refused))
+		}
+	}
+}
