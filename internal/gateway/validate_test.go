@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -186,5 +187,30 @@ func TestResultValidation(t *testing.T) {
 				t.Errorf("output violations counted: %v, want %v", v, want)
 			}
 		})
+	}
+}
+
+// TestArgumentValidationSpendsNoBudget: a call refused for its arguments
+// spends no rate limit: the one call a minute allowed is still there.
+func TestArgumentValidationSpendsNoBudget(t *testing.T) {
+	su := newSchemaUpstream(t)
+	url := startGateway(t, []upstreamSpec{{name: "s", url: su.url}}, func(c *config.Config) {
+		c.Budgets.RateLimits = []config.RateLimit{{Name: "one", Tools: []string{"create_issue"}, Requests: 1, Interval: config.Duration(time.Minute)}}
+	})
+	cs := testkit.Connect(t, url, nil)
+	ctx := context.Background()
+	for range 3 {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "s__create_issue", Arguments: map[string]any{}})
+		if err != nil || !res.IsError || !strings.HasPrefix(callText(t, res), "Invalid arguments") {
+			t.Fatalf("invalid call: %v %v", res, err)
+		}
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "s__create_issue", Arguments: map[string]any{"owner": "a", "title": "t"}})
+	if err != nil || res.IsError || su.calls.Load() != 1 {
+		t.Fatalf("the valid call after invalid ones: %v %v (upstream calls %d)", res, err, su.calls.Load())
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "s__create_issue", Arguments: map[string]any{"owner": "a", "title": "t"}})
+	if err != nil || !res.IsError || su.calls.Load() != 1 {
+		t.Fatalf("a second valid call should meet the rate limit: %v %v", res, err)
 	}
 }
