@@ -87,6 +87,7 @@ func (rq *Request) searchCall(ctx context.Context, c *call, name string, p *json
 		args = &jsonx.Object{}
 	}
 	if name == searchToolName {
+		c.original = name // for the audit log: no upstream's tool
 		q, _ := args.GetString("query")
 		if q == "" || len(q) > maxQueryBytes {
 			c.isError = true
