@@ -4,6 +4,7 @@
 //	gateway serve -config FILE     run the gateway
 //	gateway validate -config FILE  check a config; list every problem
 //	gateway explain -config FILE -tenant ID  what a tenant sees, and why
+//	gateway pin -config FILE       write the pins file
 //	gateway demo [-listen ADDR]    run with an embedded demo upstream
 //	gateway bridge -- CMD ARGS...  serve a stdio MCP server over Streamable HTTP
 //	gateway version                print the version
@@ -52,6 +53,9 @@ commands:
   validate -config FILE  check a config file; print every problem as FILE:LINE: message
   explain -config FILE -tenant ID
                          show what a tenant would see through each upstream, and why
+  pin -config FILE [-out FILE]
+                         write the pins file (pins.file): the tool and prompt definitions
+                         every upstream lists now, for the gateway to check them against
   demo [-listen ADDR]    run with an embedded demo upstream and token issuer (no files, no
                          services); the endpoint listens on ADDR, 127.0.0.1:8080 by default
   bridge [-listen ADDR] -- COMMAND [ARG...]
@@ -79,6 +83,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return explain(ctx, rest, getenv, stdout, stderr)
 	case "bridge":
 		return bridge(ctx, rest, stderr)
+	case "pin":
+		return pin(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "gateway", version)
 		return nil

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
@@ -333,9 +335,11 @@ tenants:
         tools: { allow: ["e*", "fail"], deny: ["fail"] }
         resources: { allow: ["test://alpha/items/*"] }
         required_scopes: { echo: ["mcp:write"] }
+        present: { echo: { alias: say, description: "Say it.", fixed_arguments: { text: hi } } }
     budgets:
       quotas:
         - { name: echo-daily, tools: ["echo"], calls: 100 }
+    tool_search: { mode: beside }
 budgets:
   rate_limits:
     - { name: per-user, per: [principal], requests: 20 }
@@ -355,7 +359,9 @@ upstreams:
 	for _, want := range []string{
 		`tenant "acme"`,
 		`upstream alpha (prefix "alpha")`,
-		`+ alpha__echo`, `tools.allow[0] "e*"; requires scopes [mcp:write]`,
+		`+ say`, `tools.allow[0] "e*"; requires scopes [mcp:write]`,
+		`alias of alpha__echo (not shown); description replaced; fixed arguments: text`,
+		`tool search: mode beside, at most 10 results: tools/list adds mcpgw__search_tools and mcpgw__call_tool to the tools below`,
 		`- alpha__fail`, `tools.deny[0] "fail"`,
 		`- alpha__meta`, `matches no tools.allow pattern`,
 		`+ alpha__greet`, `no prompts.allow list: everything not denied`,
@@ -555,5 +561,58 @@ upstreams:
 	case <-p.Exited():
 	case <-time.After(3 * time.Second):
 		t.Fatal("the gateway still runs 3s after a second signal")
+	}
+}
+
+// TestPin: `gateway pin` writes a pins file that validates, pins every
+// tool and prompt, and that explain then checks definitions against.
+func TestPin(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	dir := t.TempDir()
+	pins := filepath.Join(dir, "pins.yaml")
+	cfg := testkit.WriteFile(t, "pin.yaml", `
+auth: { anonymous: true }
+pins: { file: "`+pins+`" }
+upstreams:
+  - name: alpha
+    url: "`+a.URL+`"
+    pin: { on_change: quarantine, new: quarantine }
+`)
+	// Before the file exists: a warning, and every item is new.
+	code, out, errOut := runCmd(t, nil, "explain", "-config", cfg, "-tenant", "default")
+	if code != 0 || !strings.Contains(errOut, "does not exist") || !strings.Contains(out, "- alpha__echo") || !strings.Contains(out, "pin: not pinned: quarantined") {
+		t.Fatalf("explain before pinning: %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, nil, "pin", "-config", cfg)
+	if code != 0 || !strings.Contains(out, "pinned ") {
+		t.Fatalf("pin: %d %s %s", code, out, errOut)
+	}
+	f, err := config.ReadPins(pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := f.Upstreams["alpha"]
+	if up == nil || len(up.Tools) != len(testkit.UpstreamTools) || len(up.Prompts) == 0 || len(up.Tools["echo"].SHA256) != 64 || up.Tools["echo"].Fields["description"] == "" {
+		t.Fatalf("pins: %+v", up)
+	}
+	code, out, errOut = runCmd(t, nil, "explain", "-config", cfg, "-tenant", "default")
+	if code != 0 || !strings.Contains(out, "+ alpha__echo") || strings.Contains(out, "pin:") {
+		t.Errorf("explain after pinning: %d\n%s\n%s", code, out, errOut)
+	}
+	// A pin that no longer matches.
+	echo := up.Tools["echo"]
+	echo.Fields["description"] = strings.Repeat("0", 64)
+	echo.SHA256 = strings.Repeat("0", 64)
+	up.Tools["echo"] = echo
+	data, _ := f.Marshal()
+	if err := os.WriteFile(pins, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runCmd(t, nil, "explain", "-config", cfg, "-tenant", "default")
+	if code != 0 || !strings.Contains(out, "- alpha__echo") || !strings.Contains(out, "pin: changed (description): quarantined") {
+		t.Errorf("explain with a changed pin: %d\n%s", code, out)
+	}
+	if code, _, errOut := runCmd(t, nil, "pin", "-config", testkit.WriteFile(t, "nopins.yaml", "auth: { anonymous: true }\nupstreams: [{name: a, url: \""+a.URL+"\"}]\n")); code != 2 || !strings.Contains(errOut, "-out") {
+		t.Errorf("pin without pins.file: %d %s", code, errOut)
 	}
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -135,4 +138,66 @@ type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "redis")
+}
+
+// pin writes the pins file: the definitions every upstream lists now.
+func pin(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("pin", stderr)
+	path := fs.String("config", "", "path of the YAML config file (required)")
+	out := fs.String("out", "", "file to write (default: the config's pins.file)")
+	if err := fs.Parse(args); err != nil {
+		return exitError{2}
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "gateway pin: -config is required")
+		return exitError{2}
+	}
+	cfg, err := config.Load(*path, getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError{1}
+	}
+	dest := cmp.Or(*out, cfg.Pins.File)
+	if dest == "" {
+		fmt.Fprintln(stderr, "gateway pin: the config has no pins.file: give -out")
+		return exitError{2}
+	}
+	f, err := dispatch.Pin(ctx, cfg, dispatch.ExplainOptions{})
+	if err != nil {
+		// Nothing written: a partial file would misjudge the others.
+		fmt.Fprintln(stderr, "gateway pin:", err)
+		return exitError{1}
+	}
+	data, err := f.Marshal()
+	if err == nil {
+		err = writeFileAtomic(dest, data)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway pin:", err)
+		return exitError{1}
+	}
+	n := 0
+	for _, u := range f.Upstreams {
+		n += len(u.Tools) + len(u.Prompts)
+	}
+	fmt.Fprintf(stdout, "pinned %d definitions of %d upstreams in %s; reload the gateway to apply\n", n, len(f.Upstreams), dest)
+	return nil
+}
+
+// writeFileAtomic replaces name with data, so that a gateway reloading
+// meanwhile reads the old file or the new one, never half of one.
+func writeFileAtomic(name string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), ".pins-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), name)
 }

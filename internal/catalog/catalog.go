@@ -104,6 +104,12 @@ type Item struct {
 	Raw      json.RawMessage // the upstream's object with the exposed key
 	// Headers are a tool's x-mcp-header annotations, parsed once here.
 	Headers []ParamHeader
+	// schemas are the compiled schemas of the tools of the Listing the
+	// item came in (see schema.go); nil for other kinds.
+	schemas *schemaCache
+	// pin is the hash of its definition (see PinOf), for an upstream with
+	// a pin policy.
+	pin string
 }
 
 // Listing is one upstream's list of one kind.
@@ -227,6 +233,9 @@ type Catalog struct {
 	// OnChange, if set, is called when a refetched Listing differs from
 	// the one it replaces.
 	OnChange func(upstream string, k Kind)
+	// OnPin, if set, is called for each item whose definition newly stands
+	// differently against its pin than when last listed (see PinStatus).
+	OnPin func(PinStatus)
 
 	// ctx ends the walks in the background when the catalog closes; wg
 	// waits for them.
@@ -246,7 +255,28 @@ type Catalog struct {
 	walks    map[listKey]*walk
 	failures map[listKey]*failure
 	reported map[string]time.Time // conflicts logged recently
+	// pins holds, by upstream and kind, the items of the last Listing
+	// built whose definitions do not match their pins, at most
+	// maxPinStatus each (quarantined first), and how many were
+	// quarantined in all.
+	pins map[pinKey]*pinEntry
 }
+
+type pinKey struct {
+	upstream string
+	kind     Kind
+}
+
+type pinEntry struct {
+	items       []PinStatus
+	quarantined int
+}
+
+// maxPinStatus bounds the mismatches kept per upstream and kind, for
+// /readyz, explain and telling new ones from known ones; beyond it they
+// are counted, and reported each time they are listed. A variable, so
+// that a test can exhaust it.
+var maxPinStatus = 256
 
 func New(ttl time.Duration, log *slog.Logger, m *telemetry.Metrics) *Catalog {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -259,6 +289,7 @@ func New(ttl time.Duration, log *slog.Logger, m *telemetry.Metrics) *Catalog {
 		walks:    make(map[listKey]*walk),
 		failures: make(map[listKey]*failure),
 		reported: make(map[string]time.Time),
+		pins:     make(map[pinKey]*pinEntry),
 	}
 }
 
@@ -563,6 +594,7 @@ func (c *Catalog) fail(key listKey, err error) {
 func (c *Catalog) Invalidate(upstream string, ks ...Kind) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.dropPins(upstream, ks...)
 	for _, k := range ks {
 		delete(c.lists, listKey{upstream, k, ""})
 		delete(c.failures, listKey{upstream, k, ""})
@@ -643,6 +675,14 @@ func (c *Catalog) build(up *Upstream, k Kind, raw []json.RawMessage) *Listing {
 		prefixes = c.prefixes
 	}
 	c.mu.Unlock()
+	var mismatches []PinStatus
+	if up.Pin != nil && k.Pinnable() {
+		defer func() { c.notePins(up.Name, k, mismatches) }()
+	}
+	var schemas *schemaCache
+	if k == Tools {
+		schemas = &schemaCache{log: c.log, upstream: up.Name}
+	}
 	var flagged map[string][]string // reason → keys
 	flag := func(reason, key string) {
 		c.metrics.NameFlagged(up.Name, reason)
@@ -683,6 +723,16 @@ func (c *Catalog) build(up *Upstream, k Kind, raw []json.RawMessage) *Listing {
 				continue
 			}
 		}
+		var pin string
+		if up.Pin != nil && k.Pinnable() {
+			var st *PinStatus
+			if pin, st = CheckPin(up.Pin, up.Name, k, orig, r); st != nil {
+				mismatches = append(mismatches, *st)
+				if st.Quarantined {
+					continue
+				}
+			}
+		}
 		exp := k.Expose(up.Prefix, orig)
 		if exp != orig {
 			o.SetString(info.Key, exp)
@@ -709,7 +759,7 @@ func (c *Catalog) build(up *Upstream, k Kind, raw []json.RawMessage) *Listing {
 			continue
 		}
 		l.index[exp] = len(l.Items)
-		l.Items = append(l.Items, Item{Upstream: up.Name, Exposed: exp, Original: orig, Raw: o.Bytes(), Headers: headers})
+		l.Items = append(l.Items, Item{Upstream: up.Name, Exposed: exp, Original: orig, Raw: o.Bytes(), Headers: headers, schemas: schemas, pin: pin})
 	}
 	for reason, keys := range flagged {
 		msg := "upstream listed " + info.Noun + " " + info.Key + "s in another upstream's namespace: left out"

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
@@ -63,5 +64,45 @@ func AssertAnnotations(tool json.RawMessage, a config.ToolAnnotations) json.RawM
 		set("openWorldHint", *a.OpenWorldHint)
 	}
 	o.Set("annotations", ann.Bytes())
+	return o.Bytes()
+}
+
+// PresentTool returns a listed tool as one tenant is shown it: under name,
+// with description if not nil, and without the fixed arguments in its
+// inputSchema's properties and required (the gateway sets them). tool is
+// shared by every tenant and is not modified.
+func PresentTool(tool json.RawMessage, name string, description *string, fixed []string) json.RawMessage {
+	o, err := jsonx.ParseValidObject(tool)
+	if err != nil {
+		return tool
+	}
+	o.SetString("name", name)
+	if description != nil {
+		o.SetString("description", *description)
+	}
+	if len(fixed) > 0 {
+		if in, ok := o.Object("inputSchema"); ok {
+			if props, ok := in.Object("properties"); ok {
+				for _, f := range fixed {
+					props.Delete(f)
+				}
+				in.Set("properties", props.Bytes())
+			}
+			if req := in.Get("required"); req != nil {
+				if elems, err := jsonx.ParseValidArray(req); err == nil {
+					kept := elems[:0]
+					for _, e := range elems {
+						var s string
+						if json.Unmarshal(e, &s) == nil && slices.Contains(fixed, s) {
+							continue
+						}
+						kept = append(kept, e)
+					}
+					in.Set("required", jsonx.AppendArray(nil, kept))
+				}
+			}
+			o.Set("inputSchema", in.Bytes())
+		}
+	}
 	return o.Bytes()
 }

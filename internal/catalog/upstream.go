@@ -22,6 +22,8 @@ type Upstream struct {
 	Shared bool
 	// Timeout bounds one walk through its pages.
 	Timeout time.Duration
+	// Pin is its pin policy and pins; nil: its definitions are not pinned.
+	Pin *config.UpstreamPin
 }
 
 // NewUpstream returns what the catalog needs of u.
@@ -30,7 +32,7 @@ func NewUpstream(u *config.Upstream) Upstream {
 	if t <= 0 {
 		t = config.DefaultUpstreamTimeout
 	}
-	return Upstream{Name: u.Name, Prefix: u.EffectivePrefix(), Shared: u.SharedLists(), Timeout: t}
+	return Upstream{Name: u.Name, Prefix: u.EffectivePrefix(), Shared: u.SharedLists(), Timeout: t, Pin: u.Pin}
 }
 
 // ListLimitError is a walk cut at one of its bounds; Limit names it (a

@@ -155,7 +155,9 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"title:", "readOnlyHint:", "destructiveHint:", "idempotentHint:", "openWorldHint:",
 		"audit_arguments:", "telemetry:", "tracing:", "enabled:", "endpoint:", "sample_ratio:",
 		"audit:", "output:", "pprof:", "ca_file:", "cert_file:", "key_file:", "server_name:",
-		"instructions:", "mode:", "text:",
+		"instructions:", "mode:", "text:", "validation:", "arguments:", "results:",
+		"present:", "alias:", "description:", "fixed_arguments:", "tool_search:", "max_results:",
+		"pin:", "on_change:", "new:", "pins:", "file:",
 	} {
 		if !bytes.Contains(data, []byte(key)) {
 			t.Errorf("%s does not mention %q", examplePath, key)
@@ -396,7 +398,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level key",
 			yaml: "server: {}\nupstream: []\n",
-			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, budgets, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams)"},
 		},
 		{
 			name: "unknown nested key",
@@ -419,9 +421,53 @@ func TestParseProblems(t *testing.T) {
 			},
 		},
 		{
+			name: "validation",
+			yaml: "upstreams:\n" +
+				"  - {name: a, url: http://a/mcp, validation: {arguments: warn, results: strict}}\n" +
+				"  - {name: b, url: http://b/mcp, validation: {arguments: off, results: enforce}}\n",
+			want: []string{
+				`test.yaml:2: upstreams[0].validation.arguments: unknown mode "warn": must be "enforce" or "off"`,
+				`test.yaml:2: upstreams[0].validation.results: unknown mode "strict": must be "off", "warn" or "enforce"`,
+			},
+		},
+		{
+			name: "present",
+			yaml: "upstreams:\n" +
+				"  - {name: a, url: http://a/mcp}\n" +
+				"  - {name: b, url: http://b/mcp}\n" +
+				"tenants:\n" +
+				"  - id: t\n" +
+				"    upstreams:\n" +
+				"      - {name: a, present: {x: {alias: new_issue}, y: {alias: \"bad name\"}, z: {alias: " + strings.Repeat("n", 65) + "}}}\n" +
+				"      - {name: b, present: {x: {alias: new_issue, fixed_arguments: {\"\": v}}, \"\": {description: d}}}\n" +
+				"  - id: u\n" +
+				"    upstreams:\n" +
+				"      - {name: a, present: {x: {alias: new_issue}}}\n",
+			want: []string{
+				`test.yaml:7: tenants[0].upstreams[0].present.y.alias: "bad name" must be 1 to 64 characters of A-Z, a-z, 0-9, "_", "-" and "."`,
+				`test.yaml:7: tenants[0].upstreams[0].present.z.alias: "` + strings.Repeat("n", 65) + `" must be 1 to 64 characters of A-Z, a-z, 0-9, "_", "-" and "."`,
+				`test.yaml:8: tenants[0].upstreams[1].present.x.alias: "new_issue" is already the alias of tenants[0].upstreams[0].present.x`,
+				`test.yaml:8: tenants[0].upstreams[1].present.x.fixed_arguments: an argument name must not be empty`,
+				`test.yaml:8: tenants[0].upstreams[1].present[""]: tool name must not be empty`,
+				`test.yaml:13: auth.anonymous: tenant "default" must be configured when tenants are listed`,
+			},
+		},
+		{
+			name: "tool search",
+			yaml: "upstreams:\n" +
+				"  - {name: a, url: http://a/mcp}\n" +
+				"tenants:\n" +
+				"  - {id: t, tool_search: {mode: sometimes, max_results: 51}}\n" +
+				"  - {id: default, tool_search: {mode: beside}}\n",
+			want: []string{
+				`test.yaml:4: tenants[0].tool_search.mode: unknown mode "sometimes": must be "replace" or "beside"`,
+				`test.yaml:4: tenants[0].tool_search.max_results: must be from 1 to 50`,
+			},
+		},
+		{
 			name: "unknown upstream key",
 			yaml: up + "    token: x\n",
-			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, command, concurrency, env, headers, instructions, lists, name, prefix, stdio, timeout, tls, transport, url, watch, working_dir)"},
+			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, command, concurrency, env, headers, instructions, lists, name, pin, prefix, stdio, timeout, tls, transport, url, validation, watch, working_dir)"},
 		},
 		{
 			name: "duplicate key",
@@ -436,7 +482,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "merge key",
 			yaml: "base: &b {listen: \":1\"}\n",
-			want: []string{"test.yaml:1: base: unknown key (want one of auth, budgets, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:1: base: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams)"},
 		},
 		{
 			name: "merge key in section",
@@ -1495,7 +1541,7 @@ func TestParseTenantProblems(t *testing.T) {
 			yaml: "  - id: t\n    upstreams: github\n    rules: {}\n  - just-a-name\n",
 			want: []string{
 				"test.yaml:11: tenants[1].upstreams: must be a list",
-				"test.yaml:12: tenants[1].rules: unknown key (want one of budgets, id, upstreams)",
+				"test.yaml:12: tenants[1].rules: unknown key (want one of budgets, id, tool_search, upstreams)",
 				"test.yaml:13: tenants[2]: must be a mapping",
 			},
 		},
@@ -1515,7 +1561,7 @@ func TestParseTenantProblems(t *testing.T) {
 				"test.yaml:15: tenants[1].upstreams[0].prompts.allow: has no value: leave the key out to allow everything, or write [] to allow nothing",
 				"test.yaml:16: tenants[1].upstreams[0].prompts.deny: must be a list",
 				"test.yaml:17: tenants[1].upstreams[0].resources: must be a mapping",
-				"test.yaml:18: tenants[1].upstreams[0].policy: unknown key (want one of annotations, auth, env, headers, name, prompts, required_scopes, resources, tools)",
+				"test.yaml:18: tenants[1].upstreams[0].policy: unknown key (want one of annotations, auth, env, headers, name, present, prompts, required_scopes, resources, tools)",
 				"test.yaml:20: tenants[1].upstreams[1].tools.except: unknown key (want one of allow, deny)",
 			},
 		},
@@ -1567,7 +1613,7 @@ func TestParseTenantProblems(t *testing.T) {
 		{
 			name: "tenants not a list",
 			yaml: "    upstreams: []\ntenants2: {}\n",
-			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, budgets, identity, limits, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams)"},
 		},
 	}
 	for _, tt := range tests {

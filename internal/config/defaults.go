@@ -75,6 +75,25 @@ const (
 	InstructionsOff      = "off"
 )
 
+// Values of upstreams[].validation.arguments and .results.
+const (
+	ValidationOff     = "off"
+	ValidationWarn    = "warn" // results only
+	ValidationEnforce = "enforce"
+)
+
+// Values of tenants[].tool_search.mode.
+const (
+	SearchReplace = "replace"
+	SearchBeside  = "beside"
+)
+
+// Bounds of tenants[].tool_search.max_results.
+const (
+	DefaultSearchResults = 10
+	MaxSearchResults     = 50
+)
+
 // MaxInstructionsBytes bounds one upstream's instructions as the gateway
 // passes them on, and the text that overrides them.
 const MaxInstructionsBytes = 4 << 10
@@ -155,11 +174,21 @@ func (c *Config) ApplyDefaults() {
 		}
 	}
 
+	for i := range c.Tenants {
+		if ts := c.Tenants[i].ToolSearch; ts != nil {
+			setDefault(&ts.Mode, SearchReplace)
+			setDefault(&ts.MaxResults, DefaultSearchResults)
+		}
+	}
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
 		setDefault(&u.Timeout, Duration(DefaultUpstreamTimeout))
 		setDefault(&u.AuditArguments, DefaultAuditArguments)
 		setDefault(&u.Lists, DefaultLists)
+		if p := u.Pin; p != nil {
+			setDefault(&p.OnChange, PinWarn)
+			setDefault(&p.New, PinAllow)
+		}
 		if cc := u.Concurrency; cc != nil {
 			setDefault(&cc.Queue, cc.MaxInFlight)
 			setDefault(&cc.QueueTimeout, Duration(DefaultQueueTimeout))

@@ -28,6 +28,7 @@ type Config struct {
 	Telemetry Telemetry  `yaml:"telemetry"`
 	Identity  Identity   `yaml:"identity"`
 	Budgets   Budgets    `yaml:"budgets"`
+	Pins      Pins       `yaml:"pins"`
 
 	// Path is the file the config was loaded from ("" when built in code).
 	Path string `yaml:"-"`
@@ -200,6 +201,20 @@ type Tenant struct {
 	// Budgets are the tenant's own rate limits and quotas, on top of the
 	// top-level budgets.
 	Budgets TenantBudgets `yaml:"budgets"`
+	// ToolSearch, if set, gives the tenant two tools of the gateway's own
+	// to find and call its tools (progressive discovery), in place of its
+	// tools or beside them.
+	ToolSearch *ToolSearch `yaml:"tool_search"`
+}
+
+// ToolSearch is a tenant's tool search.
+type ToolSearch struct {
+	// Mode is "replace" (the default: tools/list holds only the two
+	// gateway tools) or "beside" (they are added to the list).
+	Mode string `yaml:"mode"`
+	// MaxResults bounds the definitions one search returns. Default 10,
+	// at most MaxSearchResults.
+	MaxResults int `yaml:"max_results"`
 }
 
 // TenantUpstream is one upstream a tenant may use, and its rules.
@@ -216,6 +231,11 @@ type TenantUpstream struct {
 	// original name. They replace the upstream's in what the tenant is shown
 	// and are the only annotations policy may rely on.
 	Annotations map[string]ToolAnnotations `yaml:"annotations"`
+	// Present says how the tenant is shown tools of the upstream, by the
+	// tool's original name: under another name, with another
+	// description, with arguments the admin fixes. Policy, budgets, audit
+	// and metrics still name the tool by its original name.
+	Present map[string]ToolPresentation `yaml:"present"`
 	// Headers are added to the upstream's headers for this tenant's
 	// requests, replacing those of the same name: the tenant's own
 	// credentials for a shared upstream. Secrets, as the upstream's are.
@@ -353,6 +373,22 @@ type Rules struct {
 	Deny  []string `yaml:"deny"`
 }
 
+// ToolPresentation is how one tenant is shown one tool.
+type ToolPresentation struct {
+	// Alias is the whole name the tenant's clients see and call the tool
+	// by, instead of its exposed name (which the tenant then does not
+	// see): at most 64 characters of A-Z, a-z, 0-9, "_", "-" and ".",
+	// unique among the tenant's aliases. Empty: the exposed name.
+	Alias string `yaml:"alias"`
+	// Description, if set, replaces the upstream's description.
+	Description *string `yaml:"description"`
+	// FixedArguments are arguments the admin sets, by name, as string
+	// values: they are removed from the inputSchema (properties and
+	// required) the tenant sees, set on every call, and a call that sets
+	// one itself is refused.
+	FixedArguments map[string]string `yaml:"fixed_arguments"`
+}
+
 // ToolAnnotations are the MCP tool annotations an admin may assert. Unset
 // fields are not asserted.
 type ToolAnnotations struct {
@@ -430,6 +466,39 @@ type Upstream struct {
 	// Instructions says what clients are told of the upstream's own
 	// instructions. nil means mode "upstream".
 	Instructions *UpstreamInstructions `yaml:"instructions"`
+	// Validation says how the gateway checks tool calls against the tools'
+	// schemas. nil means arguments "enforce", results "off".
+	Validation *UpstreamValidation `yaml:"validation"`
+	// Pin, if set, checks the upstream's tool and prompt definitions
+	// against the pins file (see [Pins]).
+	Pin *UpstreamPin `yaml:"pin"`
+}
+
+// UpstreamValidation says how one upstream's tool calls are checked
+// against the schemas its tools list.
+type UpstreamValidation struct {
+	// Arguments is "enforce" (the default: arguments that do not match
+	// the tool's inputSchema get a tool error, and the upstream is not
+	// called) or "off".
+	Arguments string `yaml:"arguments"`
+	// Results is "off" (the default), "warn" (a structuredContent that
+	// does not match the tool's outputSchema is logged and counted) or
+	// "enforce" (it also becomes a tool error).
+	Results string `yaml:"results"`
+}
+
+// ValidateArguments reports whether u's tool arguments are checked.
+func (u *Upstream) ValidateArguments() bool {
+	return u.Validation == nil || u.Validation.Arguments != ValidationOff
+}
+
+// ResultValidation returns u's results mode: ValidationOff, ValidationWarn
+// or ValidationEnforce.
+func (u *Upstream) ResultValidation() string {
+	if u.Validation == nil || u.Validation.Results == "" {
+		return ValidationOff
+	}
+	return u.Validation.Results
 }
 
 // UpstreamInstructions says what the gateway's instructions hold of one

@@ -146,6 +146,7 @@ func (v *validator) config(c *Config) {
 	v.tenants(c)
 	v.limits(&c.Limits)
 	v.budgets(c)
+	v.pins(c)
 	v.telemetry(c)
 	nonNegative(v, "identity.token_ttl", c.Identity.TokenTTL)
 }
@@ -354,6 +355,18 @@ func (v *validator) upstream(path string, u *Upstream) {
 			}
 		default:
 			v.addf(path+".instructions.mode", "unknown mode %q: must be %q, %q or %q", in.Mode, InstructionsUpstream, InstructionsOverride, InstructionsOff)
+		}
+	}
+	if va := u.Validation; va != nil {
+		switch va.Arguments {
+		case "", ValidationEnforce, ValidationOff:
+		default:
+			v.addf(path+".validation.arguments", "unknown mode %q: must be %q or %q", va.Arguments, ValidationEnforce, ValidationOff)
+		}
+		switch va.Results {
+		case "", ValidationOff, ValidationWarn, ValidationEnforce:
+		default:
+			v.addf(path+".validation.results", "unknown mode %q: must be %q, %q or %q", va.Results, ValidationOff, ValidationWarn, ValidationEnforce)
 		}
 	}
 }

@@ -12,6 +12,10 @@ import (
 
 var tenantIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
+// aliasRE is a tool name as 2025-11-25 server/tools ("Tool Names")
+// recommends, within the 64 characters the gateway shows.
+var aliasRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
 // tenants checks the tenants and their rules.
 func (v *validator) tenants(c *Config) {
 	if len(c.Auth.Issuers) > 0 && len(c.Tenants) == 0 {
@@ -40,7 +44,18 @@ func (v *validator) tenants(c *Config) {
 			}
 		}
 
-		listed := make(map[string]int) // upstream name -> index in t.Upstreams
+		if ts := t.ToolSearch; ts != nil {
+			switch ts.Mode {
+			case "", SearchReplace, SearchBeside:
+			default:
+				v.addf(p+".tool_search.mode", "unknown mode %q: must be %q or %q", ts.Mode, SearchReplace, SearchBeside)
+			}
+			if ts.MaxResults < 0 || ts.MaxResults > MaxSearchResults {
+				v.addf(p+".tool_search.max_results", "must be from 1 to %d", MaxSearchResults)
+			}
+		}
+		listed := make(map[string]int)     // upstream name -> index in t.Upstreams
+		aliases := make(map[string]string) // alias -> key path of its entry
 		for j := range t.Upstreams {
 			tu := &t.Upstreams[j]
 			up := fmt.Sprintf("%s.upstreams[%d]", p, j)
@@ -74,6 +89,28 @@ func (v *validator) tenants(c *Config) {
 			an := up + ".annotations"
 			for _, tool := range slices.Sorted(maps.Keys(tu.Annotations)) {
 				v.toolKey(keyPath(an, tool), tool, tu.Tools)
+			}
+			pr := up + ".present"
+			for _, tool := range slices.Sorted(maps.Keys(tu.Present)) {
+				kp := keyPath(pr, tool)
+				if !v.toolKey(kp, tool, tu.Tools) {
+					continue
+				}
+				tp := tu.Present[tool]
+				if tp.Alias != "" {
+					if !aliasRE.MatchString(tp.Alias) {
+						v.addf(kp+".alias", "%q must be 1 to 64 characters of A-Z, a-z, 0-9, \"_\", \"-\" and \".\"", tp.Alias)
+					} else if other, ok := aliases[tp.Alias]; ok {
+						v.addf(kp+".alias", "%q is already the alias of %s", tp.Alias, other)
+					} else {
+						aliases[tp.Alias] = kp
+					}
+				}
+				for _, arg := range slices.Sorted(maps.Keys(tp.FixedArguments)) {
+					if arg == "" {
+						v.addf(kp+".fixed_arguments", "an argument name must not be empty")
+					}
+				}
 			}
 			v.headers(up+".headers", tu.Headers)
 			if u := c.Upstream(tu.Name); u != nil && u.IsStdio() {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -54,6 +56,14 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 		}
 		for _, q := range plan.Quotas {
 			fmt.Fprintf(w, "budget: quota %s: %s\n", q.Name, q.Detail)
+		}
+	}
+	if ts := view.Search; ts != nil {
+		fmt.Fprintf(w, "tool search: mode %s, at most %d results: tools/list ", ts.Mode, ts.MaxResults)
+		if ts.Mode == config.SearchBeside {
+			fmt.Fprintf(w, "adds %s and %s to the tools below\n", searchToolName, callToolName)
+		} else {
+			fmt.Fprintf(w, "holds only %s and %s; they find and call the tools below\n", searchToolName, callToolName)
 		}
 	}
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway-explain", "version": "0"})
@@ -121,20 +131,27 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 			if caps == nil || caps.Get(info.Capability) == nil {
 				continue
 			}
-			items, err := listAll(ctx, c, res.Session, k, catalog.Bounds{Pages: cfg.Limits.ListPages, Bytes: cfg.Limits.ListBytes})
+			items, raws, err := listAll(ctx, c, res.Session, k, catalog.Bounds{Pages: cfg.Limits.ListPages, Bytes: cfg.Limits.ListBytes})
 			fmt.Fprintf(w, "  %s\n", info.Field)
 			if err != nil {
 				fmt.Fprintf(w, "    failed: %v\n", err)
 				continue
 			}
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			for _, orig := range items {
+			for i, orig := range items {
 				d := view.Decide(policyKind(k), u.Name, orig)
+				var pin *catalog.PinStatus
+				if u.Pin != nil && k.Pinnable() {
+					_, pin = catalog.CheckPin(u.Pin, u.Name, k, orig, raws[i])
+				}
 				mark := "-"
-				if d.Allowed {
+				if d.Allowed && (pin == nil || !pin.Quarantined) {
 					mark = "+"
 				}
 				note := d.Rule
+				if pin != nil {
+					note += "; pin: " + pin.Describe()
+				}
 				if k == catalog.Tools && d.Allowed {
 					if s := view.RequiredScopes(u.Name, orig); len(s) > 0 {
 						note += fmt.Sprintf("; requires scopes %v", s)
@@ -146,7 +163,22 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 						note += "; budgets: " + strings.Join(names, ", ")
 					}
 				}
-				fmt.Fprintf(tw, "    %s %s\t%s\t%s\n", mark, k.Expose(prefix, orig), orig, note)
+				shown := k.Expose(prefix, orig)
+				if k == catalog.Tools && d.Allowed {
+					if p, ok := view.Presentation(u.Name, orig); ok {
+						if p.Alias != "" {
+							note += "; alias of " + shown + " (not shown)"
+							shown = p.Alias
+						}
+						if p.Description != nil {
+							note += "; description replaced"
+						}
+						if len(p.FixedArguments) > 0 {
+							note += "; fixed arguments: " + strings.Join(slices.Sorted(maps.Keys(p.FixedArguments)), ", ")
+						}
+					}
+				}
+				fmt.Fprintf(tw, "    %s %s\t%s\t%s\n", mark, shown, orig, note)
 			}
 			tw.Flush()
 		}
@@ -158,18 +190,86 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 
 // listAll returns the original keys (names or URIs) of every item of kind
 // k an upstream lists, following pagination.
-func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k catalog.Kind, b catalog.Bounds) ([]string, error) {
+func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k catalog.Kind, b catalog.Bounds) ([]string, []json.RawMessage, error) {
 	raw, _, err := listOn(ctx, c, us, k, "explain", b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []string
+	var raws []json.RawMessage
 	for _, e := range raw {
 		if o, err := jsonx.ParseValidObject(e); err == nil {
 			if key, ok := o.GetString(k.Info().Key); ok {
 				out = append(out, key)
+				raws = append(raws, e)
 			}
 		}
 	}
-	return out, nil
+	return out, raws, nil
+}
+
+// Pin lists the tools and prompts of every upstream of cfg, as the
+// gateway would (with the upstream's own credentials, as no tenant), and
+// returns their pins. An upstream reached as each user, or that cannot be
+// reached, is an error: a pins file that leaves it out would quarantine
+// or accept its items by accident.
+func Pin(ctx context.Context, cfg *config.Config, opts ExplainOptions) (*config.PinsFile, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway-pin", "version": "0"})
+	f := &config.PinsFile{Version: config.PinsVersion, Upstreams: map[string]*config.UpstreamPins{}}
+	for _, u := range cfg.Upstreams {
+		uopts := upstream.Options{HTTPClient: opts.HTTPClient, Logger: log, ClientInfo: info}
+		ctx := ctx
+		if src := credentials.ForUpstream(cfg, &u, credentials.Options{HTTPClient: opts.HTTPClient, Logger: log}); src != nil {
+			who := &credentials.Caller{}
+			if src.NeedsCaller(who) {
+				src.Close()
+				return nil, fmt.Errorf("upstream %s: reached as each user: its definitions cannot be pinned", u.Name)
+			}
+			uopts.Credentials = src
+			ctx = credentials.With(ctx, who)
+		}
+		c := upstream.New(u, uopts)
+		pins, err := pinUpstream(ctx, cfg, c)
+		c.Close()
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
+		}
+		f.Upstreams[u.Name] = pins
+	}
+	return f, nil
+}
+
+func pinUpstream(ctx context.Context, cfg *config.Config, c *upstream.Client) (*config.UpstreamPins, error) {
+	res, err := c.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.Terminate(ctx, res.Session) }()
+	caps, _ := jsonx.ParseObject(res.Session.Capabilities)
+	pins := &config.UpstreamPins{}
+	for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts} {
+		if caps == nil || caps.Get(k.Info().Capability) == nil {
+			continue
+		}
+		names, raws, err := listAll(ctx, c, res.Session, k, catalog.Bounds{Pages: cfg.Limits.ListPages, Bytes: cfg.Limits.ListBytes})
+		if err != nil {
+			return nil, err
+		}
+		m := make(map[string]config.PinnedItem, len(names))
+		for i, name := range names {
+			if p, ok := catalog.PinOf(k, raws[i]); ok {
+				m[name] = p
+			}
+		}
+		if k == catalog.Tools {
+			pins.Tools = m
+		} else {
+			pins.Prompts = m
+		}
+	}
+	return pins, nil
 }

@@ -395,55 +395,67 @@ func listMethod(k catalog.Kind) methodFunc {
 				return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: invalid cursor")
 			}
 		}
-		info := k.Info()
-		tu := rq.tenantUpstreams()
-		var ups []*catalog.Upstream
-		for i, up := range tu.refs {
-			// An upstream whose circuit is open is left out: its items
-			// could not be used.
-			if rq.hasCap(up, info.Capability) && !up.breaker.Open() {
-				ups = append(ups, tu.cats[i])
-			}
-		}
-		ls := make([]*catalog.Listing, len(ups))
-		var wg sync.WaitGroup
-		for i, up := range ups {
-			if l := rq.h.catalog.Fresh(up, k, rq.listScope(up)); l != nil {
-				ls[i] = l // the common case: no goroutine, no upstream
-				continue
-			}
-			wg.Go(func() {
-				l, err := rq.Listing(ctx, up, k)
-				if err != nil {
-					// One failing upstream never breaks the others.
-					rq.h.log.Warn("listing failed", "upstream", up.Name, "rpc_method", info.ListMethod, "error", err)
-					return
-				}
-				ls[i] = l
-			})
-		}
-		wg.Wait()
-		// The merged, filtered and encoded list depends only on the
-		// config snapshot, the tenant, and the listings merged: reuse it
-		// while none of them changed.
-		key := mergedKey{tenant: rq.view.ID, kind: k}
-		if v, ok := rq.st.merged.Load(key); ok {
-			if e := v.(*mergedEntry); e.matches(ups, ls) {
-				return e.body, nil
-			}
-		}
-		items := rq.h.catalog.Merge(k, ups, ls, rq)
-		if k == catalog.Tools {
-			for i := range items {
-				if a, ok := rq.view.Annotations(items[i].Upstream, items[i].Original); ok {
-					items[i].Raw = catalog.AssertAnnotations(items[i].Raw, a)
-				}
-			}
-		}
-		buf := catalog.Encode(k, items)
-		rq.st.merged.Store(key, &mergedEntry{ups: ups, ls: ls, body: buf})
-		return buf, nil
+		e := rq.merged(ctx, k)
+		return e.body, nil
 	}
+}
+
+// merged returns the list of kind k as the tenant sees it, from the
+// snapshot's cache while the listings it was made from are current.
+func (rq *Request) merged(ctx context.Context, k catalog.Kind) *mergedEntry {
+	info := k.Info()
+	tu := rq.tenantUpstreams()
+	var ups []*catalog.Upstream
+	for i, up := range tu.refs {
+		// An upstream whose circuit is open is left out: its items
+		// could not be used.
+		if rq.hasCap(up, info.Capability) && !up.breaker.Open() {
+			ups = append(ups, tu.cats[i])
+		}
+	}
+	ls := make([]*catalog.Listing, len(ups))
+	var wg sync.WaitGroup
+	for i, up := range ups {
+		if l := rq.h.catalog.Fresh(up, k, rq.listScope(up)); l != nil {
+			ls[i] = l // the common case: no goroutine, no upstream
+			continue
+		}
+		wg.Go(func() {
+			l, err := rq.Listing(ctx, up, k)
+			if err != nil {
+				// One failing upstream never breaks the others.
+				rq.h.log.Warn("listing failed", "upstream", up.Name, "rpc_method", info.ListMethod, "error", err)
+				return
+			}
+			ls[i] = l
+		})
+	}
+	wg.Wait()
+	// The merged, filtered and encoded list depends only on the
+	// config snapshot, the tenant, and the listings merged: reuse it
+	// while none of them changed.
+	key := mergedKey{tenant: rq.view.ID, kind: k}
+	if v, ok := rq.st.merged.Load(key); ok {
+		if e := v.(*mergedEntry); e.matches(ups, ls) {
+			return e
+		}
+	}
+	items := rq.h.catalog.Merge(k, ups, ls, rq)
+	var body []byte
+	if k == catalog.Tools {
+		for i := range items {
+			if a, ok := rq.view.Annotations(items[i].Upstream, items[i].Original); ok {
+				items[i].Raw = catalog.AssertAnnotations(items[i].Raw, a)
+			}
+		}
+		items = rq.present(items)
+		body = rq.searchList(items)
+	} else {
+		body = catalog.Encode(k, items)
+	}
+	e := &mergedEntry{ups: ups, ls: ls, body: body, items: items}
+	rq.st.merged.Store(key, e)
+	return e
 }
 
 // mergedKey names a merged list in a config snapshot.
@@ -458,6 +470,12 @@ type mergedEntry struct {
 	ups  []*catalog.Upstream
 	ls   []*catalog.Listing
 	body []byte
+	// items are the tenant's items, as it sees them (without the tool
+	// search's own tools); index is their search index, made on the
+	// first search.
+	items     []catalog.Item
+	indexOnce sync.Once
+	index     *searchIndex
 }
 
 func (e *mergedEntry) matches(ups []*catalog.Upstream, ls []*catalog.Listing) bool {
@@ -490,12 +508,28 @@ func namedCall(k catalog.Kind) methodFunc {
 		if err != nil {
 			return nil, err
 		}
+		if k == catalog.Tools {
+			if res, ok, err := rq.searchCall(ctx, c, name, p); ok {
+				return res, err
+			}
+		}
 		c.target = name
-		up, it, err := rq.resolve(ctx, k, name)
+		var up *upstreamRef
+		var it *catalog.Item
+		if k == catalog.Tools {
+			up, it, err = rq.resolveTool(ctx, name)
+		} else {
+			up, it, err = rq.resolve(ctx, k, name)
+		}
 		if err != nil {
 			return nil, err
 		}
 		orig := it.Original
+		if !catalog.PinAllows(up.cfg.Pin, k, it) {
+			// Listed before this snapshot's pins (a walk that raced a
+			// reload): quarantined now, so as unknown as it is listed.
+			return nil, &catalog.ResolveError{Kind: k, Name: name}
+		}
 		c.upstream, c.original = up.cfg.Name, orig
 		if k == catalog.Tools {
 			c.arguments = p.Get("arguments")
@@ -504,11 +538,17 @@ func namedCall(k catalog.Kind) methodFunc {
 					return nil, &catalog.HeaderMismatchError{Msg: msg}
 				}
 			}
-			c.upHeader = catalog.ParamHeaderValues(it.Headers, c.arguments)
-		}
-		if k == catalog.Tools {
 			if need := rq.view.RequiredScopes(up.cfg.Name, orig); !rq.principal.HasScopes(need...) {
 				return nil, &ScopeError{Scopes: append(slices.Clone(rq.st.cfg.Auth.RequiredScopes), need...)}
+			}
+			// Before relay, which spends the budgets: a call refused here
+			// costs the tenant nothing and never reaches the upstream.
+			if res := rq.fixArguments(up, orig, p, c); res != nil {
+				return res, nil
+			}
+			c.upHeader = catalog.ParamHeaderValues(it.Headers, c.arguments)
+			if res := rq.checkArguments(up, it, c); res != nil {
+				return res, nil
 			}
 		}
 		p.SetString("name", orig)
@@ -527,7 +567,7 @@ func namedCall(k catalog.Kind) methodFunc {
 			if o, err := jsonx.ParseValidObject(res); err == nil && string(o.Get("isError")) == "true" {
 				c.isError = true
 			}
-			return catalog.ExposeToolResult(res, prefix), nil
+			return catalog.ExposeToolResult(rq.checkResult(ctx, up, it, c, res), prefix), nil
 		})
 	}
 }

@@ -197,6 +197,7 @@ func New(opts Options) (*Server, error) {
 	h.catalog = catalog.New(opts.Config.Server.ListCacheTTL.D(), log, opts.Metrics)
 	h.catalog.Configure(opts.Config)
 	h.catalog.OnChange = h.upstreamListChanged
+	h.catalog.OnPin = h.pinMismatch
 	st := h.build(opts.Config, nil)
 	h.state.Store(st)
 	h.syncWatches(st)

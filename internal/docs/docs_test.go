@@ -529,6 +529,8 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.ConfigReload(telemetry.ReloadError)
 	m.LimitRejection(telemetry.LimitSessionsPrincipal, "acme")
 	m.NameFlagged("github", telemetry.NameControlCharacter)
+	m.SchemaViolation("acme", "github", telemetry.SchemaInput)
+	m.QuarantinedItems("github", "tool", 1)
 	m.TokenFetch("github", "client_credentials", "ok")
 	m.BudgetRefusal("rate_limit", "per-user", "acme")
 	m.QuotaUsed("acme", "daily", 3)
@@ -539,7 +541,7 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	return []string{
 		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial",
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed",
-		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "TokenFetch", "LogSuppressed",
+		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "SchemaViolation", "QuarantinedItems", "TokenFetch", "LogSuppressed",
 		"BudgetRefusal", "QuotaUsed", "CircuitOpen", "UpstreamProcess",
 		"Handler", // serves, records nothing
 	}

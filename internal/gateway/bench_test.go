@@ -18,14 +18,20 @@ import (
 
 // BenchmarkToolsCall measures one tools/call through an in-process gateway
 // to a raw JSON upstream (which echoes the params into its result), for a
-// small and a 10 KB argument: the gateway's own cost per call.
+// small and a 10 KB argument: the gateway's own cost per call, with the
+// arguments checked against the tool's inputSchema (the default) and not
+// (validation.arguments off).
 func BenchmarkToolsCall(b *testing.B) {
 	raw := testkit.NewRawUpstream(b)
-	for _, size := range []int{100, 10000} {
-		b.Run(strconv.Itoa(size)+"B", func(b *testing.B) {
-			url := startGateway(b, []upstreamSpec{{name: "raw", url: raw.URL}})
-			benchCalls(b, url, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"raw__raw","arguments":{"q":"`+strings.Repeat("x", size)+`"}}}`)
-		})
+	for _, validate := range []string{config.ValidationEnforce, config.ValidationOff} {
+		for _, size := range []int{100, 10000} {
+			b.Run("validate="+validate+"/"+strconv.Itoa(size)+"B", func(b *testing.B) {
+				url := startGateway(b, []upstreamSpec{{name: "raw", url: raw.URL}}, func(c *config.Config) {
+					c.Upstreams[0].Validation = &config.UpstreamValidation{Arguments: validate}
+				})
+				benchCalls(b, url, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"raw__raw","arguments":{"q":"`+strings.Repeat("x", size)+`"}}}`)
+			})
+		}
 	}
 }
 

@@ -357,6 +357,10 @@ func (g *Gateway) AdminHandler() http.Handler {
 		for _, n := range g.server.CircuitNotes() {
 			_, _ = io.WriteString(w, n+"\n")
 		}
+		// Detail too: a quarantined tool is hidden, the rest is served.
+		for _, n := range g.server.PinNotes() {
+			_, _ = io.WriteString(w, n+"\n")
+		}
 	})
 	return r
 }

@@ -109,6 +109,8 @@ type Metrics struct {
 	lastOK   prometheus.Gauge
 	limits   *prometheus.CounterVec
 	names    *prometheus.CounterVec
+	schemas  *prometheus.CounterVec
+	pinned   *prometheus.GaugeVec
 	tokens   *prometheus.CounterVec
 	budgets  *prometheus.CounterVec
 	quotas   *prometheus.GaugeVec
@@ -194,6 +196,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcpgw_upstream_names_flagged_total",
 			Help: "Names upstreams listed that break the naming rules, by upstream and reason (dropped, or kept and counted).",
 		}, []string{"upstream", "reason"}),
+		schemas: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_schema_violations_total",
+			Help: "Tool calls whose arguments or structured results did not match the tool's schema, by tenant, upstream and schema (input or output).",
+		}, []string{"tenant", "upstream", "schema"}),
+		pinned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpgw_quarantined_items",
+			Help: "Tools and prompts hidden because their definitions differ from their pins (or are not pinned), by upstream and kind, as last listed on this replica.",
+		}, []string{"upstream", "kind"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgw_upstream_token_fetches_total",
 			Help: "Tokens the gateway fetched for upstream requests, by upstream, mode and outcome.",
@@ -241,7 +251,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.reqDur, m.upReqs, m.upDur, m.tools, m.authFail, m.denials,
-		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.tokens, m.logSup,
+		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.schemas, m.pinned, m.tokens, m.logSup,
 		m.budgets, m.quotas, m.circuits, m.procs, m.exits,
 	)
 	if g, ok := reg.(prometheus.Gatherer); ok {
@@ -486,6 +496,38 @@ func (m *Metrics) NameFlagged(upstream, reason string) {
 		reason = otherLabel
 	}
 	m.names.WithLabelValues(m.upstream(upstream), reason).Inc()
+}
+
+// Schemas a tool call is checked against: the values of the schema label
+// of mcpgw_schema_violations_total.
+const (
+	SchemaInput  = "input"
+	SchemaOutput = "output"
+)
+
+// SchemaViolation records a tool call whose arguments (schema
+// SchemaInput) or structured result (SchemaOutput) did not match the
+// tool's schema: mcpgw_schema_violations_total{tenant,upstream,schema}.
+func (m *Metrics) SchemaViolation(tenant, upstream, schema string) {
+	if m == nil {
+		return
+	}
+	if schema != SchemaInput {
+		schema = SchemaOutput
+	}
+	m.schemas.WithLabelValues(m.tenant(tenant), m.upstream(upstream), schema).Inc()
+}
+
+// QuarantinedItems sets mcpgw_quarantined_items{upstream,kind}: kind is
+// "tool" or "prompt".
+func (m *Metrics) QuarantinedItems(upstream, kind string, n int) {
+	if m == nil {
+		return
+	}
+	if kind != "prompt" {
+		kind = "tool"
+	}
+	m.pinned.WithLabelValues(m.upstream(upstream), kind).Set(float64(n))
 }
 
 // Upstream credential modes: the values of the mode label of

@@ -48,12 +48,20 @@ type View struct {
 	Upstreams []string
 
 	rules map[string]*upstreamRules // by upstream; nil entry: everything
+	// aliases maps an alias to the tool it names.
+	aliases map[string]ToolRef
+	// Search is the tenant's tool search; nil: none.
+	Search *config.ToolSearch
 }
+
+// ToolRef names a tool by its upstream and its original name there.
+type ToolRef struct{ Upstream, Original string }
 
 type upstreamRules struct {
 	sets        [3]config.Rules // by Kind
 	scopes      map[string][]string
 	annotations map[string]config.ToolAnnotations
+	present     map[string]config.ToolPresentation
 }
 
 // Allows reports whether upstream name exists for the tenant.
@@ -218,7 +226,7 @@ func (v *View) Annotations(upstream, name string) (config.ToolAnnotations, bool)
 }
 
 func newView(cfg *config.Config, t *config.Tenant) *View {
-	v := &View{ID: t.ID, rules: make(map[string]*upstreamRules)}
+	v := &View{ID: t.ID, rules: make(map[string]*upstreamRules), Search: t.ToolSearch}
 	if t.Upstreams == nil {
 		for _, u := range cfg.Upstreams {
 			v.Upstreams = append(v.Upstreams, u.Name)
@@ -238,9 +246,44 @@ func newView(cfg *config.Config, t *config.Tenant) *View {
 			sets:        [3]config.Rules{tu.Tools, tu.Prompts, tu.Resources},
 			scopes:      tu.RequiredScopes,
 			annotations: tu.Annotations,
+			present:     tu.Present,
+		}
+		for orig, p := range tu.Present {
+			if p.Alias != "" {
+				if v.aliases == nil {
+					v.aliases = make(map[string]ToolRef)
+				}
+				v.aliases[p.Alias] = ToolRef{u.Name, orig}
+			}
 		}
 	}
 	return v
+}
+
+// Presentation returns how the tenant is shown the tool upstream calls
+// name, if the admin said (see config.ToolPresentation).
+func (v *View) Presentation(upstream, name string) (config.ToolPresentation, bool) {
+	if r := v.rules[upstream]; r != nil {
+		p, ok := r.present[name]
+		return p, ok
+	}
+	return config.ToolPresentation{}, false
+}
+
+// Presents reports whether the tenant is shown any tool differently.
+func (v *View) Presents() bool {
+	for _, r := range v.rules {
+		if r != nil && len(r.present) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Alias returns the tool the tenant calls alias, if that is an alias.
+func (v *View) Alias(alias string) (ToolRef, bool) {
+	t, ok := v.aliases[alias]
+	return t, ok
 }
 
 // Set is every tenant's view of one config, built once per config so the

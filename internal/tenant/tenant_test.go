@@ -170,3 +170,32 @@ func TestCanonicalURI(t *testing.T) {
 		t.Errorf("%v allocations for a canonical URI", n)
 	}
 }
+
+func TestPresentation(t *testing.T) {
+	desc := "d"
+	cfg := &config.Config{
+		Upstreams: []config.Upstream{{Name: "gh"}, {Name: "jira"}},
+		Tenants: []config.Tenant{{ID: "acme", Upstreams: []config.TenantUpstream{
+			{Name: "gh", Present: map[string]config.ToolPresentation{"create_issue": {Alias: "new_issue", Description: &desc}}},
+			{Name: "jira"},
+		}}, {ID: "plain"}},
+	}
+	s := NewSet(cfg)
+	acme, _ := s.Get("acme")
+	if r, ok := acme.Alias("new_issue"); !ok || r != (ToolRef{"gh", "create_issue"}) {
+		t.Errorf("alias: %v %v", r, ok)
+	}
+	if _, ok := acme.Alias("create_issue"); ok {
+		t.Error("an original name is an alias")
+	}
+	if p, ok := acme.Presentation("gh", "create_issue"); !ok || *p.Description != "d" {
+		t.Errorf("presentation: %+v %v", p, ok)
+	}
+	if _, ok := acme.Presentation("jira", "create_issue"); ok {
+		t.Error("another upstream's tool presented")
+	}
+	plain, _ := s.Get("plain")
+	if !acme.Presents() || plain.Presents() {
+		t.Errorf("Presents: acme %v, plain %v", acme.Presents(), plain.Presents())
+	}
+}

@@ -1,0 +1,104 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/gateway/internal/catalog"
+)
+
+// syntheticCatalog is n tools of made-up services, each with a name, a
+// description and a few arguments, like a large tenant's.
+func syntheticCatalog(n int) []catalog.Item {
+	verbs := []string{"create", "list", "get", "update", "delete", "search", "close", "archive", "export", "sync"}
+	nouns := []string{"issue", "repository", "invoice", "customer", "ticket", "deployment", "report", "calendar_event", "message", "file", "user", "order"}
+	services := []string{"github", "stripe", "zendesk", "k8s", "drive", "slack", "jira", "shopify", "mail", "crm"}
+	args := []string{"id", "owner", "title", "body", "query", "limit", "status", "email", "date", "amount"}
+	r := rand.New(rand.NewPCG(1, 2))
+	var items []catalog.Item
+	for i := range n {
+		v, no, s := verbs[i%len(verbs)], nouns[(i/len(verbs))%len(nouns)], services[(i/(len(verbs)*len(nouns)))%len(services)]
+		name := fmt.Sprintf("%s__%s_%s_%d", s, v, no, i)
+		props := map[string]any{}
+		for range 3 {
+			props[args[r.IntN(len(args))]] = map[string]string{"type": "string", "description": "The " + args[r.IntN(len(args))] + "."}
+		}
+		raw, _ := json.Marshal(map[string]any{
+			"name":        name,
+			"description": fmt.Sprintf("%s a %s in %s. Use it when the user asks to %s the %s; it returns the %s as JSON.", v, no, s, v, no, no),
+			"inputSchema": map[string]any{"type": "object", "properties": props},
+		})
+		items = append(items, catalog.Item{Exposed: name, Original: name, Raw: raw})
+	}
+	slices.SortFunc(items, func(a, b catalog.Item) int {
+		if a.Exposed < b.Exposed {
+			return -1
+		}
+		return 1
+	})
+	return items
+}
+
+// TestSearchRanking: on a known catalog, the tool a query describes
+// comes first.
+func TestSearchRanking(t *testing.T) {
+	ix := newSearchIndex(syntheticCatalog(1200))
+	for query, want := range map[string]string{
+		"archive a zendesk ticket":       "zendesk__archive_ticket",
+		"refund stripe invoice delete":   "stripe__delete_invoice",
+		"list the deployments in k8s":    "k8s__list_deployment",
+		"search slack messages":          "slack__search_message",
+		"export calendar events (drive)": "drive__export_calendar_event",
+	} {
+		got := ix.search(query, 5)
+		if len(got) == 0 || !hasPrefix(got[0].Exposed, want) {
+			var names []string
+			for _, it := range got {
+				names = append(names, it.Exposed)
+			}
+			t.Errorf("search %q: %v, want %s… first", query, names, want)
+		}
+	}
+	if got := ix.search("the of and", 5); len(got) != 0 {
+		t.Errorf("stop words matched %d tools", len(got))
+	}
+}
+
+func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
+
+// BenchmarkToolSearch: one search over a tenant's 1,200 tools from the
+// cached index, with its p99, and the bytes a client receives for the
+// whole list and for one search of 10 results.
+func BenchmarkToolSearch(b *testing.B) {
+	items := syntheticCatalog(1200)
+	ix := newSearchIndex(items)
+	queries := []string{"create a github issue", "list stripe invoices", "delete a customer in crm",
+		"search files on drive", "update a jira ticket status", "send a slack message", "export orders from shopify"}
+	var ds []time.Duration
+	var resBytes int
+	i := 0
+	for b.Loop() {
+		start := time.Now()
+		found := ix.search(queries[i%len(queries)], 10)
+		ds = append(ds, time.Since(start))
+		resBytes = len(searchResult(found))
+		i++
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(len(catalog.Encode(catalog.Tools, items))), "list-bytes")
+	b.ReportMetric(float64(resBytes), "search-bytes")
+}
+
+// BenchmarkSearchIndex: making the index of 1,200 tools, once per merged
+// list.
+func BenchmarkSearchIndex(b *testing.B) {
+	items := syntheticCatalog(1200)
+	for b.Loop() {
+		newSearchIndex(items)
+	}
+}
