@@ -187,8 +187,8 @@ func (it *Item) ValidateArguments(args []byte) error {
 	var v any = map[string]any{}
 	if len(args) > 0 && string(args) != "null" {
 		var err error
-		if v, err = jsonschema.UnmarshalJSON(bytes.NewReader(args)); err != nil {
-			return &SchemaError{Problems: "arguments are not valid JSON"}
+		if v, err = jsonx.Decode(args); err != nil {
+			return &SchemaError{Problems: "arguments are not valid JSON, or repeat a member"}
 		}
 	}
 	return validate(s, v, "arguments")
@@ -216,9 +216,9 @@ func (it *Item) ValidateResult(structured []byte) error {
 	if len(structured) == 0 || string(structured) == "null" {
 		return &SchemaError{Problems: "the result has no structuredContent, which the tool's outputSchema requires"}
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(structured))
+	v, err := jsonx.Decode(structured)
 	if err != nil {
-		return &SchemaError{Problems: "structuredContent is not valid JSON"}
+		return &SchemaError{Problems: "structuredContent is not valid JSON, or repeats a member"}
 	}
 	return validate(s, v, "structuredContent")
 }

@@ -172,6 +172,9 @@ func BenchmarkToolsCallBudgets(b *testing.B) {
 		{"memory", []func(*config.Config){budgets}},
 		{"redis-none", []func(*config.Config){redisStore(b)}},
 		{"redis", []func(*config.Config){redisStore(b), budgets}},
+		// Without the rule of every request: the call's rules alone, one
+		// round trip however many apply.
+		{"redis-calls", []func(*config.Config){redisStore(b), budgets, func(c *config.Config) { c.Budgets.RateLimits = c.Budgets.RateLimits[1:] }}},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			url := startGateway(b, []upstreamSpec{{name: "raw", url: raw.URL}}, v.edits...)
