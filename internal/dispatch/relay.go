@@ -59,6 +59,9 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 			c.cancelParked = cancel
 		}
 	}
+	if rq.Stateless && rq.WantsLogs {
+		rq.enableLogs(ctx, up)
+	}
 	id := forwardID(c.id)
 	if rq.Stateless {
 		// The principal's clients share its upstream sessions, and each
@@ -126,9 +129,10 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 			if msg.Method == "notifications/resources/updated" {
 				raw = rewriteUpdated(raw, msg, up.cat.Prefix)
 			}
-			if msg.Method == "notifications/message" && rq.Stateless && !rq.WantsLogs {
+			if msg.Method == "notifications/message" && rq.Stateless && !rq.wantsLog(msg) {
 				// 2026-07-28: no log messages for requests that did not
-				// ask for them (_meta logLevel).
+				// ask for them (_meta logLevel), nor below the level
+				// they asked for.
 				continue
 			}
 			if err := c.out.Event(raw); err != nil {
@@ -245,4 +249,52 @@ func (e *CapabilityError) RPCError() *jsonrpc.Error {
 	}
 	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{e.Capability: required}})
 	return &jsonrpc.Error{Code: protocol.CodeMissingClientCapability, Message: e.Error(), Data: data}
+}
+
+// enableLogs makes a 2025-11-25 upstream log on the session a 2026-07-28
+// request goes on: such an upstream sends log messages only once
+// logging/setLevel set a level for the session, and 2026-07-28 has no
+// such method but a level per request (changelog, major change 5). The
+// principal's requests share that session, so its level is set to debug,
+// once per session on each replica, and each request keeps the messages at
+// or above its own level (see wantsLog). A failure leaves the request
+// without log messages, nothing else.
+func (rq *Request) enableLogs(ctx context.Context, up *upstreamRef) {
+	us, err := rq.upstreamSession(ctx, up)
+	if err != nil || upstream.IsModern(us) || !rq.hasCap(up, "logging") {
+		return
+	}
+	h := rq.h
+	key := up.cfg.Name + "\x00" + us.SessionID
+	if _, done := h.logsOn.Load(key); done {
+		return
+	}
+	if _, err := rq.roundTrip(ctx, up, "logging/setLevel", json.RawMessage(`{"level":"debug"}`)); err != nil {
+		h.log.Debug("logging/setLevel for a 2026-07-28 caller failed", "upstream", up.cfg.Name, "error", err)
+		return
+	}
+	if h.logsOnCount.Add(1) > maxLogsOn {
+		// Emptied rather than evicted: at worst a session is sent its
+		// level again.
+		h.logsOn.Clear()
+		h.logsOnCount.Store(1)
+	}
+	h.logsOn.Store(key, struct{}{})
+}
+
+// maxLogsOn bounds the upstream sessions remembered as logging.
+const maxLogsOn = 4096
+
+// wantsLog reports whether a 2026-07-28 request asked for log message msg:
+// it set a logLevel, and msg's level is at or above it.
+func (rq *Request) wantsLog(msg *jsonrpc.Message) bool {
+	if !rq.WantsLogs {
+		return false
+	}
+	p, err := jsonx.ParseValidObject(msg.Params)
+	if err != nil {
+		return false
+	}
+	level, _ := p.GetString("level")
+	return protocol.LogSeverity(level) >= protocol.LogSeverity(rq.LogLevel)
 }

@@ -99,6 +99,9 @@ type Server struct {
 	capSets          sync.Map // capabilities JSON → names, see capSet
 	capSetCount      atomic.Int64
 
+	logsOn      sync.Map // upstream and session id → set to log: see enableLogs
+	logsOnCount atomic.Int64
+
 	own    owner          // goroutines that outlive a request: see owner.go
 	bridge *bridge.Bridge // requests for input between revisions
 
@@ -353,8 +356,11 @@ type Request struct {
 	// is then the record the gateway keeps for the principal. WantsLogs
 	// says such a request asked for log messages (_meta logLevel).
 	Stateless, WantsLogs bool
-	Header               http.Header     // the request's, for Mcp-Param-* checks
-	MetaCaps             json.RawMessage // a stateless request's client capabilities
+	// LogLevel is the least severe level of log message such a request
+	// asked for.
+	LogLevel string
+	Header   http.Header     // the request's, for Mcp-Param-* checks
+	MetaCaps json.RawMessage // a stateless request's client capabilities
 
 	// who is whom the upstream requests are made for, once known (see
 	// withCaller).

@@ -533,3 +533,44 @@ func TestStatelessSameIDsInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestStatelessLogLevelReachesLegacyUpstream: a 2026-07-28 caller's
+// _meta logLevel makes a 2025-11-25 upstream log (the gateway sets its
+// session's level once), each request gets the messages at or above its
+// own level and no others, and an unknown level is invalid params.
+func TestStatelessLogLevelReachesLegacyUpstream(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha") // progress logs at "info" once a level is set
+	url := startGateway(t, []upstreamSpec{spec(a)})
+	call := func(id int, level string) (int, string) {
+		t.Helper()
+		meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}`
+		if level != "" {
+			meta += `,"io.modelcontextprotocol/logLevel":"` + level + `"`
+		}
+		req := post(t, url, "", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{%s},"name":"alpha__progress","arguments":{"steps":2}}}`, id, meta))
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "alpha__progress")
+		resp, body := do(t, req)
+		return resp.StatusCode, body
+	}
+	for i, tc := range []struct {
+		level string
+		logs  int
+	}{{"info", 2}, {"warning", 0}, {"", 0}, {"debug", 2}} {
+		code, body := call(i+1, tc.level)
+		if code != 200 || !strings.Contains(body, `"text":"done"`) {
+			t.Fatalf("call with logLevel %q: %d %s", tc.level, code, body)
+		}
+		if n := strings.Count(body, `"method":"notifications/message"`); n != tc.logs {
+			t.Errorf("call with logLevel %q: %d log messages, want %d:\n%s", tc.level, n, tc.logs, body)
+		}
+	}
+	if n := a.Count("logging/setLevel"); n != 1 {
+		t.Errorf("the upstream was sent logging/setLevel %d times, want once", n)
+	}
+	code, body := call(9, "loud")
+	if _, rpc := rpcError(t, body); code != 400 || rpc != -32602 {
+		t.Errorf("an unknown level: %d %s", code, body)
+	}
+}

@@ -43,6 +43,21 @@ const (
 	MetaSubscriptionID     = MetaPrefix + "subscriptionId"
 )
 
+// LogLevels are the MCP log levels, least severe first (2025-11-25
+// server/utilities/logging, "Log Levels": RFC 5424's severities).
+var LogLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// LogSeverity returns the rank of level in LogLevels, or -1 for a level
+// that is not one.
+func LogSeverity(level string) int {
+	for i, l := range LogLevels {
+		if l == level {
+			return i
+		}
+	}
+	return -1
+}
+
 // MCP's JSON-RPC error codes; the JSON-RPC 2.0 ones are in internal/jsonrpc.
 const (
 	// CodeSessionNotFound is the code in the body of a 404 for an unknown

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
@@ -175,8 +176,16 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *dis
 	} else {
 		rq.Session = &session.Record{ID: "discover"}
 	}
-	if meta.Get(protocol.MetaLogLevel) != nil {
-		rq.WantsLogs = true
+	if raw := meta.Get(protocol.MetaLogLevel); raw != nil {
+		// 2026-07-28 server/utilities/logging, "Error Handling": an
+		// unknown level is invalid params.
+		level, err := jsonx.Unquote(raw)
+		if err != nil || protocol.LogSeverity(level) < 0 {
+			writeRPCError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidParams,
+				fmt.Sprintf("Invalid params: _meta[%q] must be one of %s", protocol.MetaLogLevel, strings.Join(protocol.LogLevels, ", ")), nil)
+			return
+		}
+		rq.WantsLogs, rq.LogLevel = true, level
 	}
 	if m.Stream() {
 		h.serveListen(w, r, rq, msg) // subscriptions/listen, the one stream
