@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +53,7 @@ func TestBridgeBinary(t *testing.T) {
 	if !strings.Contains(p.Output(), "bridged stderr line") {
 		t.Errorf("stderr not logged:\n%s", p.Output())
 	}
-	children := childPids(a)
+	children := testkit.ChildPids(a)
 	if len(children) == 0 {
 		t.Fatal("the server started no child")
 	}
@@ -65,42 +63,13 @@ func TestBridgeBinary(t *testing.T) {
 		t.Logf("stop: %v", err)
 	}
 	for _, pid := range append(children, a) {
-		for deadline := time.Now().Add(5 * time.Second); running(pid) && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(5 * time.Second); testkit.ProcessRunning(pid) && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if running(pid) {
+		if testkit.ProcessRunning(pid) {
 			t.Errorf("process %s still running after the bridge stopped", pid)
 		}
 	}
-}
-
-// running reports whether process pid runs and is not a zombie.
-func running(pid string) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && len(s) > i+2 && s[i+2] != 'Z'
-}
-
-// childPids returns the pids of the children of pid, from /proc.
-func childPids(pid string) []string {
-	entries, _ := os.ReadDir("/proc")
-	var out []string
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if f := strings.Fields(s[i+1:]); i >= 0 && len(f) > 1 && f[1] == pid {
-			out = append(out, e.Name())
-		}
-	}
-	return out
 }
 
 // TestServeBinaryStdio runs the built gateway with a stdio upstream from
@@ -153,7 +122,7 @@ upstreams:
 		t.Errorf("stderr not logged with upstream and tenant:\n%s", out)
 	}
 	pid := call("fs__pid", nil)
-	procs := append(childPids(pid), pid)
+	procs := append(testkit.ChildPids(pid), pid)
 
 	// A reload that changes the upstream's settings stops its process;
 	// the session goes on, on a new one.
@@ -165,15 +134,15 @@ upstreams:
 		time.Sleep(100 * time.Millisecond)
 	}
 	for _, old := range procs {
-		for deadline := time.Now().Add(5 * time.Second); running(old) && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(5 * time.Second); testkit.ProcessRunning(old) && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if running(old) {
+		if testkit.ProcessRunning(old) {
 			t.Errorf("process %s of the replaced upstream still running", old)
 		}
 	}
 	pid = call("fs__pid", nil)
-	procs = append(childPids(pid), pid)
+	procs = append(testkit.ChildPids(pid), pid)
 	if len(procs) < 2 {
 		t.Fatal("the server started no child")
 	}
@@ -182,10 +151,10 @@ upstreams:
 		t.Errorf("gateway did not exit cleanly on SIGTERM: %v", err)
 	}
 	for _, old := range procs {
-		for deadline := time.Now().Add(5 * time.Second); running(old) && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(5 * time.Second); testkit.ProcessRunning(old) && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if running(old) {
+		if testkit.ProcessRunning(old) {
 			t.Errorf("process %s still running after the gateway stopped", old)
 		}
 	}

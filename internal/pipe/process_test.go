@@ -5,27 +5,11 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/gateway/internal/testkit"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestProcessBounds: a line of stdout longer than the bound is dropped
 // without being kept whole, and the next message still arrives; stderr is
@@ -33,7 +17,7 @@ func (s *syncBuffer) String() string {
 // server that ignores its closed stdin with SIGTERM, and one that ignores
 // SIGTERM with SIGKILL.
 func TestProcessBounds(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	script := `
 head -c 3000000 /dev/zero | tr '\0' a; echo
 echo '{"jsonrpc":"2.0","method":"notifications/message","params":{}}'

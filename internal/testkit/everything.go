@@ -1,13 +1,11 @@
 package testkit
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,7 +34,7 @@ func StartEverythingSSE(t testing.TB) string {
 	cmd.Dir = dir
 	cmd.Env = []string{"PORT=" + strconv.Itoa(port), "PATH=" + filepath.Dir(nodeBinary(t))}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out := &syncBuf{}
+	out := &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("testkit: starting server-everything: %v", err)
@@ -68,22 +66,4 @@ func StartEverythingSSE(t testing.TB) string {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Sprintf("http://%s/sse", addr)
-}
-
-// syncBuf collects a child's output.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -54,7 +54,7 @@ func StartStdioServerHTTP(t testing.TB) string {
 	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	cmd := exec.Command(StdioServer(t))
 	cmd.Env = []string{"STDIOSERVER_HTTP=" + addr}
-	out := &syncBuf{}
+	out := &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("testkit: %v", err)

@@ -44,7 +44,7 @@ func BenchmarkIdleStdioSessions(b *testing.B) {
 				runtime.ReadMemStats(&after)
 				g1 := runtime.NumGoroutine()
 				var rss int64
-				for _, pid := range childrenOf(strconv.Itoa(os.Getpid())) {
+				for _, pid := range testkit.ChildPids(strconv.Itoa(os.Getpid())) {
 					rss += rssOf(pid)
 				}
 				b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n, "gw_heap_B/session")

@@ -18,24 +18,6 @@ import (
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type tenantKey struct{}
 
 func withTenant(ctx context.Context, t string) context.Context {
@@ -44,14 +26,14 @@ func withTenant(ctx context.Context, t string) context.Context {
 
 // newStdioClient returns a client of the stdio test server, closed at the
 // end of the test.
-func newStdioClient(t *testing.T, st config.UpstreamStdio, env map[string]string, opts Options) (*Client, *syncBuffer) {
+func newStdioClient(t *testing.T, st config.UpstreamStdio, env map[string]string, opts Options) (*Client, *testkit.SyncBuffer) {
 	t.Helper()
 	cfg := config.Upstream{Name: "fs", Command: []string{testkit.StdioServer(t)}, Env: env, Stdio: &st,
 		Timeout: config.Duration(10 * time.Second)}
 	if st.StopGrace == 0 {
 		st.StopGrace = config.Duration(time.Second)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	opts.Tenant = func(ctx context.Context) string { s, _ := ctx.Value(tenantKey{}).(string); return s }
 	c := New(cfg, opts)
@@ -284,11 +266,11 @@ func TestStdioIdleAndShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, _ := callText(ctx, c, res.Session, "pid", nil)
-	if !processRunning(pid) {
+	if !testkit.ProcessRunning(pid) {
 		t.Fatalf("server %s not running", pid)
 	}
 	eventually(t, func() bool { return c.pipe.Conns() == 0 })
-	if processRunning(pid) {
+	if testkit.ProcessRunning(pid) {
 		t.Errorf("idle server %s still running", pid)
 	}
 	if _, err := callText(ctx, c, res.Session, "pid", nil); !errors.Is(err, ErrSessionExpired) {
@@ -300,14 +282,14 @@ func TestStdioIdleAndShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, _ = callText(ctx, c, res.Session, "pid", nil)
-	children := childrenOf(pid)
+	children := testkit.ChildPids(pid)
 	if len(children) == 0 {
 		t.Fatalf("server %s started no child", pid)
 	}
 	c.Close()
 	// SIGKILL is delivered asynchronously: give it a moment.
 	for _, p := range append(children, pid) {
-		eventually(t, func() bool { return !processRunning(p) })
+		eventually(t, func() bool { return !testkit.ProcessRunning(p) })
 	}
 }
 
@@ -422,8 +404,8 @@ func TestStdioSessionIsolation(t *testing.T) {
 	if err := c.Terminate(ctx, a.Session); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() bool { return !processRunning(pa) })
-	if !processRunning(pb) {
+	eventually(t, func() bool { return !testkit.ProcessRunning(pa) })
+	if !testkit.ProcessRunning(pb) {
 		t.Error("the other session's process stopped")
 	}
 	if got, err := callText(ctx, c, b.Session, "echo", map[string]string{"text": "still"}); err != nil || got != "still" {
