@@ -30,11 +30,6 @@ type Plan struct {
 	loc    *time.Location
 }
 
-// Empty reports whether the plan has no rule at all.
-func (p *Plan) Empty() bool {
-	return p == nil || len(p.Edge)+len(p.Calls)+len(p.Quotas) == 0
-}
-
 // A RateRule is one compiled rate limit.
 type RateRule struct {
 	Name                               string
@@ -188,19 +183,19 @@ func (r *RateRule) edge() bool {
 	return len(r.upstreams) == 0 && len(r.tools) == 0 && !r.perUpstream && !r.perTool
 }
 
-// Applies reports whether the rule counts a request routed to upstream;
+// applies reports whether the rule counts a request routed to upstream;
 // tool is the original name of the tool of a tools/call, "" for any other
 // request.
-func (r *RateRule) Applies(upstream, tool string) bool {
+func (r *RateRule) applies(upstream, tool string) bool {
 	if tool == "" && (len(r.tools) > 0 || r.perTool) {
 		return false
 	}
 	return matches(r.upstreams, upstream) && matches(r.tools, tool)
 }
 
-// Applies reports whether the quota counts a tools/call of tool on
+// applies reports whether the quota counts a tools/call of tool on
 // upstream.
-func (q *QuotaRule) Applies(upstream, tool string) bool {
+func (q *QuotaRule) applies(upstream, tool string) bool {
 	return matches(q.upstreams, upstream) && matches(q.tools, tool)
 }
 
@@ -287,37 +282,58 @@ func (e *Engine) Edge(ctx context.Context, p *Plan, who Who) *Refusal {
 	if p == nil || len(p.Edge) == 0 {
 		return nil
 	}
-	return e.rates(ctx, p.Edge, who, "", "")
+	var buf [4]check
+	checks := buf[:0]
+	for _, r := range p.Edge {
+		checks = append(checks, check{rate: r})
+	}
+	return e.decide(ctx, p, checks, len(checks), who, "", "")
 }
 
 // Call checks the rate limits and quotas of a request routed to upstream;
 // tool is the original name of a tools/call's tool, "" for other methods
 // (which quotas do not count). A call that a budget refuses counts against
 // no quota.
-//
-// With a store where each check is a round trip (Redis), every check runs
-// at once, so that the call waits for one round trip however many apply,
-// and a quota that counted a refused call gives it back. Otherwise the
-// rate limits run first, and quotas only once they let the call through.
 func (e *Engine) Call(ctx context.Context, p *Plan, who Who, upstream, tool string) *Refusal {
 	if p == nil {
 		return nil
 	}
 	var buf [8]check
-	checks := buf[:0]
+	checks, rates := p.selects(buf[:0], upstream, tool)
+	return e.decide(ctx, p, checks, rates, who, upstream, tool)
+}
+
+// selects appends to buf the checks of p's rules that count a request
+// routed to upstream (tool as in [Engine.Call]): its rate limits, then its
+// quotas. rates is how many are rate limits.
+func (p *Plan) selects(buf []check, upstream, tool string) (checks []check, rates int) {
+	checks = buf
 	for _, r := range p.Calls {
-		if r.Applies(upstream, tool) {
+		if r.applies(upstream, tool) {
 			checks = append(checks, check{rate: r})
 		}
 	}
-	rates := len(checks)
+	rates = len(checks)
 	if tool != "" {
 		for _, q := range p.Quotas {
-			if q.Applies(upstream, tool) {
+			if q.applies(upstream, tool) {
 				checks = append(checks, check{quota: q})
 			}
 		}
 	}
+	return checks, rates
+}
+
+// decide runs checks, whose first rates are rate limits and the rest
+// quotas, and returns the refusal, if any: of the rate limits that refused,
+// the one whose retry is furthest, else the first quota that did.
+//
+// With a store where each check is a round trip (Redis), every check runs
+// at once, so that the request waits for one round trip however many
+// apply, and a quota that counted a refused call gives it back. Otherwise
+// the rate limits run first, and quotas only once they let the call
+// through.
+func (e *Engine) decide(ctx context.Context, p *Plan, checks []check, rates int, who Who, upstream, tool string) *Refusal {
 	switch {
 	case len(checks) == 0:
 		return nil
@@ -387,32 +403,6 @@ func refused(checks []check) *Refusal {
 	return worst
 }
 
-// rates checks rules, all at once when each is a round trip. Several may
-// refuse: the one whose retry is furthest decides.
-func (e *Engine) rates(ctx context.Context, rules []*RateRule, who Who, upstream, tool string) *Refusal {
-	switch {
-	case len(rules) == 0:
-		return nil
-	case len(rules) == 1 || !e.store.remote():
-		var worst *Refusal
-		for _, r := range rules {
-			worst = tighter(worst, e.rate(ctx, r, who, upstream, tool))
-		}
-		return worst
-	}
-	refs := make([]*Refusal, len(rules))
-	var wg sync.WaitGroup
-	for i, r := range rules {
-		wg.Go(func() { refs[i] = e.rate(ctx, r, who, upstream, tool) })
-	}
-	wg.Wait()
-	var worst *Refusal
-	for _, ref := range refs {
-		worst = tighter(worst, ref)
-	}
-	return worst
-}
-
 func tighter(a, b *Refusal) *Refusal {
 	if a == nil || (b != nil && b.RetryAfter > a.RetryAfter) {
 		return b
@@ -474,17 +464,13 @@ func (p *Plan) For(upstream, tool string) []string {
 	if p == nil {
 		return nil
 	}
-	var names []string
-	for _, r := range p.Calls {
-		if r.Applies(upstream, tool) {
-			names = append(names, "rate limit "+r.Name)
-		}
-	}
-	if tool != "" {
-		for _, q := range p.Quotas {
-			if q.Applies(upstream, tool) {
-				names = append(names, "quota "+q.Name)
-			}
+	checks, _ := p.selects(nil, upstream, tool)
+	names := make([]string, len(checks))
+	for i, c := range checks {
+		if c.rate != nil {
+			names[i] = "rate limit " + c.rate.Name
+		} else {
+			names[i] = "quota " + c.quota.Name
 		}
 	}
 	return names

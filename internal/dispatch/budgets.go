@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/budget"
@@ -169,12 +168,8 @@ func (h *Server) budgetRefused(ctx context.Context, rq *Request, method string, 
 // refusalReason is a refusal in the audit log: its kind and the budget's
 // name, both from the config.
 func refusalReason(ref *budget.Refusal) string {
-	var b strings.Builder
-	b.WriteString(string(ref.Kind))
-	b.WriteString(" ")
-	b.WriteString(ref.Name)
 	if ref.StoreError {
-		b.WriteString(" (store unavailable)")
+		return string(ref.Kind) + " " + ref.Name + " (store unavailable)"
 	}
-	return b.String()
+	return string(ref.Kind) + " " + ref.Name
 }

@@ -62,11 +62,11 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 	if rq.Stateless && rq.WantsLogs {
 		rq.enableLogs(ctx, up)
 	}
+	// The principal's 2026-07-28 clients share its upstream sessions, and
+	// each numbers its requests on its own: ids of the gateway's keep two
+	// in flight apart. Nothing names them later (see Serve).
 	id := forwardID(c.id)
 	if rq.Stateless {
-		// The principal's clients share its upstream sessions, and each
-		// numbers its requests on its own: ids of the gateway's keep two
-		// in flight apart. Nothing names them later (see Serve).
 		id = rq.h.statelessID()
 	}
 	for round := 1; ; round++ {
@@ -273,13 +273,7 @@ func (rq *Request) enableLogs(ctx context.Context, up *upstreamRef) {
 		h.log.Debug("logging/setLevel for a 2026-07-28 caller failed", "upstream", up.cfg.Name, "error", err)
 		return
 	}
-	if h.logsOnCount.Add(1) > maxLogsOn {
-		// Emptied rather than evicted: at worst a session is sent its
-		// level again.
-		h.logsOn.Clear()
-		h.logsOnCount.Store(1)
-	}
-	h.logsOn.Store(key, struct{}{})
+	h.logsOn.put(key, struct{}{}, maxLogsOn) // emptied when full: a session is sent its level again
 }
 
 // maxLogsOn bounds the upstream sessions remembered as logging.

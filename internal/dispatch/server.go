@@ -96,11 +96,8 @@ type Server struct {
 	// lastInstructions: upstream → its instructions last seen, cleaned
 	// (see instructions.go); at most config.MaxInstructionsBytes each.
 	lastInstructions map[string]string
-	capSets          sync.Map // capabilities JSON → names, see capSet
-	capSetCount      atomic.Int64
-
-	logsOn      sync.Map // upstream and session id → set to log: see enableLogs
-	logsOnCount atomic.Int64
+	capSets          clearingMap // capabilities JSON → names, see capSet
+	logsOn           clearingMap // upstream and session id → set to log: see enableLogs
 
 	own    owner          // goroutines that outlive a request: see owner.go
 	bridge *bridge.Bridge // requests for input between revisions

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"sync"
@@ -136,15 +137,27 @@ func (h *Server) capSet(caps json.RawMessage) map[string]bool {
 		}
 	}
 	if cacheable {
-		if h.capSetCount.Add(1) > capSetMaxEntries {
-			// Emptied rather than evicted one by one: entries are cheap
-			// to make again, and the table needs no order kept per hit.
-			h.capSets.Clear()
-			h.capSetCount.Store(1)
-		}
-		h.capSets.Store(string(caps), set)
+		h.capSets.put(string(caps), set, capSetMaxEntries)
 	}
 	return set
+}
+
+// A clearingMap is a sync.Map bounded by emptying it when an entry would
+// pass the bound, rather than evicting entries one by one: for entries that
+// are cheap to make again, where an order kept per hit would cost more than
+// an occasional refill.
+type clearingMap struct {
+	sync.Map
+	n atomic.Int64
+}
+
+// put stores v under k, emptying the map first when it holds max entries.
+func (m *clearingMap) put(k string, v any, max int64) {
+	if m.n.Add(1) > max {
+		m.Clear()
+		m.n.Store(1)
+	}
+	m.Store(k, v)
 }
 
 // modern reports whether the session's upstream session with up is of the
@@ -394,14 +407,15 @@ func (h *Server) UpstreamProblems() []string {
 // never collide. Replicas share upstream sessions through the store, so the
 // ids are unique across replicas too: a random per-process part, then a
 // counter.
-func (h *Server) internalID() jsonrpc.ID {
-	return jsonrpc.StringID("g." + h.idPrefix + "." + strconv.FormatUint(h.ids.Add(1), 10))
-}
+func (h *Server) internalID() jsonrpc.ID { return h.newID("g.") }
 
 // statelessID returns the id a 2026-07-28 client's request travels upstream
 // with: unique, as internalID's, and told apart from them.
-func (h *Server) statelessID() jsonrpc.ID {
-	return jsonrpc.StringID("s." + h.idPrefix + "." + strconv.FormatUint(h.ids.Add(1), 10))
+func (h *Server) statelessID() jsonrpc.ID { return h.newID("s.") }
+
+// newID returns kind, the random per-process part, then a counter.
+func (h *Server) newID(kind string) jsonrpc.ID {
+	return jsonrpc.StringID(kind + h.idPrefix + "." + strconv.FormatUint(h.ids.Add(1), 10))
 }
 
 // forwardID is the id a session client's request travels upstream with. It is a pure
