@@ -78,9 +78,11 @@ func TestBudgetsAcrossReplicas(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(start).Seconds()
+	// Never more than the limit lets through; at least the burst (a
+	// loaded machine may not make calls as fast as the rate allows).
 	want := rate + rate*elapsed
-	if float64(ok) > want+2 || float64(ok) < want-2 {
-		t.Errorf("%d calls let through in %.2fs across 3 replicas, want %.1f ± 2 (burst %d + %d/s)", ok, elapsed, want, rate, rate)
+	if float64(ok) > want+2 || ok < rate {
+		t.Errorf("%d calls let through in %.2fs across 3 replicas, want at most %.1f + 2 (burst %d + %d/s) and at least the burst", ok, elapsed, want, rate, rate)
 	}
 	if refused == 0 {
 		t.Fatal("no call refused")
@@ -194,7 +196,7 @@ func TestConcurrencyBound(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // the second call is waiting
 	start := time.Now()
 	txt, isErr := call(t, cs, "alpha__echo", map[string]any{"text": "r"})
-	if !isErr || !strings.Contains(txt, `Upstream "alpha" is busy (1 requests in flight, queue full)`) || time.Since(start) > 150*time.Millisecond {
+	if !isErr || !strings.Contains(txt, `Upstream "alpha" is busy (1 requests in flight, queue full)`) || time.Since(start) > 250*time.Millisecond {
 		t.Errorf("third call, after %v: %v %q", time.Since(start), isErr, txt)
 	}
 	if txt, isErr := call(t, cs, "beta__echo", map[string]any{"text": "b"}); isErr || txt != "beta:b" {
