@@ -314,10 +314,14 @@ func (b *Bridge) inputRequired(ctx context.Context, who *Caller, c *Call, up Ups
 	}
 	asks := make(map[string]any, len(reqs))
 	for k, r := range reqs {
-		ask := map[string]any{"method": r.Method}
-		if len(r.Params) > 0 {
-			ask["params"] = r.Params
+		// params is optional in the schema (roots/list has none to
+		// give), but the Go SDK's client fails to decode a request
+		// without it: an empty object means the same to every client.
+		params := r.Params
+		if len(params) == 0 || string(params) == "null" {
+			params = json.RawMessage(`{}`)
 		}
+		ask := map[string]any{"method": r.Method, "params": params}
 		asks[k] = ask
 	}
 	return json.Marshal(map[string]any{

@@ -483,9 +483,10 @@ func (c *Catalog) run(ctx context.Context, up *Upstream, k Kind, key listKey, w 
 		}
 	default:
 		delete(c.failures, key)
-		if key.scope == "" {
-			// Only a shared Listing's change is every session's news; a
-			// session's own is refetched when it asks.
+		if sharedKey(key) {
+			// Only a shared Listing's change (in a partition too) is
+			// news for the sessions that share it; a session's own is
+			// refetched when it asks.
 			old = c.lists[key]
 		}
 		c.store(key, l)
@@ -621,11 +622,12 @@ func (c *Catalog) Invalidate(upstream string, ks ...Kind) {
 
 // Stale marks an upstream's cached listings of the given kinds, shared and
 // per session, as due for a fetch (the upstream said they changed) and
-// returns the kinds that had a shared one. Unlike invalidate, it keeps what
+// returns the kinds that had a shared one, and apart those that had one
+// shared within a partition (see Scope). Unlike invalidate, it keeps what
 // was listed, so that the fetch can tell whether anything changed and, if
 // so, call OnChange. A remembered failure stays: an upstream cannot skip
 // its backoff by announcing changes.
-func (c *Catalog) Stale(upstream string, ks ...Kind) []Kind {
+func (c *Catalog) Stale(upstream string, ks ...Kind) (had, partitioned []Kind) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	mark := func(key listKey) bool {
@@ -638,7 +640,6 @@ func (c *Catalog) Stale(upstream string, ks ...Kind) []Kind {
 		c.lists[key] = &cp
 		return true
 	}
-	var had []Kind
 	for _, k := range ks {
 		if mark(listKey{upstream, k, ""}) {
 			had = append(had, k)
@@ -647,11 +648,13 @@ func (c *Catalog) Stale(upstream string, ks ...Kind) []Kind {
 	for _, keys := range c.scoped {
 		for _, key := range keys {
 			if key.upstream == upstream && slices.Contains(ks, key.kind) {
-				mark(key)
+				if mark(key) && sharedKey(key) && !slices.Contains(partitioned, key.kind) {
+					partitioned = append(partitioned, key.kind)
+				}
 			}
 		}
 	}
-	return had
+	return had, partitioned
 }
 
 // build rewrites an upstream's raw items to their exposed names. Items that

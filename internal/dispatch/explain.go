@@ -119,7 +119,7 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 			}
 		}
 		c := upstream.New(u, uopts)
-		res, err := c.Open(ctx)
+		res, err := c.OpenAs(ctx, noCaps)
 		if err != nil {
 			fmt.Fprintf(w, "  unreachable: %v\n", err)
 			c.Close()
@@ -244,7 +244,7 @@ func Pin(ctx context.Context, cfg *config.Config, opts ExplainOptions) (*config.
 }
 
 func pinUpstream(ctx context.Context, cfg *config.Config, c *upstream.Client) (*config.UpstreamPins, error) {
-	res, err := c.Open(ctx)
+	res, err := c.OpenAs(ctx, noCaps)
 	if err != nil {
 		return nil, err
 	}

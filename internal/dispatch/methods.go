@@ -375,9 +375,25 @@ func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Mes
 			}
 		}
 		wg.Wait()
+	case "notifications/roots/list_changed":
+		// Each upstream session was announced roots.listChanged if the
+		// client declared it (announce.go); a piped upstream's shared
+		// session was not.
+		if !strings.Contains(rq.announced().key, "roots.listChanged") {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		for name, us := range rq.upstreamSessions() {
+			if up := rq.st.byName[name]; up != nil && up.client.PerSession() && !upstream.IsModern(us) {
+				wg.Go(func() { _ = up.client.Notify(ctx, us, msg.Method, nil) })
+			}
+		}
+		wg.Wait()
 	default:
 		// notifications/initialized: the upstreams were initialized at
-		// initialize already. Others have no upstream to go to yet.
+		// initialize already. Others have no upstream to go to.
 	}
 }
 

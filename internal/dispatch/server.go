@@ -97,6 +97,7 @@ type Server struct {
 	// (see instructions.go); at most config.MaxInstructionsBytes each.
 	lastInstructions map[string]string
 	capSets          clearingMap // capabilities JSON → names, see capSet
+	announcedSets    clearingMap // client capabilities JSON → *announced, see announce
 	logsOn           clearingMap // upstream and session id → set to log: see enableLogs
 
 	own    owner          // goroutines that outlive a request: see owner.go
@@ -273,9 +274,9 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 			HTTPClient:  h.httpc,
 			Logger:      h.log.With("upstream", u.Name),
 			ClientInfo:  info,
-			// Requests for input are bridged to the clients that can
-			// answer them, and refused for the others (see mrtr.go).
-			Capabilities: json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}}`),
+			// What a piped upstream is announced; every other upstream
+			// session is announced its client's (see announce.go).
+			Capabilities: pipedCaps,
 			Inject:       telemetry.InjectHeaders,
 		})
 		st.upstreams = append(st.upstreams, ref)

@@ -80,7 +80,7 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 		return nil, &CreateError{Err: err}
 	}
 	ups := rq.upstreams()
-	opened := h.initUpstreams(ctx, ups)
+	opened := h.initUpstreams(ctx, ups, rq.h.announce(caps).upstreamCaps())
 	rec.Upstreams = make(map[string]session.Upstream, len(opened))
 	var mu sync.Mutex
 	var failed error

@@ -52,13 +52,13 @@ func (rq *Request) tenantUpstreams() *tenantUpstreams {
 
 // initUpstreams opens sessions with all of ups at once. Failures are logged
 // and leave the upstream out of the returned map.
-func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef) map[string]session.Upstream {
+func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps json.RawMessage) map[string]session.Upstream {
 	var mu sync.Mutex
 	out := make(map[string]session.Upstream, len(ups))
 	var wg sync.WaitGroup
 	for _, up := range ups {
 		wg.Go(func() {
-			res, err := up.client.Open(ctx)
+			res, err := up.client.OpenAs(ctx, caps)
 			h.noteUpstream(up.cfg.Name, err)
 			if err != nil {
 				h.log.Warn("upstream initialize failed", "upstream", up.cfg.Name, "error", err)
@@ -199,7 +199,7 @@ func (rq *Request) openUpstream(ctx context.Context, up *upstreamRef, prev strin
 		// Detached: the session outlives the request that happened to open
 		// it, and other requests may be waiting on this one.
 		ctx := context.WithoutCancel(ctx)
-		res, err := up.client.Open(ctx)
+		res, err := up.client.OpenAs(ctx, rq.announced().upstreamCaps())
 		if err != nil {
 			return nil, err
 		}
@@ -489,22 +489,26 @@ func (rq *Request) listScope(up *catalog.Upstream) catalog.Scope {
 	if rq.Session != nil {
 		sc.Session = rq.Session.ID
 	}
-	if rq.st.creds {
-		if ref := rq.st.byName[up.Name]; ref != nil {
-			sc.Partition = rq.partition(ref)
-		}
+	ref := rq.st.byName[up.Name]
+	if rq.st.creds && ref != nil {
+		sc.Partition = rq.partition(ref)
+	}
+	// Listings fetched on sessions announced different capabilities may
+	// differ (see announce.go).
+	if key := rq.announced().key; key != "" && (ref == nil || ref.client.PerSession()) {
+		sc.Partition = key + "\x00" + sc.Partition
 	}
 	return sc
 }
 
 // observe reacts to a notification an upstream sent: a list change marks
 // the catalog's listings of that kind stale. It returns the kinds whose
-// listings were cached.
-func (h *Server) observe(up *upstreamRef, msg *jsonrpc.Message) []catalog.Kind {
+// listings were cached, as catalog.Stale does.
+func (h *Server) observe(up *upstreamRef, msg *jsonrpc.Message) (had, partitioned []catalog.Kind) {
 	if ks := catalog.ChangedKinds(msg.Method); ks != nil {
 		return h.catalog.Stale(up.cfg.Name, ks...)
 	}
-	return nil
+	return nil, nil
 }
 
 // Listing implements catalog.Lookup: up's listing of kind k through the

@@ -151,7 +151,7 @@ var errNothingToWatch = errors.New("its capabilities announce no list changes")
 // watchOnce opens a session and a stream with up and reads the stream until
 // it ends. onOpen is called once the stream is open.
 func (h *Server) watchOnce(ctx context.Context, up *upstreamRef, missed bool, onOpen func()) error {
-	res, err := up.client.Open(ctx)
+	res, err := up.client.OpenAs(ctx, noCaps)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,8 @@ func (h *Server) watchOnce(ctx context.Context, up *upstreamRef, missed bool, on
 	stop := context.AfterFunc(ctx, func() { st.Close() })
 	defer stop()
 	if missed {
-		h.refresh(ctx, up, us, h.catalog.Stale(up.cfg.Name, catalog.Tools, catalog.Prompts, catalog.Resources, catalog.Templates))
+		had, partitioned := h.catalog.Stale(up.cfg.Name, catalog.Tools, catalog.Prompts, catalog.Resources, catalog.Templates)
+		h.refresh(ctx, up, us, had, partitioned)
 	}
 	onOpen()
 	for {
@@ -186,7 +187,8 @@ func (h *Server) watchOnce(ctx context.Context, up *upstreamRef, missed bool, on
 		}
 		switch msg.Kind {
 		case jsonrpc.KindNotification:
-			h.refresh(ctx, up, us, h.observe(up, msg))
+			had, partitioned := h.observe(up, msg)
+			h.refresh(ctx, up, us, had, partitioned)
 		case jsonrpc.KindRequest:
 			// Nobody to ask on this session: ping is answered, the rest
 			// refused.
@@ -219,11 +221,21 @@ func announcesListChanges(caps json.RawMessage) bool {
 	return false
 }
 
-// refresh fetches again the listings of kinds ks that the catalog holds
+// refresh fetches again the listings of kinds had that the catalog holds
 // for up, on the watch's session, so that the catalog tells the clients
-// whose view changed (catalog.onChange) and has the new lists ready.
-func (h *Server) refresh(ctx context.Context, up *upstreamRef, us session.Upstream, ks []catalog.Kind) {
-	for _, k := range ks {
+// whose view changed (catalog.onChange) and has the new lists ready. The
+// listings of partitioned kinds were fetched on sessions announced other
+// capabilities, or with other credentials, than the watch's: it cannot
+// fetch them as they were, so it tells the clients at once, and each
+// listing is fetched again when next used.
+func (h *Server) refresh(ctx context.Context, up *upstreamRef, us session.Upstream, had, partitioned []catalog.Kind) {
+	for _, k := range partitioned {
+		h.upstreamListChanged(up.cfg.Name, k)
+	}
+	for _, k := range had {
+		if slices.Contains(partitioned, k) {
+			continue // told already
+		}
 		_, err := h.catalog.Get(ctx, &up.cat, k, catalog.Scope{}, func(ctx context.Context, b catalog.Bounds) ([]json.RawMessage, bool, error) {
 			return listOn(ctx, up.client, us, k, "watch", b)
 		})

@@ -282,7 +282,9 @@ func TestSessionClientElicitationForwarded(t *testing.T) {
 // 2026-07-28 client MissingRequiredClientCapabilityError with HTTP 400
 // (2026-07-28 basic/index, "Per-request protocol fields").
 func TestElicitationWithoutCapability(t *testing.T) {
-	a := testkit.NewUpstream(t, "alpha")
+	// The gateway announces to an upstream what its client declared, and
+	// the SDK's servers then do not ask: this one asks anyway.
+	a := testkit.NewUpstreamWith(t, "alpha", testkit.UpstreamOptions{AssumeCapable: true})
 	url := startGateway(t, []upstreamSpec{spec(a)})
 	cs := testkit.Connect(t, url, nil)
 	start := time.Now()
@@ -545,7 +547,9 @@ func TestElicitationModeNeedsItsCapability(t *testing.T) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "asked"}}}, nil
 		})
 	}
-	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	// An upstream that asks whatever its client declared (the SDK's
+	// servers check, and the gateway announces what the client declared).
+	up := httptest.NewServer(testkit.AssumeCapable(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)))
 	t.Cleanup(up.Close)
 	url := startGateway(t, []upstreamSpec{{name: "modes", url: up.URL}})
 	validate := schemaValidator(t)

@@ -35,6 +35,13 @@ type ConnectOptions struct {
 	// ElicitationHandler, if non-nil, answers elicitation/create (and the
 	// client declares the elicitation capability).
 	ElicitationHandler func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
+	// CreateMessageHandler, if non-nil, answers sampling/createMessage
+	// (and the client declares the sampling capability).
+	CreateMessageHandler func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error)
+	// Capabilities, if non-nil, replace the SDK's default client
+	// capabilities (roots with listChanged); the handlers above still add
+	// theirs.
+	Capabilities *mcp.ClientCapabilities
 }
 
 // Connect returns a go-sdk client session to the Streamable HTTP MCP
@@ -54,6 +61,8 @@ func Connect(t testing.TB, url string, opts *ConnectOptions) *mcp.ClientSession 
 		LoggingMessageHandler:  opts.LoggingHandler,
 		ElicitationHandler:     opts.ElicitationHandler,
 		ToolListChangedHandler: opts.ToolListChangedHandler,
+		CreateMessageHandler:   opts.CreateMessageHandler,
+		Capabilities:           opts.Capabilities,
 	})
 	version := opts.ProtocolVersion
 	if version == "" {

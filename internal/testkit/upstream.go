@@ -45,6 +45,11 @@ type UpstreamOptions struct {
 	// Instructions are the server's instructions, in its initialize (or
 	// server/discover) result.
 	Instructions string
+	// AssumeCapable makes the server act as if every client declared
+	// elicitation (form and url), sampling and roots, whatever it
+	// declared: an upstream that asks without looking (see
+	// [AssumeCapable]).
+	AssumeCapable bool
 }
 
 // RecordedRequest is one HTTP request an [Upstream] received.
@@ -252,6 +257,10 @@ func (u *Upstream) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body.Close()
+	if u.opts.AssumeCapable {
+		body = assumeCapable(body)
+		r.ContentLength = int64(len(body))
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	rec := RecordedRequest{
 		Method:    r.Method,
@@ -562,4 +571,58 @@ func (u *Upstream) addResourcesAndPrompts(s *mcp.Server) {
 			{Role: "user", Content: &mcp.TextContent{Text: "hello " + req.Params.Arguments["who"] + " from " + name}},
 		}}, nil
 	})
+}
+
+// AssumeCapable wraps an MCP server's handler so that it acts as if every
+// client declared elicitation (form and url), sampling and roots: the
+// capabilities of each initialize (and of each 2026-07-28 request's _meta)
+// are replaced before the server sees them. The SDK's servers refuse to
+// ask a client that did not declare what they ask for; some servers ask
+// anyway, and this is one.
+func AssumeCapable(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body.Close()
+			body = assumeCapable(body)
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// capableCaps are the client capabilities assumeCapable puts in.
+const capableCaps = `{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}}`
+
+// assumeCapable replaces the client capabilities in an initialize request
+// or a 2026-07-28 request's _meta.
+func assumeCapable(body []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil || m["params"] == nil {
+		return body
+	}
+	var p map[string]json.RawMessage
+	if json.Unmarshal(m["params"], &p) != nil {
+		return body
+	}
+	if string(m["method"]) == `"initialize"` {
+		p["capabilities"] = json.RawMessage(capableCaps)
+	}
+	if meta := p["_meta"]; meta != nil {
+		var mm map[string]json.RawMessage
+		if json.Unmarshal(meta, &mm) == nil && mm["io.modelcontextprotocol/clientCapabilities"] != nil {
+			mm["io.modelcontextprotocol/clientCapabilities"] = json.RawMessage(capableCaps)
+			p["_meta"], _ = json.Marshal(mm)
+		}
+	}
+	m["params"], _ = json.Marshal(p)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
 }

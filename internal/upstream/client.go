@@ -420,11 +420,34 @@ var initializeID = jsonrpc.IntID(0)
 // If the upstream answers initialize with a JSON-RPC error, the returned
 // *Error wraps that *jsonrpc.Error.
 func (c *Client) Initialize(ctx context.Context) (*InitResult, error) {
+	return c.initialize(ctx, c.initParams)
+}
+
+// InitializeAs is Initialize announcing caps as the client capabilities
+// instead of the configured ones (nil: the configured ones). A piped
+// upstream (stdio, HTTP+SSE) is one session shared by the gateway's, so
+// it is always initialized with the configured ones (see [Client.PerSession]).
+func (c *Client) InitializeAs(ctx context.Context, caps json.RawMessage) (*InitResult, error) {
+	if caps == nil || !c.PerSession() {
+		return c.initialize(ctx, c.initParams)
+	}
+	p := append([]byte(`{"protocolVersion":"`+protocol.LatestSession.String()+`","capabilities":`), caps...)
+	p = append(p, `,"clientInfo":`...)
+	p = append(p, c.info...)
+	return c.initialize(ctx, append(p, '}'))
+}
+
+// PerSession reports whether each upstream session is the upstream's own,
+// so that what one announces (its client capabilities) is that session's
+// alone. A piped upstream's sessions share the server's one.
+func (c *Client) PerSession() bool { return !c.piped() }
+
+func (c *Client) initialize(ctx context.Context, params json.RawMessage) (*InitResult, error) {
 	const op = "initialize"
 	ctx, stop := c.withTimeout(ctx)
 	defer stop()
 
-	r, err := c.call(ctx, session.Upstream{}, initializeID, op, c.initParams, false, nil)
+	r, err := c.call(ctx, session.Upstream{}, initializeID, op, params, false, nil)
 	if err != nil {
 		return nil, err
 	}

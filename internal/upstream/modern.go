@@ -52,6 +52,14 @@ const (
 // failed Open, or a modern session the upstream no longer takes (see
 // callStatusError), makes the next Open probe again.
 func (c *Client) Open(ctx context.Context) (*InitResult, error) {
+	return c.OpenAs(ctx, nil)
+}
+
+// OpenAs is Open for a client whose capabilities are caps: a session of
+// the session-based revisions announces them at initialize (see
+// [Client.InitializeAs]); a modern session has none to announce, its
+// requests carry their client's. Nil caps are the configured ones.
+func (c *Client) OpenAs(ctx context.Context, caps json.RawMessage) (*InitResult, error) {
 	if c.era.Load() != eraLegacy {
 		res, err := c.discover(ctx)
 		switch {
@@ -64,7 +72,7 @@ func (c *Client) Open(ctx context.Context) (*InitResult, error) {
 		}
 		c.era.Store(eraLegacy)
 	}
-	res, err := c.Initialize(ctx)
+	res, err := c.InitializeAs(ctx, caps)
 	var e *Error
 	if err != nil && c.auto != nil && !c.auto.sse.Load() && errors.As(err, &e) && e.Status >= 400 && e.Status <= 499 &&
 		e.Status != http.StatusUnauthorized && e.Status != http.StatusForbidden && e.Status != http.StatusTooManyRequests {
@@ -75,7 +83,7 @@ func (c *Client) Open(ctx context.Context) (*InitResult, error) {
 		// what a Streamable HTTP server says too.
 		c.log.Info("upstream speaks the 2024-11-05 HTTP+SSE transport", "status", e.Status)
 		c.auto.sse.Store(true)
-		res, err = c.Initialize(ctx)
+		res, err = c.InitializeAs(ctx, caps)
 	}
 	if err != nil {
 		c.era.Store(eraUnknown)
