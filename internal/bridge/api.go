@@ -19,6 +19,7 @@ type Bridge struct {
 	metrics *telemetry.Metrics
 	caps    func(json.RawMessage) map[string]bool
 	observe func(upstream string, msg *jsonrpc.Message)
+	shape   func(upstream, method string, params json.RawMessage) json.RawMessage
 	own     Owner
 	parked  parking
 }
@@ -39,6 +40,10 @@ type Options struct {
 	Observe func(upstream string, msg *jsonrpc.Message)
 	// Own runs the pumps of parked calls.
 	Own Owner
+	// Shape, if set, rewrites the params of a request an upstream sends
+	// before the client sees it (the resource URIs it holds, exposed in
+	// the gateway's namespace).
+	Shape func(upstream, method string, params json.RawMessage) json.RawMessage
 }
 
 // An Owner runs goroutines that outlive a request, and waits for them.
@@ -59,7 +64,11 @@ func New(opts Options) *Bridge {
 	if observe == nil {
 		observe = func(string, *jsonrpc.Message) {}
 	}
-	return &Bridge{mailbox: opts.Mailbox, log: log, metrics: opts.Metrics, caps: opts.Caps, observe: observe, own: opts.Own}
+	shape := opts.Shape
+	if shape == nil {
+		shape = func(_, _ string, params json.RawMessage) json.RawMessage { return params }
+	}
+	return &Bridge{mailbox: opts.Mailbox, log: log, metrics: opts.Metrics, caps: opts.Caps, observe: observe, shape: shape, own: opts.Own}
 }
 
 // Relays reports whether the bridge can carry a request for input across

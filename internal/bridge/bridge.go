@@ -132,7 +132,7 @@ func (b *Bridge) UpstreamRequest(ctx context.Context, who *Caller, out Out, up U
 		b.reply(ctx, up, us, msg.ID, json.RawMessage(`{}`), nil)
 	case !who.Stateless && !out.Collects() && !b.lacks(who, msg):
 		// (A batch's collector has no stream to carry the request.)
-		fwd := jsonrpc.AppendRequest(nil, jsonrpc.StringID(forwardedID(up.Name(), msg.ID)), msg.Method, msg.Params)
+		fwd := jsonrpc.AppendRequest(nil, jsonrpc.StringID(forwardedID(up.Name(), msg.ID)), msg.Method, b.shape(up.Name(), msg.Method, msg.Params))
 		if err := out.Event(fwd); err != nil {
 			b.reply(ctx, up, us, msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client is gone"))
 		}
@@ -317,7 +317,7 @@ func (b *Bridge) inputRequired(ctx context.Context, who *Caller, c *Call, up Ups
 		// params is optional in the schema (roots/list has none to
 		// give), but the Go SDK's client fails to decode a request
 		// without it: an empty object means the same to every client.
-		params := r.Params
+		params := b.shape(up.Name(), r.Method, r.Params)
 		if len(params) == 0 || string(params) == "null" {
 			params = json.RawMessage(`{}`)
 		}
@@ -555,7 +555,7 @@ func (b *Bridge) AskClient(ctx context.Context, who *Caller, c *Call, up Upstrea
 			if err := b.markAsked(ctx, who, box, k, deadline); err != nil {
 				return nil, err
 			}
-			if err := c.Out.Event(jsonrpc.AppendRequest(nil, jsonrpc.StringID(askedPrefix+box+"."+k), method, ask.Get("params"))); err != nil {
+			if err := c.Out.Event(jsonrpc.AppendRequest(nil, jsonrpc.StringID(askedPrefix+box+"."+k), method, b.shape(up.Name(), method, ask.Get("params")))); err != nil {
 				return nil, err
 			}
 			pending[m.Name] = true

@@ -35,9 +35,14 @@ import (
 // resources/unsubscribe params.uri, and completion/complete's ref/resource
 // uri (internal/dispatch).
 //
-// Not rewritten: the ContentBlocks of ToolResultContent inside sampling
-// messages (sampling/createMessage, relayed as they are by the bridge),
-// and URIs inside free-form values the schema does not type (tool
+//   - sampling/createMessage params.messages[].content, a SamplingContent
+//     or an array of them: the ContentBlocks of each ToolResultContent
+//     ([ExposeSamplingParams], applied by the bridge to every request it
+//     forwards).
+//
+// Not rewritten: a client's CreateMessageResult (the model's answer: a
+// ToolResultContent there would hold the client's blocks, not an
+// upstream's), and URIs inside free-form values the schema does not type (tool
 // arguments, structuredContent, other _meta keys). Root.uri is the
 // client's own (roots/list), no upstream's resource; 2026-07-28
 // SubscriptionFilter.resourceSubscriptions are not relayed at all (see
@@ -233,4 +238,94 @@ func ExposePromptResult(res json.RawMessage, prefix string) json.RawMessage {
 	}
 	o.Set("messages", m)
 	return o.Bytes()
+}
+
+// ExposeSamplingParams returns params, a CreateMessageRequest's, with the
+// URIs of the content blocks inside each message's tool results exposed
+// for prefix. A message's content is one SamplingContent or an array of
+// them; only a tool_result holds ContentBlocks.
+func ExposeSamplingParams(params json.RawMessage, prefix string) json.RawMessage {
+	if prefix == "" || !bytes.Contains(params, resourceWord) {
+		return params
+	}
+	p, err := jsonx.ParseValidObject(params)
+	if err != nil {
+		return params
+	}
+	messages := p.Get("messages")
+	var out []byte
+	last := 0
+	err = jsonx.EachElement(messages, func(start, end int) error {
+		elem := messages[start:end]
+		if !bytes.Contains(elem, resourceWord) {
+			return nil
+		}
+		m, err := jsonx.ParseValidObject(elem)
+		if err != nil {
+			return nil
+		}
+		c, ok := exposeSamplingContent(m.Get("content"), prefix)
+		if !ok {
+			return nil
+		}
+		m.Set("content", c)
+		out = append(out, messages[last:start]...)
+		out = m.AppendTo(out)
+		last = end
+		return nil
+	})
+	if err != nil || out == nil {
+		return params
+	}
+	p.Set("messages", append(out, messages[last:]...))
+	return p.Bytes()
+}
+
+// exposeSamplingContent exposes the URIs in one SamplingContent, or in an
+// array of them, and reports whether anything changed.
+func exposeSamplingContent(c json.RawMessage, prefix string) (json.RawMessage, bool) {
+	c = bytes.TrimSpace(c)
+	if len(c) == 0 {
+		return c, false
+	}
+	if c[0] == '[' {
+		var out []byte
+		last := 0
+		err := jsonx.EachElement(c, func(start, end int) error {
+			b, ok := exposeToolResult(c[start:end], prefix)
+			if !ok {
+				return nil
+			}
+			out = append(out, c[last:start]...)
+			out = append(out, b...)
+			last = end
+			return nil
+		})
+		if err != nil || out == nil {
+			return c, false
+		}
+		return append(out, c[last:]...), true
+	}
+	return exposeToolResult(c, prefix)
+}
+
+// exposeToolResult exposes the URIs of the content blocks of a
+// tool_result SamplingContent.
+func exposeToolResult(block []byte, prefix string) ([]byte, bool) {
+	if !bytes.Contains(block, resourceWord) {
+		return nil, false
+	}
+	o, err := jsonx.ParseValidObject(block)
+	if err != nil {
+		return nil, false
+	}
+	if typ, _ := o.GetString("type"); typ != "tool_result" {
+		return nil, false
+	}
+	inner, ok := ExposeContentBlocks(o.Get("content"), prefix)
+	if !ok {
+		return nil, false
+	}
+	o.Set("content", inner)
+	return o.Bytes(), true
 }

@@ -78,3 +78,30 @@ func TestExposeContentBlocksBound(t *testing.T) {
 		t.Errorf("ExposeContentBlocks of %d blocks: %v allocations, want a few", n+1, allocs)
 	}
 }
+
+// TestExposeSamplingParams: the resource URIs in the tool results of a
+// sampling request are exposed, in a single content and in an array, and
+// nothing else changes.
+func TestExposeSamplingParams(t *testing.T) {
+	link := `{"type":"resource_link","uri":"file:///a","name":"a"}`
+	in := `{"messages":[` +
+		`{"role":"user","content":{"type":"text","text":"resource"}},` +
+		`{"role":"user","content":{"type":"tool_result","toolUseId":"1","content":[` + link + `]}},` +
+		`{"role":"user","content":[{"type":"text","text":"x"},{"type":"tool_result","toolUseId":"2","content":[{"type":"resource","resource":{"uri":"file:///b","text":"b"}}]}]}` +
+		`],"maxTokens":5}`
+	want := `{"messages":[` +
+		`{"role":"user","content":{"type":"text","text":"resource"}},` +
+		`{"role":"user","content":{"type":"tool_result","toolUseId":"1","content":[{"type":"resource_link","uri":"fs+file:///a","name":"a"}]}},` +
+		`{"role":"user","content":[{"type":"text","text":"x"},{"type":"tool_result","toolUseId":"2","content":[{"type":"resource","resource":{"uri":"fs+file:///b","text":"b"}}]}]}` +
+		`],"maxTokens":5}`
+	if got := string(ExposeSamplingParams(json.RawMessage(in), "fs")); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got := string(ExposeSamplingParams(json.RawMessage(in), "")); got != in {
+		t.Errorf("no prefix changed %s", got)
+	}
+	plain := `{"messages":[{"role":"user","content":{"type":"text","text":"hi"}}]}`
+	if got := string(ExposeSamplingParams(json.RawMessage(plain), "fs")); got != plain {
+		t.Errorf("plain changed: %s", got)
+	}
+}

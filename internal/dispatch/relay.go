@@ -292,3 +292,17 @@ func (rq *Request) wantsLog(msg *jsonrpc.Message) bool {
 	level, _ := p.GetString("level")
 	return protocol.LogSeverity(level) >= protocol.LogSeverity(rq.LogLevel)
 }
+
+// shapeUpstreamRequest is the bridge's Shape: the resource URIs inside an
+// upstream's sampling request, exposed in the gateway's namespace (see
+// catalog/uris.go).
+func (h *Server) shapeUpstreamRequest(name, method string, params json.RawMessage) json.RawMessage {
+	if method != "sampling/createMessage" {
+		return params
+	}
+	up := h.state.Load().byName[name]
+	if up == nil {
+		return params
+	}
+	return catalog.ExposeSamplingParams(params, up.cat.Prefix)
+}

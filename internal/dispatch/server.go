@@ -188,7 +188,7 @@ func New(opts Options) (*Server, error) {
 	h.guards.Notify = h.circuitChanged
 	mailbox, _ := opts.Store.(session.Mailbox)
 	h.bridge = bridge.New(bridge.Options{
-		Mailbox: mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capSet, Own: &h.own,
+		Mailbox: mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capSet, Own: &h.own, Shape: h.shapeUpstreamRequest,
 		Observe: func(name string, msg *jsonrpc.Message) {
 			if ks := catalog.ChangedKinds(msg.Method); ks != nil {
 				h.catalog.Stale(name, ks...)

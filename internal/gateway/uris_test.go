@@ -148,3 +148,67 @@ func TestResourceURIsInsideResults(t *testing.T) {
 		}
 	}
 }
+
+// TestResourceURIsInsideSamplingRequests: an upstream that asks the client
+// for a completion over a tool result holding a resource link sends the
+// link's URI in its own namespace; the client sees it in the gateway's,
+// and reads it back through the gateway, in either revision.
+func TestResourceURIsInsideSamplingRequests(t *testing.T) {
+	const report = "file:///reports/today.txt"
+	srv := mcp.NewServer(&mcp.Implementation{Name: "asker"}, nil)
+	srv.AddResource(&mcp.Resource{URI: report, Name: "report", MIMEType: "text/plain"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: report, MIMEType: "text/plain", Text: "sunny"}}}, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "summarize"},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.CreateMessageWithTools(ctx, &mcp.CreateMessageWithToolsParams{MaxTokens: 10, Messages: []*mcp.SamplingMessageV2{
+				{Role: "assistant", Content: []mcp.Content{&mcp.ToolUseContent{ID: "u1", Name: "fetch", Input: map[string]any{}}}},
+				{Role: "user", Content: []mcp.Content{&mcp.ToolResultContent{ToolUseID: "u1", Content: []mcp.Content{&mcp.ResourceLink{URI: report, Name: "report"}}}}},
+			}})
+			if err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: res.Content}, nil, nil
+		})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(up.Close)
+	url := startGateway(t, []upstreamSpec{{name: "asker", url: up.URL}})
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			var seen string
+			client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, &mcp.ClientOptions{
+				CreateMessageWithToolsHandler: func(_ context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+					for _, m := range req.Params.Messages {
+						for _, c := range m.Content {
+							if tr, ok := c.(*mcp.ToolResultContent); ok {
+								for _, in := range tr.Content {
+									if l, ok := in.(*mcp.ResourceLink); ok {
+										seen = l.URI
+									}
+								}
+							}
+						}
+					}
+					return &mcp.CreateMessageWithToolsResult{Model: "m", Role: "assistant", Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+				},
+			})
+			ctx := context.Background()
+			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "asker__summarize"}); err != nil {
+				t.Fatal(err)
+			}
+			if want := "asker+" + report; seen != want {
+				t.Fatalf("the client saw %q in the sampling request, want %q", seen, want)
+			}
+			res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: seen})
+			if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != "sunny" {
+				t.Errorf("reading %s back: %v %+v", seen, err, res)
+			}
+		})
+	}
+}
