@@ -149,6 +149,7 @@ func (v *validator) config(c *Config) {
 	v.pins(c)
 	v.telemetry(c)
 	nonNegative(v, "identity.token_ttl", c.Identity.TokenTTL)
+	v.vault(c)
 }
 
 func (v *validator) limits(l *Limits) {
