@@ -55,6 +55,9 @@ type Key struct {
 	Upstream string `json:"upstream"`
 }
 
+// String names k for maps: its hash.
+func (k Key) String() string { return k.id() }
+
 // id is the store's name of k: a hash, so that no identifier reaches a
 // store key (and none is too long for one).
 func (k Key) id() string { return hashOf(k.Issuer, k.Subject, k.Tenant, k.Upstream) }
@@ -79,6 +82,8 @@ type Token struct {
 	// Issuer is the authorization server that granted it, whose token
 	// and revocation endpoints refresh and revoke it.
 	Issuer string `json:"issuer"`
+	// Obtained is when it was granted or refreshed.
+	Obtained time.Time `json:"obtained,omitzero"`
 }
 
 // String never shows the token.
