@@ -32,7 +32,13 @@ import (
 // Nothing a browser sends chooses the principal: it comes from the pending
 // consent, which only the principal's own request created.
 
-const csrfCookie = "mcpgw_consent"
+const (
+	csrfCookie = "mcpgw_consent"
+	// stateCookie binds an authorization to the browser that confirmed
+	// it (RFC 6749 §10.12): a callback from another browser, with a state
+	// it was sent by someone else, is refused.
+	stateCookie = "mcpgw_state"
+)
 
 var pages = template.Must(template.New("").Parse(`
 {{define "head"}}<!doctype html><html><head><meta charset="utf-8"><title>{{.Title}}</title></head><body>{{end}}
@@ -203,8 +209,9 @@ func (b *Broker) confirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	verifier := oauth2.GenerateVerifier()
+	browser := randomToken()
 	next := &vault.Pending{Principal: p.Principal, Upstream: p.Upstream, Elicitation: p.ID, Session: p.Session,
-		Verifier: verifier, Issuer: meta.Issuer, Expires: b.now().Add(st.cfg.Vault.ConsentTTL.D())}
+		Verifier: verifier, Browser: browser, Issuer: meta.Issuer, Expires: b.now().Add(st.cfg.Vault.ConsentTTL.D())}
 	if p.Elicitation != "" {
 		next.Elicitation = p.Elicitation
 	}
@@ -213,6 +220,12 @@ func (b *Broker) confirm(w http.ResponseWriter, r *http.Request) {
 		b.notFound(w, err)
 		return
 	}
+	http.SetCookie(w, &http.Cookie{
+		Name: stateCookie, Value: browser, Path: CallbackPath, HttpOnly: true,
+		// Lax: the callback is a top-level navigation from the
+		// authorization server's site.
+		SameSite: http.SameSiteLaxMode, Secure: strings.HasPrefix(st.origin, "https:"), MaxAge: int(st.cfg.Vault.ConsentTTL.D().Seconds()),
+	})
 	conf := b.oauthConfig(st, a, meta)
 	to := conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", resource(u, a)))
 	http.Redirect(w, r, to, http.StatusSeeOther)
@@ -242,6 +255,11 @@ func (b *Broker) callback(w http.ResponseWriter, r *http.Request) {
 			err = vault.ErrNotFound
 		}
 		b.notFound(w, err)
+		return
+	}
+	if c, err := r.Cookie(stateCookie); err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(p.Browser)) != 1 {
+		// Used up all the same: a state is tried once.
+		message(w, http.StatusForbidden, "Not linked", "This answer does not belong to the browser that confirmed the consent. Retry the call from your MCP client to start again.")
 		return
 	}
 	if e := q.Get("error"); e != "" {
@@ -285,8 +303,8 @@ func (b *Broker) callback(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	delete(b.stale, k.String())
 	b.mu.Unlock()
-	if fn := b.complete.Load(); fn != nil && p.Session != "" {
-		(*fn)(context.WithoutCancel(r.Context()), p.Session, p.Elicitation)
+	if fn := b.linked.Load(); fn != nil {
+		(*fn)(context.WithoutCancel(r.Context()), p.Upstream, p.Session, p.Elicitation)
 	}
 	message(w, http.StatusOK, "Linked", "Your account at "+p.Upstream+" is linked to "+p.Subject+" (tenant "+p.Tenant+"). Return to your MCP client and retry.")
 }

@@ -49,6 +49,10 @@ func (e *ConsentRequired) Error() string {
 	return "authorization required at upstream " + e.Upstream + ": the user must link an account"
 }
 
+// CallerMustAct says that the caller, not the upstream, must act: what
+// remembers upstream failures (the catalog) does not remember this one.
+func (e *ConsentRequired) CallerMustAct() bool { return true }
+
 // A Consent is a consent link given to a client.
 type Consent struct {
 	// URL is the gateway's own page, never the authorization server's.
@@ -74,8 +78,8 @@ type Broker struct {
 	now   func() time.Time
 
 	cur atomic.Pointer[brokerState]
-	// complete, if set, tells a client session that its consent is done.
-	complete atomic.Pointer[func(ctx context.Context, session, elicitationID string)]
+	// linked, if set, is told of each account linked (see OnLinked).
+	linked atomic.Pointer[func(ctx context.Context, upstream, session, elicitationID string)]
 
 	refresh singleflight.Group
 	mu      sync.Mutex
@@ -164,10 +168,12 @@ func (b *Broker) Configure(cfg *config.Config) error {
 	return nil
 }
 
-// OnComplete sets fn as what tells client session that the consent of
-// elicitationID is done (notifications/elicitation/complete).
-func (b *Broker) OnComplete(fn func(ctx context.Context, session, elicitationID string)) {
-	b.complete.Store(&fn)
+// OnLinked sets fn as what happens once a user linked an account at
+// upstream: what was remembered of the upstream's refusals goes, and the
+// client session (if any) is told that the consent of elicitationID is
+// done (notifications/elicitation/complete).
+func (b *Broker) OnLinked(fn func(ctx context.Context, upstream, session, elicitationID string)) {
+	b.linked.Store(&fn)
 }
 
 // Vault returns the vault of the config in force, nil without keys.

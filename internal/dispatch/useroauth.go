@@ -34,7 +34,7 @@ func newBroker(cfg *config.Config, store session.Store, h *Server) (*credentials
 	if err != nil {
 		return nil, err
 	}
-	b.OnComplete(h.elicitationComplete)
+	b.OnLinked(h.linked)
 	return b, nil
 }
 
@@ -47,10 +47,10 @@ func (h *Server) OnNotifySession(fn func(ctx context.Context, sessionID string, 
 	h.notifySession.Store(&fn)
 }
 
-// elicitationComplete tells session that the consent elicitationID is
-// done (2025-11-25 client/elicitation, "Completion Notifications for URL
+// linked is told of an account linked at upstream: the session that got
+// the elicitation is told it is done (2025-11-25 client/elicitation, "Completion Notifications for URL
 // Mode Elicitation": only to the client that got the elicitation).
-func (h *Server) elicitationComplete(ctx context.Context, sessionID, elicitationID string) {
+func (h *Server) linked(ctx context.Context, _, sessionID, elicitationID string) {
 	fn := h.notifySession.Load()
 	if fn == nil || sessionID == "" {
 		return

@@ -35,6 +35,11 @@ type ConnectOptions struct {
 	// ElicitationHandler, if non-nil, answers elicitation/create (and the
 	// client declares the elicitation capability).
 	ElicitationHandler func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
+	// ElicitationCompleteHandler, if non-nil, receives
+	// notifications/elicitation/complete.
+	ElicitationCompleteHandler func(context.Context, *mcp.ElicitationCompleteNotificationRequest)
+	// Capabilities, if non-nil, are declared (see mcp.ClientOptions).
+	Capabilities *mcp.ClientCapabilities
 }
 
 // Connect returns a go-sdk client session to the Streamable HTTP MCP
@@ -51,9 +56,11 @@ func Connect(t testing.TB, url string, opts *ConnectOptions) *mcp.ClientSession 
 	client := mcp.NewClient(&mcp.Implementation{Name: "testkit", Version: "0.0.1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: opts.ProgressHandler,
 		//lint:ignore SA1019 logging is deprecated only from 2026-07-28; the 2025-11-25 sessions the gateway serves still use it
-		LoggingMessageHandler:  opts.LoggingHandler,
-		ElicitationHandler:     opts.ElicitationHandler,
-		ToolListChangedHandler: opts.ToolListChangedHandler,
+		LoggingMessageHandler:      opts.LoggingHandler,
+		ElicitationHandler:         opts.ElicitationHandler,
+		ToolListChangedHandler:     opts.ToolListChangedHandler,
+		ElicitationCompleteHandler: opts.ElicitationCompleteHandler,
+		Capabilities:               opts.Capabilities,
 	})
 	version := opts.ProtocolVersion
 	if version == "" {

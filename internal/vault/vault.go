@@ -113,6 +113,8 @@ type Pending struct {
 	Elicitation string `json:"elicitation"`
 	Session     string `json:"session,omitempty"`
 	Verifier    string `json:"verifier,omitempty"`
+	// Browser is the value of the cookie of the browser that confirmed.
+	Browser string `json:"browser,omitempty"`
 	// Issuer is the authorization server the authorization went to.
 	Issuer  string    `json:"issuer,omitempty"`
 	Expires time.Time `json:"expires"`

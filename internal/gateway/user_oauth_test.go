@@ -1,0 +1,325 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/gateway"
+	"github.com/mcpgw/gateway/internal/testkit"
+	"github.com/mcpgw/gateway/internal/vault"
+)
+
+// oauthEnv is a gateway whose upstream "saas" (prefix saas) acts as each
+// user with the user's own token from the IdP (auth mode user_oauth),
+// the same IdP issuing the clients' gateway tokens.
+type oauthEnv struct {
+	idp      *testkit.IDP
+	up       *testkit.AuthUpstream
+	g        *gateway.Gateway
+	url      string // the MCP endpoint
+	origin   string
+	cfg      *config.Config
+	listener net.Listener
+	// stopGateway stops the gateway running now.
+	stopGateway func()
+}
+
+const gwClient, gwSecret = "gateway", "gateway-secret"
+
+// vaultKey is a fresh vault key, base64.
+func vaultKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// oauthClients are the IdP's clients: the gateway's (authorization code,
+// redirect to origin) and one client-credentials client per user of the
+// gateway, whose tokens name the user (sub) and tenant.
+func oauthClients(origin string, ttl time.Duration) []testkit.IDPClient {
+	return []testkit.IDPClient{
+		{ID: gwClient, Secret: gwSecret, RedirectURIs: []string{origin + "/oauth/callback"}, TTL: ttl},
+		{ID: "alice", Secret: "alice-secret", Subject: "alice", Tenant: "acme"},
+		{ID: "bob", Secret: "bob-secret", Subject: "bob", Tenant: "acme"},
+		{ID: "carol", Secret: "carol-secret", Subject: "carol", Tenant: "globex"},
+	}
+}
+
+// startOAuthEnv starts the IdP (user tokens of ttl), the upstream and a
+// gateway; edit changes the gateway's config.
+func startOAuthEnv(t *testing.T, ttl time.Duration, edit func(*config.Config)) *oauthEnv {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &oauthEnv{origin: "http://" + ln.Addr().String(), listener: ln}
+	e.url = e.origin + "/mcp"
+	e.idp = testkit.StartIDP(t, oauthClients(e.origin, ttl))
+	e.up = testkit.NewAuthUpstream(t, testkit.AuthUpstreamOptions{Name: "saas", JWKSURL: e.idp.JWKSURL, Issuer: e.idp.Issuer})
+	cfg := &config.Config{}
+	cfg.Server.PublicURL = e.url
+	cfg.Server.DrainDelay = ptr(config.Duration(0))
+	cfg.Auth = config.Auth{Issuers: []config.Issuer{{Name: "corp", IssuerURL: e.idp.Issuer, TenantClaim: "tenant"}}}
+	cfg.Tenants = []config.Tenant{{ID: "acme"}, {ID: "globex"}}
+	cfg.Upstreams = []config.Upstream{{Name: "saas", URL: e.up.URL, Prefix: ptr("saas"), Watch: ptr(false), Auth: &config.UpstreamAuth{
+		Mode: config.AuthUserOAuth, Issuer: e.idp.Issuer, ClientID: gwClient, ClientSecret: gwSecret, Scopes: []string{"mcp"},
+	}}}
+	cfg.Vault.Keys = []config.VaultKey{{ID: "k1", Secret: vaultKey()}}
+	if edit != nil {
+		edit(cfg)
+	}
+	e.cfg = cfg
+	e.start(t)
+	return e
+}
+
+// start runs a gateway for e.cfg on e.listener (a new one on the same
+// address after the first).
+func (e *oauthEnv) start(t *testing.T) {
+	t.Helper()
+	cfg := *e.cfg
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(&cfg, gateway.Options{Logger: testLogger(t), Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := e.listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", strings.TrimPrefix(e.origin, "http://")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.listener = nil
+	srv := httptest.NewUnstartedServer(g.Handler())
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	stop := func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		g.Close()
+	}
+	t.Cleanup(stop)
+	e.g = g
+	e.stopGateway = stop
+}
+
+// token returns a gateway token of the IdP client user.
+func (e *oauthEnv) token(t *testing.T, user string) string {
+	return e.idp.Token(t, user, e.url, "mcp")
+}
+
+// connect opens a session as user; urlMode declares URL-mode elicitation,
+// and complete then receives the ids of notifications/elicitation/complete.
+func (e *oauthEnv) connect(t *testing.T, user string, urlMode bool) (*mcp.ClientSession, chan string) {
+	t.Helper()
+	opts := &testkit.ConnectOptions{Header: http.Header{"Authorization": {"Bearer " + e.token(t, user)}}}
+	complete := make(chan string, 8)
+	if urlMode {
+		opts.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
+		opts.ElicitationHandler = func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		}
+		opts.ElicitationCompleteHandler = func(_ context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
+			complete <- req.Params.ElicitationID
+		}
+	}
+	return testkit.Connect(t, e.url, opts), complete
+}
+
+var linkRE = regexp.MustCompile(`http://[^ ]+/oauth/consent\?id=[A-Za-z0-9_-]+`)
+
+// linkFromResult returns the consent link of an isError result.
+func linkFromResult(t *testing.T, cs *mcp.ClientSession) string {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "saas__whoami"})
+	if err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	txt := text(t, res)
+	if !res.IsError || !strings.Contains(txt, "retry") {
+		t.Fatalf("want an isError result with a link, got %v: %s", res.IsError, txt)
+	}
+	link := linkRE.FindString(txt)
+	if link == "" {
+		t.Fatalf("no link in %q", txt)
+	}
+	return link
+}
+
+// elicitation returns the elicitation of a -32042 answer.
+func elicitation(t *testing.T, cs *mcp.ClientSession) (id, link string) {
+	t.Helper()
+	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "saas__whoami"})
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != -32042 {
+		t.Fatalf("want URLElicitationRequiredError, got %v", err)
+	}
+	var data struct {
+		Elicitations []struct {
+			Mode, ElicitationID, URL, Message string
+		}
+	}
+	if err := json.Unmarshal(je.Data, &data); err != nil || len(data.Elicitations) != 1 {
+		t.Fatalf("data: %s %v", je.Data, err)
+	}
+	el := data.Elicitations[0]
+	if el.Mode != "url" || el.ElicitationID == "" || !linkRE.MatchString(el.URL) || !strings.Contains(el.Message, "saas") {
+		t.Fatalf("elicitation: %+v", el)
+	}
+	return el.ElicitationID, el.URL
+}
+
+// consent opens link in b, checks that the page names the principal,
+// confirms, signs in at the IdP as login, and returns the last page (the
+// gateway's callback).
+func (e *oauthEnv) consent(t *testing.T, b *testkit.Browser, link, subject, tenant, login string) *testkit.Page {
+	t.Helper()
+	page := b.Get(t, link)
+	if page.Status != http.StatusOK || !strings.Contains(page.Body, `<strong id="subject">`+subject+`</strong>`) ||
+		!strings.Contains(page.Body, `<strong id="tenant">`+tenant+`</strong>`) || !strings.Contains(page.Body, "saas") {
+		t.Fatalf("consent page (%d):\n%s", page.Status, page.Body)
+	}
+	page = b.Submit(t, page, "/oauth/consent", nil)
+	return e.idp.SignIn(t, b, page, login)
+}
+
+func linked(t *testing.T, page *testkit.Page) {
+	t.Helper()
+	if page.Status != http.StatusOK || !strings.Contains(page.Body, "Linked") {
+		t.Fatalf("callback page %s (%d):\n%s", page.URL, page.Status, page.Body)
+	}
+}
+
+// TestUserOAuth: the first call asks for consent (URL elicitation for a
+// client that declared it, an isError link for one that did not); the
+// user consents through the gateway's page and the IdP's; the retried call
+// reaches the upstream as that user, and never as another.
+func TestUserOAuth(t *testing.T) {
+	e := startOAuthEnv(t, 0, nil)
+	alice, aliceDone := e.connect(t, "alice", true)
+	bob, _ := e.connect(t, "bob", false)
+
+	id, link := elicitation(t, alice)
+	bobLink := linkFromResult(t, bob)
+	if bobLink == link {
+		t.Fatal("two users got one link")
+	}
+
+	b := testkit.NewBrowser(t)
+	page := e.consent(t, b, link, "alice", "acme", "alice-at-saas")
+	linked(t, page)
+	select {
+	case got := <-aliceDone:
+		if got != id {
+			t.Fatalf("elicitation complete for %q, want %q", got, id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notifications/elicitation/complete")
+	}
+	if w := whoami(t, alice, "saas__whoami"); w.Subject != "alice-at-saas" {
+		t.Fatalf("alice reached the upstream as %q", w.Subject)
+	}
+
+	// Bob has no token yet: his own link, never alice's token.
+	if l := linkFromResult(t, bob); l == bobLink {
+		t.Fatal("a new call gave the same link")
+	}
+	// The state replayed (the callback URL again), from the same browser
+	// or another: refused. The link, used once: refused.
+	if p := b.Get(t, page.URL.String()); p.Status != http.StatusNotFound {
+		t.Fatalf("replayed callback: %d %s", p.Status, p.Body)
+	}
+	if p := testkit.NewBrowser(t).Get(t, page.URL.String()); p.Status != http.StatusNotFound {
+		t.Fatalf("replayed callback, other browser: %d", p.Status)
+	}
+	if p := b.Get(t, link); p.Status != http.StatusNotFound {
+		t.Fatalf("used link: %d", p.Status)
+	}
+
+	// Bob links his own account, in his own browser.
+	linked(t, e.consent(t, testkit.NewBrowser(t), bobLink, "bob", "acme", "bob-at-saas"))
+	if w := whoami(t, bob, "saas__whoami"); w.Subject != "bob-at-saas" {
+		t.Fatalf("bob reached the upstream as %q", w.Subject)
+	}
+	if w := whoami(t, alice, "saas__whoami"); w.Subject != "alice-at-saas" {
+		t.Fatalf("alice, after bob linked, reached the upstream as %q", w.Subject)
+	}
+	// Carol, of another tenant, gets neither's.
+	carol, _ := e.connect(t, "carol", false)
+	linkFromResult(t, carol)
+
+	// The tokens are encrypted at rest, and never in a response.
+	infos, err := gateway.VaultOf(e.g).List(context.Background(), vault.Filter{})
+	if err != nil || len(infos) != 2 {
+		t.Fatalf("vault: %+v %v", infos, err)
+	}
+}
+
+// TestUserOAuthStateBound: a state answered in another browser than the
+// one that confirmed is refused (and used up); a confirmation without the
+// page's CSRF cookie is refused; an expired link is refused.
+func TestUserOAuthStateBound(t *testing.T) {
+	e := startOAuthEnv(t, 0, func(c *config.Config) { c.Vault.ConsentTTL = config.Duration(2 * time.Second) })
+	bob, _ := e.connect(t, "bob", false)
+
+	// A cross-site POST: the form without the page's cookie.
+	link := linkFromResult(t, bob)
+	attacker := testkit.NewBrowser(t)
+	page := attacker.Get(t, link)
+	to, form := page.Form(t, "/oauth/consent")
+	if p := testkit.NewBrowser(t).Post(t, to, form); p.Status != http.StatusForbidden {
+		t.Fatalf("confirmation without the cookie: %d", p.Status)
+	}
+	// Someone confirms and signs in, but the answer is sent to another
+	// browser (say, bob's, lured to it): refused.
+	page = attacker.Submit(t, page, "/oauth/consent", nil)
+	attacker.Client.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
+		if strings.Contains(req.URL.Path, "/oauth/callback") {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	page = e.idp.SignIn(t, attacker, page, "mallory-at-saas")
+	if page.Status != http.StatusSeeOther && page.Status != http.StatusFound {
+		t.Fatalf("want the IdP's redirect to the callback, got %d %s", page.Status, page.Body)
+	}
+	cb := page.Header.Get("Location")
+	if !strings.HasPrefix(cb, e.origin+"/oauth/callback?") {
+		t.Fatalf("redirect to %q", cb)
+	}
+	if p := testkit.NewBrowser(t).Get(t, cb); p.Status != http.StatusForbidden {
+		t.Fatalf("callback in another browser: %d %s", p.Status, p.Body)
+	}
+	if p := attacker.Get(t, cb); p.Status != http.StatusNotFound {
+		t.Fatalf("the state after a refused try: %d", p.Status)
+	}
+	if l := linkFromResult(t, bob); l == "" {
+		t.Fatal("bob got linked")
+	}
+
+	// Expired.
+	link = linkFromResult(t, bob)
+	time.Sleep(2100 * time.Millisecond)
+	if p := testkit.NewBrowser(t).Get(t, link); p.Status != http.StatusNotFound {
+		t.Fatalf("expired link: %d", p.Status)
+	}
+}
