@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -321,5 +323,151 @@ func TestUserOAuthStateBound(t *testing.T) {
 	time.Sleep(2100 * time.Millisecond)
 	if p := testkit.NewBrowser(t).Get(t, link); p.Status != http.StatusNotFound {
 		t.Fatalf("expired link: %d", p.Status)
+	}
+}
+
+// link gives user (tenant) an account login at saas, through the consent
+// flow, from a call of a client without URL elicitation.
+func (e *oauthEnv) link(t *testing.T, cs *mcp.ClientSession, user, tenant, login string) {
+	t.Helper()
+	linked(t, e.consent(t, testkit.NewBrowser(t), linkFromResult(t, cs), user, tenant, login))
+}
+
+func (e *oauthEnv) key(user, tenant string) vault.Key {
+	return vault.Key{Principal: vault.Principal{Issuer: e.idp.Issuer, Subject: user, Tenant: tenant}, Upstream: "saas"}
+}
+
+// TestUserOAuthRefresh: a token is refreshed with its refresh token before
+// it expires; once the refresh fails (the grant revoked at the IdP), the
+// token is dropped and the next call asks for consent again.
+func TestUserOAuthRefresh(t *testing.T) {
+	e := startOAuthEnv(t, 2*time.Second, nil)
+	alice, _ := e.connect(t, "alice", false)
+	e.link(t, alice, "alice", "acme", "alice-at-saas")
+	if w := whoami(t, alice, "saas__whoami"); w.Subject != "alice-at-saas" {
+		t.Fatalf("as %q", w.Subject)
+	}
+	time.Sleep(2100 * time.Millisecond)
+	if w := whoami(t, alice, "saas__whoami"); w.Subject != "alice-at-saas" {
+		t.Fatalf("after expiry, as %q", w.Subject)
+	}
+	c := e.idp.Counts(t)
+	if c.AuthorizationCode[gwClient] != 1 || c.RefreshToken[gwClient] < 1 {
+		t.Fatalf("counts: %+v", c)
+	}
+
+	// The grant revoked at the IdP behind the gateway's back.
+	tok, err := gateway.VaultOf(e.g).Token(context.Background(), e.key("alice", "acme"))
+	if err != nil || tok == nil || tok.RefreshToken == "" {
+		t.Fatalf("vault: %v %v", tok, err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, e.idp.Issuer+"/token/revocation",
+		strings.NewReader("token="+tok.RefreshToken+"&token_type_hint=refresh_token"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(gwClient, gwSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("revocation: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	time.Sleep(2100 * time.Millisecond)
+	linkFromResult(t, alice)
+	if tok, _ := gateway.VaultOf(e.g).Token(context.Background(), e.key("alice", "acme")); tok != nil {
+		t.Fatal("a token whose refresh failed is kept")
+	}
+}
+
+// TestUserOAuthUnlink: a user lists and unlinks their own account at
+// /oauth/tokens (revoked at the IdP, RFC 7009); the next call asks for
+// consent again. Another user's request cannot see or unlink it.
+func TestUserOAuthUnlink(t *testing.T) {
+	e := startOAuthEnv(t, 0, nil)
+	alice, _ := e.connect(t, "alice", false)
+	e.link(t, alice, "alice", "acme", "alice-at-saas")
+	do := func(user, method, path string) (int, string) {
+		req, _ := http.NewRequest(method, e.origin+path, nil)
+		req.Header.Set("Authorization", "Bearer "+e.token(t, user))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	if st, body := do("alice", http.MethodGet, "/oauth/tokens"); st != 200 || !strings.Contains(body, `"upstream":"saas"`) || strings.Contains(body, "ey") {
+		t.Fatalf("list: %d %s", st, body)
+	}
+	if st, body := do("bob", http.MethodGet, "/oauth/tokens"); st != 200 || strings.Contains(body, "saas") {
+		t.Fatalf("bob's list: %d %s", st, body)
+	}
+	if st, _ := do("bob", http.MethodDelete, "/oauth/tokens/saas"); st != http.StatusNotFound {
+		t.Fatalf("bob unlinks alice's: %d", st)
+	}
+	if st, _ := (func() (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, e.origin+"/oauth/tokens", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, ""
+	})(); st != http.StatusUnauthorized {
+		t.Fatalf("without a token: %d", st)
+	}
+	if st, _ := do("alice", http.MethodDelete, "/oauth/tokens/saas"); st != http.StatusNoContent {
+		t.Fatalf("unlink: %d", st)
+	}
+	if c := e.idp.Counts(t); c.Revocation[gwClient] != 1 {
+		t.Fatalf("revocations at the IdP: %+v", c.Revocation)
+	}
+	if st, _ := do("alice", http.MethodDelete, "/oauth/tokens/saas"); st != http.StatusNotFound {
+		t.Fatalf("unlink twice: %d", st)
+	}
+	linkFromResult(t, alice)
+}
+
+// TestUserOAuthBounds tries to exhaust each bound: the pending consents of
+// one principal (the oldest goes) and in all (refused), the tokens of a
+// tenant (refused at the callback), and the sizes of the consent page's
+// and the callback's requests.
+func TestUserOAuthBounds(t *testing.T) {
+	e := startOAuthEnv(t, 0, func(c *config.Config) {
+		c.Vault.PendingPerPrincipal, c.Vault.Pending, c.Vault.TokensPerTenant = 2, 3, 1
+	})
+	alice, _ := e.connect(t, "alice", false)
+	bob, _ := e.connect(t, "bob", false)
+	carol, _ := e.connect(t, "carol", false)
+	l1, l2, l3 := linkFromResult(t, alice), linkFromResult(t, alice), linkFromResult(t, alice)
+	b := testkit.NewBrowser(t)
+	if p := b.Get(t, l1); p.Status != http.StatusNotFound {
+		t.Fatalf("alice's oldest of 3 links (2 per principal): %d", p.Status)
+	}
+	if p := b.Get(t, l2); p.Status != http.StatusOK {
+		t.Fatalf("alice's second: %d", p.Status)
+	}
+	bobLink := linkFromResult(t, bob)
+	_, err := carol.CallTool(context.Background(), &mcp.CallToolParams{Name: "saas__whoami"})
+	if err == nil || !strings.Contains(err.Error(), "too many consents") {
+		t.Fatalf("a 4th pending consent of 3: %v", err)
+	}
+	linked(t, e.consent(t, testkit.NewBrowser(t), l3, "alice", "acme", "alice-at-saas"))
+	p := e.consent(t, testkit.NewBrowser(t), bobLink, "bob", "acme", "bob-at-saas")
+	if p.Status != http.StatusInsufficientStorage {
+		t.Fatalf("a 2nd token of a tenant of 1: %d %s", p.Status, p.Body)
+	}
+	// Carol, of another tenant, may link now that a consent slot is free.
+	e.link(t, carol, "carol", "globex", "carol-at-saas")
+
+	big := strings.Repeat("a", 5000)
+	if p := b.Get(t, e.origin+"/oauth/consent?id="+big); p.Status != http.StatusRequestURITooLong {
+		t.Fatalf("long consent query: %d", p.Status)
+	}
+	if p := b.Get(t, e.origin+"/oauth/callback?state="+big); p.Status != http.StatusRequestURITooLong {
+		t.Fatalf("long callback query: %d", p.Status)
+	}
+	if p := b.Post(t, e.origin+"/oauth/consent", url.Values{"id": {big}}); p.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("large consent form: %d", p.Status)
 	}
 }
