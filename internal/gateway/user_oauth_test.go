@@ -10,6 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
 	"net/url"
 	"regexp"
 	"strings"
@@ -469,5 +472,124 @@ func TestUserOAuthBounds(t *testing.T) {
 	}
 	if p := b.Post(t, e.origin+"/oauth/consent", url.Values{"id": {big}}); p.Status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("large consent form: %d", p.Status)
+	}
+}
+
+// runReplica runs a gateway for cfg (defaults applied here) on a new
+// listener and returns it, its base URL and its stop.
+func runReplica(t *testing.T, cfg config.Config) (*gateway.Gateway, string, func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(&cfg, gateway.Options{Logger: testLogger(t), Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(g.Handler())
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			srv.CloseClientConnections()
+			srv.Close()
+			g.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return g, "http://" + ln.Addr().String(), stop
+}
+
+// TestUserOAuthReplicas: two replicas on one Redis behind a round-robin
+// load balancer (no affinity): the consent's page, confirmation and
+// callback land on either, and the calls on both reach the upstream as
+// the user. The tokens in Redis are unreadable without the vault key,
+// and survive a restart of every replica.
+func TestUserOAuthReplicas(t *testing.T) {
+	lb := testkit.StartLB(t, nil)
+	idp := testkit.StartIDP(t, oauthClients(lb.URL, 0))
+	up := testkit.NewAuthUpstream(t, testkit.AuthUpstreamOptions{Name: "saas", JWKSURL: idp.JWKSURL, Issuer: idp.Issuer})
+	var cfg config.Config
+	cfg.Server.PublicURL = lb.URL + "/mcp"
+	cfg.Server.DrainDelay = ptr(config.Duration(0))
+	cfg.Auth = config.Auth{Issuers: []config.Issuer{{Name: "corp", IssuerURL: idp.Issuer, TenantClaim: "tenant"}}}
+	cfg.Tenants = []config.Tenant{{ID: "acme"}}
+	// No issuer: found from the upstream's protected resource metadata
+	// (RFC 9728).
+	cfg.Upstreams = []config.Upstream{{Name: "saas", URL: up.URL, Prefix: ptr("saas"), Watch: ptr(false), Auth: &config.UpstreamAuth{
+		Mode: config.AuthUserOAuth, ClientID: gwClient, ClientSecret: gwSecret, Scopes: []string{"mcp"},
+	}}}
+	key := vaultKey()
+	cfg.Vault.Keys = []config.VaultKey{{ID: "k1", Secret: key}}
+	redisStore(t)(&cfg)
+	gA, a, stopA := runReplica(t, cfg)
+	_, b, stopB := runReplica(t, cfg)
+	lb.SetBackends(t, []string{a, b})
+
+	e := &oauthEnv{idp: idp, up: up, url: lb.URL + "/mcp", origin: lb.URL}
+	alice, _ := e.connect(t, "alice", false)
+	link := linkFromResult(t, alice)
+	linked(t, e.consent(t, testkit.NewBrowser(t), link, "alice", "acme", "alice-at-saas"))
+	for range 4 { // on both replicas
+		if w := whoami(t, alice, "saas__whoami"); w.Subject != "alice-at-saas" {
+			t.Fatalf("as %q", w.Subject)
+		}
+	}
+	hit := map[int]bool{}
+	for _, r := range lb.Log() {
+		if strings.HasPrefix(r.Path, "/oauth/") {
+			hit[r.Backend] = true
+		}
+	}
+	if len(hit) != 2 {
+		t.Fatalf("the consent's requests went to replicas %v, want both", hit)
+	}
+
+	// In Redis: no token, and nothing that decrypts without the key.
+	tok, err := gateway.VaultOf(gA).Token(context.Background(), e.key("alice", "acme"))
+	if err != nil || tok == nil {
+		t.Fatalf("vault: %v", err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rc.Close()
+	keys, err := rc.Keys(context.Background(), cfg.Sessions.Redis.KeyPrefix+"vault:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("vault keys in Redis: %v %v", keys, err)
+	}
+	for _, k := range keys {
+		if typ, _ := rc.Type(context.Background(), k).Result(); typ != "string" {
+			continue
+		}
+		v, _ := rc.Get(context.Background(), k).Result()
+		if strings.Contains(v, tok.AccessToken) || strings.Contains(v, tok.RefreshToken) || strings.Contains(v, tok.AccessToken[:20]) {
+			t.Fatalf("a token in clear in Redis at %s", k)
+		}
+	}
+	other, _ := vault.NewCipher([]vault.KeyMaterial{{ID: "k1", Secret: make([]byte, 32)}})
+	stranger := vault.New(vault.NewRedis(rc, cfg.Sessions.Redis.KeyPrefix, time.Second, vault.Limits{}), other)
+	if got, _ := stranger.Token(context.Background(), e.key("alice", "acme")); got != nil {
+		t.Fatal("read with another key")
+	}
+
+	// Every replica restarts; the token is still there. The new key goes
+	// first (rotation): the old one still decrypts.
+	stopA()
+	stopB()
+	cfg.Vault.Keys = []config.VaultKey{{ID: "k2", Secret: vaultKey()}, {ID: "k1", Secret: key}}
+	_, a, _ = runReplica(t, cfg)
+	_, b, _ = runReplica(t, cfg)
+	lb.SetBackends(t, []string{a, b})
+	again, _ := e.connect(t, "alice", false)
+	for range 2 {
+		if w := whoami(t, again, "saas__whoami"); w.Subject != "alice-at-saas" {
+			t.Fatalf("after the restart, as %q", w.Subject)
+		}
 	}
 }
