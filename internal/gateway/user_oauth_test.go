@@ -593,3 +593,43 @@ func TestUserOAuthReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestUserOAuth2026: a 2026-07-28 client that declared URL-mode
+// elicitation gets an input_required result with a URL-mode
+// elicitation/create; its retry, once the user consented, succeeds. A
+// non-tool method of a client without the capability gets a JSON-RPC
+// error naming the link.
+func TestUserOAuth2026(t *testing.T) {
+	e := startOAuthEnv(t, 0, nil)
+	tok := e.token(t, "alice")
+	call := func(extra string) string {
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"0"},` +
+			`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"url":{}}}}`
+		req := post(t, e.url, "", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{`+meta+`,"name":"saas__whoami","arguments":{}`+extra+`}}`)
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "saas__whoami")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, body := do(t, req)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		return body
+	}
+	body := call("")
+	if !strings.Contains(body, `"resultType":"input_required"`) || !strings.Contains(body, `"mode":"url"`) || !strings.Contains(body, `"elicitation/create"`) {
+		t.Fatalf("first call: %s", body)
+	}
+	link := linkRE.FindString(body)
+	linked(t, e.consent(t, testkit.NewBrowser(t), link, "alice", "acme", "alice-at-saas"))
+	body = call(`,"inputResponses":{"consent-saas":{"action":"accept"}}`)
+	if !strings.Contains(body, `alice-at-saas`) {
+		t.Fatalf("retry: %s", body)
+	}
+
+	bob, _ := e.connect(t, "bob", false)
+	_, err := bob.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "saas__any"})
+	if err == nil || !linkRE.MatchString(err.Error()) {
+		t.Fatalf("prompts/get without the capability: %v", err)
+	}
+}
