@@ -161,6 +161,9 @@ func (b *Broker) Configure(cfg *config.Config) error {
 	if c != nil && b.store != nil {
 		st.vault = vault.New(b.store, c)
 	}
+	if ls, ok := b.store.(interface{ SetLimits(vault.Limits) }); ok {
+		ls.SetLimits(VaultLimits(cfg))
+	}
 	if u, err := url.Parse(cfg.Server.PublicURL); err == nil && u.Host != "" {
 		st.origin = u.Scheme + "://" + u.Host
 	}

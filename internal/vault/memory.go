@@ -40,6 +40,14 @@ func NewMemory(lim Limits) *Memory {
 	}
 }
 
+// SetLimits replaces the bounds: what is over a new bound stays until it
+// goes.
+func (m *Memory) SetLimits(lim Limits) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lim = lim
+}
+
 func (m *Memory) GetToken(_ context.Context, k Key) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,7 +26,7 @@ type Redis struct {
 	c       redis.UniversalClient
 	base    string // <prefix>vault:{vault}:
 	timeout time.Duration
-	lim     Limits
+	lim     atomic.Pointer[Limits]
 	now     func() time.Time
 }
 
@@ -35,8 +36,14 @@ func NewRedis(c redis.UniversalClient, prefix string, timeout time.Duration, lim
 	if timeout <= 0 {
 		timeout = time.Second
 	}
-	return &Redis{c: c, base: prefix + "vault:{vault}:", timeout: timeout, lim: lim, now: time.Now}
+	r := &Redis{c: c, base: prefix + "vault:{vault}:", timeout: timeout, now: time.Now}
+	r.SetLimits(lim)
+	return r
 }
+
+// SetLimits replaces the bounds: what is over a new bound stays until it
+// goes.
+func (r *Redis) SetLimits(lim Limits) { r.lim.Store(&lim) }
 
 func (r *Redis) tok(k Key) string          { return r.base + "tok:" + k.id() }
 func (r *Redis) tenantSet(t string) string { return r.base + "tenant:" + hashOf(t) }
@@ -70,7 +77,7 @@ func (r *Redis) PutToken(ctx context.Context, k Key, rec []byte) error {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	n, err := putToken.Run(ctx, r.c, []string{r.tok(k), r.tenantSet(k.Tenant), r.base + "all"},
-		k.id(), rec, r.lim.TokensPerTenant, r.lim.Tokens).Int()
+		k.id(), rec, r.lim.Load().TokensPerTenant, r.lim.Load().Tokens).Int()
 	if err != nil {
 		return err
 	}
@@ -156,7 +163,7 @@ func (r *Redis) PutPending(ctx context.Context, id, principal string, rec []byte
 	val := append([]byte(principal+"|"), rec...)
 	n, err := putPending.Run(ctx, r.c, []string{r.base + "p:" + id, r.base + "pp:" + principal, r.base + "pall"},
 		id, val, strconv.FormatInt(expires.UnixMilli(), 10), strconv.FormatInt(now.UnixMilli(), 10),
-		r.lim.PendingPerPrincipal, r.lim.Pending, r.base+"p:", ttl).Int()
+		r.lim.Load().PendingPerPrincipal, r.lim.Load().Pending, r.base+"p:", ttl).Int()
 	if err != nil {
 		return err
 	}
