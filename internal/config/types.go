@@ -76,6 +76,24 @@ type Vault struct {
 	TokensPerTenant int `yaml:"tokens_per_tenant" cfg:"positive"`
 	// Tokens bounds the tokens the vault keeps in all. Default 100000.
 	Tokens int `yaml:"tokens" cfg:"positive"`
+	// Login, if set, makes the person who opens a consent link sign in
+	// at the gateway's own authorization server first: the link is
+	// honoured only for the principal it was made for.
+	Login *VaultLogin `yaml:"login"`
+}
+
+// VaultLogin is the gateway's client at one of its own issuers
+// (auth.issuers), to sign in the person at a consent page.
+type VaultLogin struct {
+	// Issuer is the issuer_url of one of auth.issuers.
+	Issuer string `yaml:"issuer"`
+	// ClientID and ClientSecret are the gateway's client there; no secret
+	// for a public client.
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret" cfg:"secret"`
+	// Scopes are asked for with the token; it must pass auth's checks
+	// (audience, required_scopes are not asked of it).
+	Scopes []string `yaml:"scopes"`
 }
 
 // VaultKey is one key of the vault.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -73,6 +74,18 @@ func (v *validator) vault(c *Config) {
 	}
 	if d := vt.ConsentTTL.D(); d < 0 || d > 0 && (d < time.Second || d > time.Hour) {
 		v.addf("vault.consent_ttl", "must be from 1s to 1h")
+	}
+	if l := vt.Login; l != nil {
+		switch {
+		case l.Issuer == "":
+			v.addf("vault.login.issuer", "is required")
+		case !slices.ContainsFunc(c.Auth.Issuers, func(i Issuer) bool { return strings.TrimSuffix(i.IssuerURL, "/") == strings.TrimSuffix(l.Issuer, "/") }):
+			v.addf("vault.login.issuer", "must be the issuer_url of one of auth.issuers")
+		}
+		if l.ClientID == "" {
+			v.addf("vault.login.client_id", "is required")
+		}
+		v.scopes("vault.login.scopes", l.Scopes)
 	}
 	nonNegative(v, "vault.pending_per_principal", vt.PendingPerPrincipal)
 	nonNegative(v, "vault.pending", vt.Pending)

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/vault"
 )
 
@@ -184,6 +185,101 @@ func (b *Broker) confirm(w http.ResponseWriter, r *http.Request) {
 		b.notFound(w, err)
 		return
 	}
+	if l := st.cfg.Vault.Login; l != nil {
+		b.startLogin(w, r, st, p, l)
+		return
+	}
+	b.startAuthorization(w, r, st, p)
+}
+
+// startLogin sends the browser to sign in at the gateway's own
+// authorization server, so that the callback can check that the person is
+// the principal p was made for (2025-11-25 client/elicitation,
+// "Phishing").
+func (b *Broker) startLogin(w http.ResponseWriter, r *http.Request, st *brokerState, p *vault.Pending, l *config.VaultLogin) {
+	ctx, cancel := context.WithTimeout(r.Context(), fetchTimeout)
+	defer cancel()
+	meta, err := b.metadata(ctx, l.Issuer)
+	if err != nil {
+		b.log.Warn("user_oauth: the login issuer's discovery", "error", err)
+		message(w, http.StatusBadGateway, "Sign-in unavailable", "The gateway could not reach its own authorization server. Try again later.")
+		return
+	}
+	verifier, browser := oauth2.GenerateVerifier(), randomToken()
+	next := *p
+	next.Login, next.Verifier, next.Browser, next.Issuer = true, verifier, browser, meta.Issuer
+	next.Expires = b.now().Add(st.cfg.Vault.ConsentTTL.D())
+	if next.Elicitation == "" {
+		next.Elicitation = p.ID
+	}
+	state, err := st.vault.Begin(r.Context(), &next)
+	if err != nil {
+		b.notFound(w, err)
+		return
+	}
+	b.setStateCookie(w, st, browser)
+	conf := loginConfig(st, l, meta)
+	http.Redirect(w, r, conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier),
+		oauth2.SetAuthURLParam("resource", st.cfg.Server.PublicURL)), http.StatusSeeOther)
+}
+
+func loginConfig(st *brokerState, l *config.VaultLogin, meta *asMeta) *oauth2.Config {
+	style := oauth2.AuthStyleInHeader
+	if l.ClientSecret == "" {
+		style = oauth2.AuthStyleInParams
+	}
+	return &oauth2.Config{
+		ClientID: l.ClientID, ClientSecret: l.ClientSecret, Scopes: l.Scopes, RedirectURL: st.redirectURI(),
+		Endpoint: oauth2.Endpoint{AuthURL: meta.AuthorizationEndpoint, TokenURL: meta.TokenEndpoint, AuthStyle: style},
+	}
+}
+
+// finishLogin redeems the sign-in's code, verifies the token as the
+// gateway verifies its clients' and, when it stands for the principal p
+// was made for, goes on to the upstream's authorization.
+func (b *Broker) finishLogin(w http.ResponseWriter, r *http.Request, st *brokerState, p *vault.Pending) {
+	l, fn := st.cfg.Vault.Login, b.verify.Load()
+	if l == nil || fn == nil {
+		message(w, http.StatusNotFound, "Link not usable", gone)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), fetchTimeout)
+	defer cancel()
+	meta, err := b.metadata(ctx, p.Issuer)
+	if err != nil {
+		message(w, http.StatusBadGateway, "Sign-in unavailable", "Try again later.")
+		return
+	}
+	q := r.URL.Query()
+	if iss := q.Get("iss"); iss != "" && strings.TrimSuffix(iss, "/") != strings.TrimSuffix(meta.Issuer, "/") {
+		message(w, http.StatusForbidden, "Not signed in", "The answer came from another authorization server than the one the gateway sent you to.")
+		return
+	}
+	tok, err := loginConfig(st, l, meta).Exchange(context.WithValue(ctx, oauth2.HTTPClient, b.hc), q.Get("code"),
+		oauth2.VerifierOption(p.Verifier), oauth2.SetAuthURLParam("resource", st.cfg.Server.PublicURL))
+	if err != nil {
+		b.log.Info("user_oauth: sign-in code redemption failed", "error", oauthError(err))
+		message(w, http.StatusBadGateway, "Not signed in", "The gateway's authorization server refused the sign-in. Retry the call to start again.")
+		return
+	}
+	who, err := (*fn)(ctx, tok.AccessToken)
+	if err != nil {
+		message(w, http.StatusForbidden, "Not signed in", "The gateway could not verify who signed in. Retry the call to start again.")
+		return
+	}
+	if who != p.Principal {
+		b.log.Warn("user_oauth: a consent link was opened by another principal than the one it was made for", "upstream", p.Upstream)
+		message(w, http.StatusForbidden, "Not your link", "You signed in as "+who.Subject+" (tenant "+who.Tenant+"), but this link was made for someone else. Nothing was linked. Use only links your own MCP client gave you.")
+		return
+	}
+	link := *p
+	link.Login, link.Verifier, link.Browser, link.Issuer = false, "", "", ""
+	b.startAuthorization(w, r, st, &link)
+}
+
+// startAuthorization sends the browser to the upstream's authorization
+// server, for the consent p.
+func (b *Broker) startAuthorization(w http.ResponseWriter, r *http.Request, st *brokerState, p *vault.Pending) {
 	u, a := st.auth(p.Upstream, p.Tenant)
 	if a == nil {
 		message(w, http.StatusNotFound, "Link not usable", gone)
@@ -220,15 +316,20 @@ func (b *Broker) confirm(w http.ResponseWriter, r *http.Request) {
 		b.notFound(w, err)
 		return
 	}
+	b.setStateCookie(w, st, browser)
+	conf := b.oauthConfig(st, a, meta)
+	to := conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", resource(u, a)))
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// setStateCookie binds the authorization about to start to this browser.
+func (b *Broker) setStateCookie(w http.ResponseWriter, st *brokerState, browser string) {
 	http.SetCookie(w, &http.Cookie{
 		Name: stateCookie, Value: browser, Path: CallbackPath, HttpOnly: true,
 		// Lax: the callback is a top-level navigation from the
 		// authorization server's site.
 		SameSite: http.SameSiteLaxMode, Secure: strings.HasPrefix(st.origin, "https:"), MaxAge: int(st.cfg.Vault.ConsentTTL.D().Seconds()),
 	})
-	conf := b.oauthConfig(st, a, meta)
-	to := conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", resource(u, a)))
-	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
 func contains(list []string, s string) bool {
@@ -264,6 +365,10 @@ func (b *Broker) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	if e := q.Get("error"); e != "" {
 		message(w, http.StatusForbidden, "Not linked", "The authorization server did not grant access ("+truncate(e, 64)+"). Retry the call to start again.")
+		return
+	}
+	if p.Login {
+		b.finishLogin(w, r, st, p)
 		return
 	}
 	u, a := st.auth(p.Upstream, p.Tenant)

@@ -81,6 +81,10 @@ type Broker struct {
 	// linked, if set, is told of each account linked (see OnLinked).
 	linked atomic.Pointer[func(ctx context.Context, upstream, session, elicitationID string)]
 
+	// verify, if set, verifies a token of the gateway's own issuers (see
+	// SetVerifier).
+	verify atomic.Pointer[func(ctx context.Context, token string) (vault.Principal, error)]
+
 	refresh singleflight.Group
 	mu      sync.Mutex
 	meta    map[string]*asMeta // by issuer; bounded by maxMeta
@@ -177,6 +181,12 @@ func (b *Broker) Configure(cfg *config.Config) error {
 // done (notifications/elicitation/complete).
 func (b *Broker) OnLinked(fn func(ctx context.Context, upstream, session, elicitationID string)) {
 	b.linked.Store(&fn)
+}
+
+// SetVerifier sets fn as how a token of the gateway's own issuers is
+// verified, for vault.login: the principal it stands for.
+func (b *Broker) SetVerifier(fn func(ctx context.Context, token string) (vault.Principal, error)) {
+	b.verify.Store(&fn)
 }
 
 // Vault returns the vault of the config in force, nil without keys.

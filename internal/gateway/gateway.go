@@ -174,6 +174,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.live.Store(g.buildLive(cfg, v, edge.Current()))
+	srv.Broker().SetVerifier(g.verifyLogin)
 	g.reload.generation = 1
 	g.reload.loaded = time.Now()
 	metrics.ConfigLoaded()
@@ -224,6 +225,20 @@ func (g *Gateway) buildLive(cfg *config.Config, v *auth.Verifier, rt *transport.
 	l.tokens = mw(tokens)
 	l.metadata = auth.MetadataHandler(cfg, scopesSupported(cfg))
 	return l
+}
+
+// verifyLogin verifies a token of the gateway's own issuers, as /mcp
+// does, for the sign-in of a consent page (vault.login).
+func (g *Gateway) verifyLogin(ctx context.Context, token string) (vault.Principal, error) {
+	l := g.live.Load()
+	if l.verifier == nil {
+		return vault.Principal{}, errors.New("no issuers (auth.anonymous)")
+	}
+	p, err := l.verifier.Verify(ctx, token)
+	if err != nil {
+		return vault.Principal{}, err
+	}
+	return vault.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant}, nil
 }
 
 // userOf returns the verified caller of a request, as the vault names it.

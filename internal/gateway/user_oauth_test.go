@@ -61,6 +61,10 @@ func oauthClients(origin string, ttl time.Duration) []testkit.IDPClient {
 		{ID: "alice", Secret: "alice-secret", Subject: "alice", Tenant: "acme"},
 		{ID: "bob", Secret: "bob-secret", Subject: "bob", Tenant: "acme"},
 		{ID: "carol", Secret: "carol-secret", Subject: "carol", Tenant: "globex"},
+		// The gateway's own client at its issuer, for vault.login: its
+		// tokens are for the gateway (resource server.public_url), of
+		// tenant acme, the subject the account that signed in.
+		{ID: "gateway-login", Secret: "login-secret", RedirectURIs: []string{origin + "/oauth/callback"}, Tenant: "acme"},
 	}
 }
 
@@ -631,5 +635,40 @@ func TestUserOAuth2026(t *testing.T) {
 	_, err := bob.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "saas__any"})
 	if err == nil || !linkRE.MatchString(err.Error()) {
 		t.Fatalf("prompts/get without the capability: %v", err)
+	}
+}
+
+// TestUserOAuthLogin: with vault.login, whoever opens a consent link signs
+// in at the gateway's own issuer first, and the link is honoured only for
+// the principal it was made for: another user who opens it (phishing, or
+// a mistake) links nothing.
+func TestUserOAuthLogin(t *testing.T) {
+	var e *oauthEnv
+	e = startOAuthEnv(t, 0, func(c *config.Config) {
+		c.Vault.Login = &config.VaultLogin{Issuer: c.Auth.Issuers[0].IssuerURL, ClientID: "gateway-login", ClientSecret: "login-secret", Scopes: []string{"mcp"}}
+	})
+	alice, _ := e.connect(t, "alice", false)
+
+	// Bob opens alice's link, confirms, signs in as himself: refused.
+	link := linkFromResult(t, alice)
+	bobs := testkit.NewBrowser(t)
+	page := bobs.Submit(t, bobs.Get(t, link), "/oauth/consent", nil)
+	page = e.idp.SignIn(t, bobs, page, "bob")
+	if page.Status != http.StatusForbidden || !strings.Contains(page.Body, "made for someone else") {
+		t.Fatalf("bob with alice's link: %d %s", page.Status, page.Body)
+	}
+	if p := bobs.Get(t, link); p.Status != http.StatusNotFound {
+		t.Fatalf("the link after: %d", p.Status)
+	}
+	linkFromResult(t, alice)
+	if c := e.idp.Counts(t); c.AuthorizationCode[gwClient] != 0 {
+		t.Fatalf("the upstream's authorization went on: %+v", c.AuthorizationCode)
+	}
+
+	// Alice opens her own: signed in as alice, on to the upstream.
+	page = e.consent(t, testkit.NewBrowser(t), linkFromResult(t, alice), "alice", "acme", "alice")
+	linked(t, page)
+	if w := whoami(t, alice, "saas__whoami"); w.Subject != "alice" {
+		t.Fatalf("as %q", w.Subject)
 	}
 }

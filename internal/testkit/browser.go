@@ -121,17 +121,28 @@ func (b *Browser) Post(t testing.TB, u string, form url.Values) *Page {
 	return b.Do(t, req)
 }
 
-// SignIn drives the IdP's forms from page, its sign-in page: it signs in
-// as login and allows what was asked. It returns the page the IdP's
-// redirect ends on (the client's callback).
+// SignIn drives the IdP's forms from page, one of its pages: it signs in
+// as login and allows what is asked, as many times as the IdP asks (a
+// client may send the browser on to another authorization at the IdP). It
+// returns the first page that is not the IdP's (the last client's
+// callback), or the IdP's last redirect if the browser stops following.
 func (p *IDP) SignIn(t testing.TB, b *Browser, page *Page, login string) *Page {
 	t.Helper()
 	if !strings.HasPrefix(page.URL.String(), p.Issuer) {
 		t.Fatalf("testkit: SignIn from %s, not a page of the IdP at %s (%d):\n%s", page.URL, p.Issuer, page.Status, page.Body)
 	}
-	page = b.Submit(t, page, "/login", url.Values{"login": {login}})
-	if strings.Contains(page.Body, "/confirm") {
-		page = b.Submit(t, page, "/confirm", nil)
+	for range 8 {
+		switch {
+		case !strings.HasPrefix(page.URL.String(), p.Issuer) || page.Status != http.StatusOK:
+			return page
+		case strings.Contains(page.Body, "/login\""):
+			page = b.Submit(t, page, "/login", url.Values{"login": {login}})
+		case strings.Contains(page.Body, "/confirm\""):
+			page = b.Submit(t, page, "/confirm", nil)
+		default:
+			return page
+		}
 	}
-	return page
+	t.Fatalf("testkit: SignIn: the IdP kept asking:\n%s", page.Body)
+	return nil
 }

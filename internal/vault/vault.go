@@ -115,6 +115,9 @@ type Pending struct {
 	Verifier    string `json:"verifier,omitempty"`
 	// Browser is the value of the cookie of the browser that confirmed.
 	Browser string `json:"browser,omitempty"`
+	// Login says the authorization is the sign-in at the gateway's own
+	// authorization server that must show the principal first.
+	Login bool `json:"login,omitempty"`
 	// Issuer is the authorization server the authorization went to.
 	Issuer  string    `json:"issuer,omitempty"`
 	Expires time.Time `json:"expires"`
