@@ -362,6 +362,16 @@ func TestUserOAuthRefresh(t *testing.T) {
 	if c.AuthorizationCode[gwClient] != 1 || c.RefreshToken[gwClient] < 1 {
 		t.Fatalf("counts: %+v", c)
 	}
+	// The upstream refuses the token (401): refreshed, and the call sent
+	// once more.
+	refreshed := c.RefreshToken[gwClient]
+	e.up.FailNext(1)
+	if w := whoami(t, alice, "saas__whoami"); w.Subject != "alice-at-saas" {
+		t.Fatalf("after a 401, as %q", w.Subject)
+	}
+	if c := e.idp.Counts(t); c.RefreshToken[gwClient] != refreshed+1 {
+		t.Fatalf("refreshes after a 401: %d, want %d", c.RefreshToken[gwClient], refreshed+1)
+	}
 
 	// The grant revoked at the IdP behind the gateway's back.
 	tok, err := gateway.VaultOf(e.g).Token(context.Background(), e.key("alice", "acme"))
