@@ -653,8 +653,7 @@ func TestUserOAuth2026(t *testing.T) {
 // the principal it was made for: another user who opens it (phishing, or
 // a mistake) links nothing.
 func TestUserOAuthLogin(t *testing.T) {
-	var e *oauthEnv
-	e = startOAuthEnv(t, 0, func(c *config.Config) {
+	e := startOAuthEnv(t, 0, func(c *config.Config) {
 		c.Vault.Login = &config.VaultLogin{Issuer: c.Auth.Issuers[0].IssuerURL, ClientID: "gateway-login", ClientSecret: "login-secret", Scopes: []string{"mcp"}}
 	})
 	alice, _ := e.connect(t, "alice", false)
