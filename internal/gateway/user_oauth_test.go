@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -41,6 +42,8 @@ type oauthEnv struct {
 	listener net.Listener
 	// stopGateway stops the gateway running now.
 	stopGateway func()
+	// logs is everything the gateway logged, at debug level.
+	logs testkit.SyncBuffer
 }
 
 const gwClient, gwSecret = "gateway", "gateway-secret"
@@ -106,7 +109,7 @@ func (e *oauthEnv) start(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	g, err := gateway.New(&cfg, gateway.Options{Logger: testLogger(t), Version: "test"})
+	g, err := gateway.New(&cfg, gateway.Options{Logger: slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,6 +392,13 @@ func TestUserOAuthRefresh(t *testing.T) {
 	resp.Body.Close()
 	time.Sleep(2100 * time.Millisecond)
 	linkFromResult(t, alice)
+	// Never a token in the log, whatever happened.
+	if logs := e.logs.String(); strings.Contains(logs, tok.RefreshToken) || strings.Contains(logs, tok.AccessToken) || strings.Contains(logs, "eyJ") {
+		t.Fatalf("a token in the log:\n%s", logs)
+	}
+	if !strings.Contains(e.logs.String(), "refresh refused") {
+		t.Fatalf("the refused refresh is not logged:\n%s", e.logs.String())
+	}
 	if tok, _ := gateway.VaultOf(e.g).Token(context.Background(), e.key("alice", "acme")); tok != nil {
 		t.Fatal("a token whose refresh failed is kept")
 	}
