@@ -65,6 +65,14 @@ func (h *Server) linked(ctx context.Context, _, sessionID, elicitationID string)
 // notifyHook is the OnNotifySession hook.
 type notifyHook = atomic.Pointer[func(ctx context.Context, sessionID string, msg []byte) error]
 
+// callerMustAct reports whether err is the caller's to fix (a consent
+// the user has yet to give), not the upstream's failure: it is neither
+// warned of nor counted against the upstream's readiness.
+func callerMustAct(err error) bool {
+	var ce interface{ CallerMustAct() bool }
+	return err != nil && errors.As(err, &ce) && ce.CallerMustAct()
+}
+
 // consentAnswer turns a call's need of the user's consent (err) into the
 // client's answer, and reports whether it did:
 //   - a 2025-11-25 client that declared URL-mode elicitation gets

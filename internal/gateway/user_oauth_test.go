@@ -232,6 +232,12 @@ func TestUserOAuth(t *testing.T) {
 
 	id, link := elicitation(t, alice)
 	bobLink := linkFromResult(t, bob)
+	// Users who have yet to link say nothing of the upstream's health.
+	rec := httptest.NewRecorder()
+	e.g.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("readyz with only unlinked users: %d %s", rec.Code, rec.Body)
+	}
 	if bobLink == link {
 		t.Fatal("two users got one link")
 	}
