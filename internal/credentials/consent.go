@@ -107,7 +107,7 @@ func (b *Broker) consentPage(w http.ResponseWriter, r *http.Request) {
 		b.notFound(w, err)
 		return
 	}
-	u, a := st.auth(p.Upstream, p.Tenant)
+	_, a := st.auth(p.Upstream, p.Tenant)
 	if a == nil {
 		message(w, http.StatusNotFound, "Link not usable", gone)
 		return
@@ -118,7 +118,6 @@ func (b *Broker) consentPage(w http.ResponseWriter, r *http.Request) {
 	} else if pu, err := url.Parse(a.Issuer); err == nil {
 		asName = pu.Host
 	}
-	_ = u
 	csrf := randomToken()
 	http.SetCookie(w, &http.Cookie{
 		Name: csrfCookie, Value: csrf, Path: ConsentPath, HttpOnly: true,

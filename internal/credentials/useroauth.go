@@ -325,7 +325,7 @@ func (b *Broker) refreshToken(ctx context.Context, st *brokerState, k vault.Key,
 	if t.RefreshToken == "" {
 		return drop()
 	}
-	u, a := st.auth(k.Upstream, k.Tenant)
+	_, a := st.auth(k.Upstream, k.Tenant)
 	if a == nil {
 		return drop()
 	}
@@ -350,7 +350,6 @@ func (b *Broker) refreshToken(ctx context.Context, st *brokerState, k vault.Key,
 		b.log.Info("user_oauth: refresh refused; the token is dropped", "upstream", k.Upstream, "error", oauthError(err))
 		return drop()
 	}
-	_ = u
 	saved := b.fromOAuth(nt, meta.Issuer)
 	if saved.RefreshToken == "" {
 		saved.RefreshToken = t.RefreshToken

@@ -24,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/gateway"
 	"github.com/mcpgw/gateway/internal/testkit"
 	"github.com/mcpgw/gateway/internal/vault"
@@ -285,10 +286,20 @@ func TestUserOAuth(t *testing.T) {
 	carol, _ := e.connect(t, "carol", false)
 	linkFromResult(t, carol)
 
-	// The tokens are encrypted at rest, and never in a response.
 	infos, err := gateway.VaultOf(e.g).List(context.Background(), vault.Filter{})
 	if err != nil || len(infos) != 2 {
 		t.Fatalf("vault: %+v %v", infos, err)
+	}
+	// explain names the mode, never a token or secret.
+	tok, _ := gateway.VaultOf(e.g).Token(context.Background(), e.key("alice", "acme"))
+	cfg := *e.cfg
+	cfg.ApplyDefaults()
+	var out strings.Builder
+	if err := dispatch.Explain(context.Background(), &cfg, "acme", &out, dispatch.ExplainOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "user_oauth") || strings.Contains(out.String(), tok.AccessToken[:16]) || strings.Contains(out.String(), gwSecret) {
+		t.Fatalf("explain:\n%s", out.String())
 	}
 }
 
