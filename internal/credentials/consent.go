@@ -390,6 +390,7 @@ func (b *Broker) callback(w http.ResponseWriter, r *http.Request) {
 	conf := b.oauthConfig(st, a, meta)
 	tok, err := conf.Exchange(context.WithValue(ctx, oauth2.HTTPClient, b.hc), q.Get("code"),
 		oauth2.VerifierOption(p.Verifier), oauth2.SetAuthURLParam("resource", resource(u, a)))
+	b.fetched(p.Upstream, err)
 	if err != nil {
 		b.log.Info("user_oauth: code redemption failed", "upstream", p.Upstream, "error", oauthError(err))
 		message(w, http.StatusBadGateway, "Not linked", "The authorization server refused the gateway's request. Retry the call to start again.")

@@ -72,10 +72,11 @@ func (e *ConsentRequired) Link(ctx context.Context, session string) (*Consent, e
 // vault, the pending consents, the authorization servers' metadata, the
 // refreshes in flight, and the consent pages (see [Broker.Handler]).
 type Broker struct {
-	store vault.Store
-	hc    *http.Client
-	log   *slog.Logger
-	now   func() time.Time
+	store   vault.Store
+	hc      *http.Client
+	log     *slog.Logger
+	now     func() time.Time
+	onFetch func(upstream, mode, outcome string)
 
 	cur atomic.Pointer[brokerState]
 	// linked, if set, is told of each account linked (see OnLinked).
@@ -115,11 +116,14 @@ type BrokerOptions struct {
 	Store      vault.Store
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// OnFetch, if set, is told of each code redemption and refresh: the
+	// upstream, ModeUserOAuth and "ok" or "error".
+	OnFetch func(upstream, mode, outcome string)
 }
 
 // NewBroker returns a broker for cfg.
 func NewBroker(cfg *config.Config, opts BrokerOptions) (*Broker, error) {
-	b := &Broker{store: opts.Store, hc: opts.HTTPClient, log: opts.Logger, now: time.Now,
+	b := &Broker{store: opts.Store, hc: opts.HTTPClient, log: opts.Logger, now: time.Now, onFetch: opts.OnFetch,
 		meta: make(map[string]*asMeta), stale: make(map[string]bool)}
 	if b.hc == nil {
 		b.hc = &http.Client{Timeout: fetchTimeout}
@@ -337,6 +341,7 @@ func (b *Broker) refreshToken(ctx context.Context, st *brokerState, k vault.Key,
 	nt, err := conf.TokenSource(context.WithValue(ctx, oauth2.HTTPClient, b.hc), &oauth2.Token{
 		RefreshToken: t.RefreshToken, Expiry: time.Unix(1, 0),
 	}).Token()
+	b.fetched(k.Upstream, err)
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if !errors.As(err, &re) {
@@ -358,6 +363,18 @@ func (b *Broker) refreshToken(ctx context.Context, st *brokerState, k vault.Key,
 		return "", errors.New("the token vault is unavailable")
 	}
 	return saved.AccessToken, nil
+}
+
+// fetched counts a token request for upstream.
+func (b *Broker) fetched(upstream string, err error) {
+	if b.onFetch == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	b.onFetch(upstream, ModeUserOAuth, outcome)
 }
 
 func (b *Broker) fromOAuth(t *oauth2.Token, issuer string) *vault.Token {

@@ -30,7 +30,7 @@ func newBroker(cfg *config.Config, store session.Store, h *Server) (*credentials
 	} else {
 		vs = vault.NewMemory(credentials.VaultLimits(cfg))
 	}
-	b, err := credentials.NewBroker(cfg, credentials.BrokerOptions{Store: vs, HTTPClient: h.authc, Logger: h.log})
+	b, err := credentials.NewBroker(cfg, credentials.BrokerOptions{Store: vs, HTTPClient: h.authc, Logger: h.log, OnFetch: h.metrics.TokenFetch})
 	if err != nil {
 		return nil, err
 	}

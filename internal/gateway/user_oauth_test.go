@@ -290,6 +290,12 @@ func TestUserOAuth(t *testing.T) {
 	if err != nil || len(infos) != 2 {
 		t.Fatalf("vault: %+v %v", infos, err)
 	}
+	// Two codes redeemed, counted.
+	rec = httptest.NewRecorder()
+	e.g.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if want := `mcpgw_upstream_token_fetches_total{mode="user_oauth",outcome="ok",upstream="saas"} 2`; !strings.Contains(rec.Body.String(), want) {
+		t.Fatalf("metrics lack %s", want)
+	}
 	// explain names the mode, never a token or secret.
 	tok, _ := gateway.VaultOf(e.g).Token(context.Background(), e.key("alice", "acme"))
 	cfg := *e.cfg
