@@ -41,6 +41,8 @@ func (v *validator) upstreamAuth(path string, a *UpstreamAuth) {
 		}
 		if a.Issuer != "" {
 			v.httpURL(path+".issuer", a.Issuer)
+		} else if a.ClientSecret != "" {
+			v.warnf(path+".issuer", "is not set: the client secret goes to whichever authorization server the upstream's metadata names; set issuer to pin it")
 		}
 		need("client_id", a.ClientID)
 	case "":

@@ -51,7 +51,11 @@ func TestVaultProblems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Vault.ConsentTTL.D().String() != "10m0s" || !c.UsesUserOAuth() {
-		t.Fatalf("defaults: %+v", c.Vault)
+	if c.Vault.ConsentTTL.D().String() != "10m0s" || !c.UsesUserOAuth() || len(c.Warnings) != 0 {
+		t.Fatalf("defaults: %+v %v", c.Vault, c.Warnings)
+	}
+	c, err = Parse("test.yaml", []byte(strings.Replace(ok, "client_id: gw", "client_id: gw\n      client_secret: s3cret", 1)), nil)
+	if err != nil || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0].Error(), "test.yaml:6: upstreams[0].auth.issuer: is not set") || strings.Contains(c.Warnings[0].Error(), "s3cret") {
+		t.Fatalf("warnings: %v %v", c.Warnings, err)
 	}
 }
