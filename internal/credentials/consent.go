@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"golang.org/x/oauth2"
 
@@ -34,7 +35,9 @@ import (
 // consent, which only the principal's own request created.
 
 const (
-	csrfCookie = "mcpgw_consent"
+	// formTimeout bounds the reading of a confirmation's body.
+	formTimeout = 10 * time.Second
+	csrfCookie  = "mcpgw_consent"
 	// stateCookie binds an authorization to the browser that confirmed
 	// it (RFC 6749 §10.12): a callback from another browser, with a state
 	// it was sent by someone else, is refused.
@@ -163,6 +166,9 @@ func (b *Broker) confirm(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	// A small body, read within formTimeout: a slow one does not hold
+	// the connection.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(formTimeout))
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		var mbe *http.MaxBytesError
