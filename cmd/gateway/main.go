@@ -60,6 +60,9 @@ commands:
                          services); the endpoint listens on ADDR, 127.0.0.1:8080 by default
   bridge [-listen ADDR] -- COMMAND [ARG...]
                          run a stdio MCP server and serve it as a Streamable HTTP upstream at /mcp
+  tokens list|revoke -config FILE [-tenant ID] [-subject SUB] [-upstream NAME]
+                         list (without values) or revoke the users' upstream tokens
+                         (auth mode user_oauth) in a Redis store
   version                print the version
 
 Run "gateway <command> -h" for a command's flags.
@@ -85,6 +88,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return bridge(ctx, rest, stderr)
 	case "pin":
 		return pin(ctx, rest, getenv, stdout, stderr)
+	case "tokens":
+		return tokens(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "gateway", version)
 		return nil

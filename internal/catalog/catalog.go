@@ -469,7 +469,7 @@ func (c *Catalog) run(ctx context.Context, up *Upstream, k Kind, key listKey, w 
 		// invalidate dropped the walk (the upstream's config changed
 		// meanwhile): its waiters get what it found, the cache does not.
 	case err != nil:
-		if c.ctx.Err() == nil {
+		if c.ctx.Err() == nil && !caller(err) {
 			c.fail(key, err)
 		}
 	case private && sharedKey(key):
@@ -564,6 +564,14 @@ func (c *Catalog) EndSession(id string) {
 		delete(c.failures, key)
 	}
 	delete(c.scoped, id)
+}
+
+// caller reports whether err is the caller's to fix, not the upstream's
+// failure (say, a consent the user has yet to give): it is not
+// remembered, so that the next request, once fixed, gets through.
+func caller(err error) bool {
+	var ce interface{ CallerMustAct() bool }
+	return errors.As(err, &ce) && ce.CallerMustAct()
 }
 
 // fail remembers a failed walk, for twice as long as the last time, so

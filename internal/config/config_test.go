@@ -36,6 +36,10 @@ var (
 		KeyPrefix: "mcpgw:",
 		Timeout:   Duration(500 * time.Millisecond),
 	}
+	defaultVault = Vault{
+		ConsentTTL: Duration(10 * time.Minute), PendingPerPrincipal: 8, Pending: 10000,
+		TokensPerTenant: 10000, Tokens: 100000,
+	}
 	defaultTelemetry = Telemetry{
 		Tracing: Tracing{SampleRatio: ptr(1.0)},
 		Audit:   Audit{Output: "stderr"},
@@ -129,6 +133,7 @@ func TestLoadExample(t *testing.T) {
 		}},
 		Limits:    defaultLimits,
 		Telemetry: defaultTelemetry,
+		Vault:     defaultVault,
 		Path:      examplePath,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -200,6 +205,7 @@ func TestParseDefaults(t *testing.T) {
 		Auth:      defaultAuth,
 		Limits:    defaultLimits,
 		Telemetry: defaultTelemetry,
+		Vault:     defaultVault,
 		Path:      "test.yaml",
 	}
 	withUpstream := defaults
@@ -398,7 +404,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level key",
 			yaml: "server: {}\nupstream: []\n",
-			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams, vault)"},
 		},
 		{
 			name: "unknown nested key",
@@ -482,7 +488,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "merge key",
 			yaml: "base: &b {listen: \":1\"}\n",
-			want: []string{"test.yaml:1: base: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:1: base: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams, vault)"},
 		},
 		{
 			name: "merge key in section",
@@ -1293,7 +1299,8 @@ func TestParseFull(t *testing.T) {
 			Audit:   Audit{Output: "/var/log/mcpgw/audit.log"},
 			Pprof:   true,
 		},
-		Path: "test.yaml",
+		Vault: defaultVault,
+		Path:  "test.yaml",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("mismatch (-want +got):\n%s", diff)
@@ -1613,7 +1620,7 @@ func TestParseTenantProblems(t *testing.T) {
 		{
 			name: "tenants not a list",
 			yaml: "    upstreams: []\ntenants2: {}\n",
-			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams)"},
+			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams, vault)"},
 		},
 	}
 	for _, tt := range tests {

@@ -46,6 +46,11 @@ const (
 	DefaultMaxProcesses      = 64
 	DefaultStdioIdleTimeout  = 10 * time.Minute
 	DefaultStopGrace         = 5 * time.Second
+	DefaultConsentTTL        = 10 * time.Minute
+	DefaultPendingPerPrinc   = 8
+	DefaultPending           = 10_000
+	DefaultTokensPerTenant   = 10_000
+	DefaultVaultTokens       = 100_000
 )
 
 // Values of telemetry.audit.output besides a file path.
@@ -160,6 +165,13 @@ func (c *Config) ApplyDefaults() {
 	if c.Budgets.Redis != nil {
 		redisDefaults(c.Budgets.Redis)
 	}
+
+	vt := &c.Vault
+	setDefault(&vt.ConsentTTL, Duration(DefaultConsentTTL))
+	setDefault(&vt.PendingPerPrincipal, DefaultPendingPerPrinc)
+	setDefault(&vt.Pending, DefaultPending)
+	setDefault(&vt.TokensPerTenant, DefaultTokensPerTenant)
+	setDefault(&vt.Tokens, DefaultVaultTokens)
 
 	a := &c.Auth
 	setDefault(&a.Leeway, Duration(DefaultLeeway))

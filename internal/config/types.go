@@ -29,6 +29,7 @@ type Config struct {
 	Identity  Identity   `yaml:"identity"`
 	Budgets   Budgets    `yaml:"budgets"`
 	Pins      Pins       `yaml:"pins"`
+	Vault     Vault      `yaml:"vault"`
 
 	// Path is the file the config was loaded from ("" when built in code).
 	Path string `yaml:"-"`
@@ -52,6 +53,57 @@ type Identity struct {
 	SigningKeys []string `yaml:"signing_keys"`
 	// TokenTTL is the lifetime of a signed token. Default 5m.
 	TokenTTL Duration `yaml:"token_ttl"`
+}
+
+// Vault configures where the gateway keeps the upstream tokens of users
+// (auth mode user_oauth) and the consents that get them. Tokens live in
+// the session store (sessions.store), encrypted.
+type Vault struct {
+	// Keys encrypt the tokens (AES-256-GCM): the first encrypts, every
+	// one decrypts, so that a key can be rotated. Required when an
+	// upstream uses user_oauth.
+	Keys []VaultKey `yaml:"keys"`
+	// ConsentTTL is how long a consent link, and the authorization it
+	// starts, stay usable. Default 10m.
+	ConsentTTL Duration `yaml:"consent_ttl"`
+	// PendingPerPrincipal bounds the consents one principal has pending
+	// (the oldest goes first). Default 8.
+	PendingPerPrincipal int `yaml:"pending_per_principal" cfg:"positive"`
+	// Pending bounds the consents pending in all. Default 10000.
+	Pending int `yaml:"pending" cfg:"positive"`
+	// TokensPerTenant bounds the users' tokens one tenant keeps, all
+	// upstreams together. Default 10000.
+	TokensPerTenant int `yaml:"tokens_per_tenant" cfg:"positive"`
+	// Tokens bounds the tokens the vault keeps in all. Default 100000.
+	Tokens int `yaml:"tokens" cfg:"positive"`
+	// Login, if set, makes the person who opens a consent link sign in
+	// at the gateway's own authorization server first: the link is
+	// honoured only for the principal it was made for.
+	Login *VaultLogin `yaml:"login"`
+}
+
+// VaultLogin is the gateway's client at one of its own issuers
+// (auth.issuers), to sign in the person at a consent page.
+type VaultLogin struct {
+	// Issuer is the issuer_url of one of auth.issuers.
+	Issuer string `yaml:"issuer"`
+	// ClientID and ClientSecret are the gateway's client there; no secret
+	// for a public client.
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret" cfg:"secret"`
+	// Scopes are asked for with the token; it must pass auth's checks
+	// (audience, required_scopes are not asked of it).
+	Scopes []string `yaml:"scopes"`
+}
+
+// VaultKey is one key of the vault.
+type VaultKey struct {
+	// ID names the key in what it encrypted: letters, digits, '-' and
+	// '_', at most 32.
+	ID string `yaml:"id"`
+	// Secret is 32 bytes, base64-encoded (standard or URL alphabet,
+	// padded or not); typically ${VAR}.
+	Secret string `yaml:"secret" cfg:"secret"`
 }
 
 // Upstream returns the upstream named name, or nil if there is none.
@@ -584,11 +636,14 @@ const (
 	AuthClientCredentials = "client_credentials"
 	AuthTokenExchange     = "token_exchange"
 	AuthSignedIdentity    = "signed_identity"
+	AuthUserOAuth         = "user_oauth"
 )
 
 // UpstreamAuth is how the gateway authenticates to one upstream.
 type UpstreamAuth struct {
-	// Mode is client_credentials, token_exchange or signed_identity.
+	// Mode is client_credentials, token_exchange, signed_identity or
+	// user_oauth (each user's own token from the upstream's authorization
+	// server, kept in the vault: see Vault).
 	Mode string `yaml:"mode"`
 	// TokenURL is the authorization server's token endpoint
 	// (client_credentials, token_exchange). Issuer instead finds it by

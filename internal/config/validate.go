@@ -52,7 +52,9 @@ var (
 //   - a telemetry.tracing section with settings in the file while
 //     telemetry.tracing.enabled is not true, and a tracing endpoint whose
 //     path already ends in /v1/traces (the gateway appends it);
-//   - telemetry.pprof in the file without server.admin_listen.
+//   - telemetry.pprof in the file without server.admin_listen;
+//   - an upstream with auth mode user_oauth, a client secret and no
+//     issuer (the upstream's metadata would choose where the secret goes).
 func (c *Config) Validate() error {
 	v := &validator{file: c.Path}
 	v.config(c)
@@ -149,6 +151,7 @@ func (v *validator) config(c *Config) {
 	v.pins(c)
 	v.telemetry(c)
 	nonNegative(v, "identity.token_ttl", c.Identity.TokenTTL)
+	v.vault(c)
 }
 
 func (v *validator) limits(l *Limits) {

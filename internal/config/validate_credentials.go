@@ -32,10 +32,23 @@ func (v *validator) upstreamAuth(path string, a *UpstreamAuth) {
 		need("client_id", a.ClientID)
 		need("client_secret", a.ClientSecret)
 	case AuthSignedIdentity:
+	case AuthUserOAuth:
+		// No issuer: the upstream's RFC 9728 metadata names it, when the
+		// upstream answers 401. A public client has no secret (PKCE
+		// protects its codes).
+		if a.TokenURL != "" {
+			v.addf(path+".token_url", "does not apply to mode %s: give issuer (or none, for discovery from the upstream)", a.Mode)
+		}
+		if a.Issuer != "" {
+			v.httpURL(path+".issuer", a.Issuer)
+		} else if a.ClientSecret != "" {
+			v.warnf(path+".issuer", "is not set: the client secret goes to whichever authorization server the upstream's metadata names; set issuer to pin it")
+		}
+		need("client_id", a.ClientID)
 	case "":
-		v.addf(path+".mode", "is required: %s, %s or %s", AuthClientCredentials, AuthTokenExchange, AuthSignedIdentity)
+		v.addf(path+".mode", "is required: %s, %s, %s or %s", AuthClientCredentials, AuthTokenExchange, AuthSignedIdentity, AuthUserOAuth)
 	default:
-		v.addf(path+".mode", "unknown mode %q: must be %s, %s or %s", a.Mode, AuthClientCredentials, AuthTokenExchange, AuthSignedIdentity)
+		v.addf(path+".mode", "unknown mode %q: must be %s, %s, %s or %s", a.Mode, AuthClientCredentials, AuthTokenExchange, AuthSignedIdentity, AuthUserOAuth)
 	}
 	if a.Actor && a.Mode != AuthTokenExchange {
 		v.addf(path+".actor", "applies to mode %s only", AuthTokenExchange)

@@ -18,6 +18,8 @@ type Options struct {
 	// mode and "ok" or "error".
 	OnFetch func(upstream, mode, outcome string)
 	Logger  *slog.Logger
+	// Broker holds users' tokens; required by mode user_oauth.
+	Broker *Broker
 }
 
 // A Signer mints the gateway's own tokens (see internal/identity).
@@ -69,6 +71,8 @@ func forAuth(u *config.Upstream, a *config.UpstreamAuth, hs map[string]string, o
 			s = newExchange(u, a, opts)
 		case config.AuthSignedIdentity:
 			s = newSigned(u, a, opts)
+		case config.AuthUserOAuth:
+			s = newUserOAuth(u, a, opts)
 		}
 	}
 	if len(hs) == 0 {

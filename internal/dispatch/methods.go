@@ -119,6 +119,9 @@ func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, o
 
 	c := &call{id: msg.ID, method: msg.Method, m: m, params: msg.Params, out: out}
 	res, err := m.serve(ctx, rq, c)
+	if r, e, ok := h.consentAnswer(ctx, rq, c, err); ok {
+		res, err = r, e
+	}
 	if errors.As(err, &c.refusal) {
 		h.budgetRefused(ctx, rq, msg.Method, c.refusal, !m.audited)
 		if m.target == targetTool {

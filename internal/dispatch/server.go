@@ -107,6 +107,9 @@ type Server struct {
 	guards  *budget.Guards // upstreams' concurrency gates and circuit breakers
 	// closeBudgets closes the budgets' own Redis client, if they have one.
 	closeBudgets func() error
+
+	broker        *credentials.Broker // user_oauth: see useroauth.go
+	notifySession notifyHook
 }
 
 // A State is one configuration snapshot and what was built from it. A request
@@ -195,6 +198,9 @@ func New(opts Options) (*Server, error) {
 			}
 		},
 	})
+	if h.broker, err = newBroker(opts.Config, opts.Store, h); err != nil {
+		return nil, err
+	}
 	h.catalog = catalog.New(opts.Config.Server.ListCacheTTL.D(), log, opts.Metrics)
 	h.catalog.Configure(opts.Config)
 	h.catalog.OnChange = h.upstreamListChanged
@@ -215,6 +221,9 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 	h.guards.Configure(cfg.Upstreams)
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
 	st.signer = h.signerFor(cfg, prev)
+	if err := h.broker.Configure(cfg); err != nil {
+		h.log.Error("user_oauth: vault keys unusable; the previous keys stay", "error", err)
+	}
 	h.processes.SetMax(cfg.Limits.StdioProcesses)
 	if st.signer != nil {
 		st.keysSum = keyFilesSum(cfg.Identity.SigningKeys)
@@ -233,7 +242,7 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 			}
 		}
 		ref := &upstreamRef{cfg: u, cat: catalog.NewUpstream(&u), gate: h.guards.Gate(u.Name), breaker: h.guards.Breaker(u.Name)}
-		copts := credentials.Options{HTTPClient: h.authc, OnFetch: h.metrics.TokenFetch, Logger: h.log}
+		copts := credentials.Options{HTTPClient: h.authc, OnFetch: h.metrics.TokenFetch, Logger: h.log, Broker: h.broker}
 		if st.signer != nil {
 			copts.Signer = st.signer
 		}

@@ -61,7 +61,9 @@ func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps jso
 			res, err := up.client.OpenAs(ctx, caps)
 			h.noteUpstream(up.cfg.Name, err)
 			if err != nil {
-				h.log.Warn("upstream initialize failed", "upstream", up.cfg.Name, "error", err)
+				if !callerMustAct(err) {
+					h.log.Warn("upstream initialize failed", "upstream", up.cfg.Name, "error", err)
+				}
 				return
 			}
 			h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
@@ -376,6 +378,9 @@ func (r *tracedResponse) finish(err error) {
 // noteUpstream records how the last request to an upstream went, for
 // readiness: a gateway none of whose upstreams answers is not ready.
 func (h *Server) noteUpstream(name string, err error) {
+	if callerMustAct(err) {
+		return // says nothing of the upstream: see callerMustAct
+	}
 	h.healthMu.Lock()
 	defer h.healthMu.Unlock()
 	if h.health == nil {

@@ -31,12 +31,14 @@ import (
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
 	"github.com/mcpgw/gateway/internal/transport"
+	"github.com/mcpgw/gateway/internal/vault"
 )
 
 // Options configure a Gateway.
@@ -94,6 +96,7 @@ type live struct {
 	verifier *auth.Verifier // nil with auth.anonymous
 	authn    http.Handler   // the auth middleware in front of the endpoint's snapshot of cfg
 	metadata http.Handler   // RFC 9728 document; nil with auth.anonymous
+	tokens   http.Handler   // a user's own upstream links (user_oauth), behind the same auth
 }
 
 // store is a session store the gateway owns.
@@ -171,6 +174,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.live.Store(g.buildLive(cfg, v, edge.Current()))
+	srv.Broker().SetVerifier(g.verifyLogin)
 	g.reload.generation = 1
 	g.reload.loaded = time.Now()
 	metrics.ConfigLoaded()
@@ -198,11 +202,13 @@ func (g *Gateway) verifierFor(cfg *config.Config, prev *live) (*auth.Verifier, e
 // rt routes.
 func (g *Gateway) buildLive(cfg *config.Config, v *auth.Verifier, rt *transport.Snapshot) *live {
 	l := &live{cfg: cfg, verifier: v}
+	tokens := g.server.Broker().TokensHandler(userOf)
 	if cfg.Auth.Anonymous {
 		l.authn = auth.Anonymous(tenant.DefaultID)(rt)
+		l.tokens = auth.Anonymous(tenant.DefaultID)(tokens)
 		return l
 	}
-	l.authn = auth.Middleware(v, auth.MiddlewareOptions{
+	mw := auth.Middleware(v, auth.MiddlewareOptions{
 		ResourceMetadataURL: auth.MetadataURL(cfg.Server.PublicURL),
 		RequiredScopes:      cfg.Auth.RequiredScopes,
 		KnownTenant:         rt.KnownTenant,
@@ -214,9 +220,34 @@ func (g *Gateway) buildLive(cfg *config.Config, v *auth.Verifier, rt *transport.
 				Outcome: audit.OutcomeDenied, Reason: reason,
 			})
 		},
-	})(rt)
+	})
+	l.authn = mw(rt)
+	l.tokens = mw(tokens)
 	l.metadata = auth.MetadataHandler(cfg, scopesSupported(cfg))
 	return l
+}
+
+// verifyLogin verifies a token of the gateway's own issuers, as /mcp
+// does, for the sign-in of a consent page (vault.login).
+func (g *Gateway) verifyLogin(ctx context.Context, token string) (vault.Principal, error) {
+	l := g.live.Load()
+	if l.verifier == nil {
+		return vault.Principal{}, errors.New("no issuers (auth.anonymous)")
+	}
+	p, err := l.verifier.Verify(ctx, token)
+	if err != nil {
+		return vault.Principal{}, err
+	}
+	return vault.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant}, nil
+}
+
+// userOf returns the verified caller of a request, as the vault names it.
+func userOf(r *http.Request) (vault.Principal, bool) {
+	p, ok := auth.PrincipalFrom(r.Context())
+	if !ok {
+		return vault.Principal{}, false
+	}
+	return vault.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant}, true
 }
 
 // Config returns the configuration in force.
@@ -278,6 +309,15 @@ func (g *Gateway) newMux() http.Handler {
 	// The keys of the tokens the gateway signs for upstreams with auth
 	// mode signed_identity (an empty set when none has).
 	r.Handle("/.well-known/jwks.json", g.server.JWKS())
+	// Per-user upstream OAuth (user_oauth): the consent page and the
+	// authorization servers' callback, for browsers; a user's own links,
+	// for the user's client, authenticated as /mcp is.
+	consent := g.server.Broker().Handler()
+	r.Handle(credentials.ConsentPath, consent)
+	r.Handle(credentials.CallbackPath, consent)
+	tokens := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.live.Load().tokens.ServeHTTP(w, r) })
+	r.Handle(credentials.TokensPath, tokens)
+	r.Handle(credentials.TokensPath+"/*", tokens)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "404 page not found: the MCP endpoint is /mcp", http.StatusNotFound)
 	})

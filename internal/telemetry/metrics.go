@@ -532,7 +532,7 @@ func (m *Metrics) QuarantinedItems(upstream, kind string, n int) {
 
 // Upstream credential modes: the values of the mode label of
 // mcpgw_upstream_token_fetches_total.
-var tokenModes = set("client_credentials", "token_exchange", "signed_identity")
+var tokenModes = set("client_credentials", "token_exchange", "signed_identity", "user_oauth")
 
 // TokenFetch records a token the gateway fetched for an upstream:
 // mcpgw_upstream_token_fetches_total{upstream,mode,outcome}, outcome "ok"

@@ -38,6 +38,9 @@ type ConnectOptions struct {
 	// CreateMessageHandler, if non-nil, answers sampling/createMessage
 	// (and the client declares the sampling capability).
 	CreateMessageHandler func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error)
+	// ElicitationCompleteHandler, if non-nil, receives
+	// notifications/elicitation/complete.
+	ElicitationCompleteHandler func(context.Context, *mcp.ElicitationCompleteNotificationRequest)
 	// Capabilities, if non-nil, replace the SDK's default client
 	// capabilities (roots with listChanged); the handlers above still add
 	// theirs.
@@ -58,11 +61,12 @@ func Connect(t testing.TB, url string, opts *ConnectOptions) *mcp.ClientSession 
 	client := mcp.NewClient(&mcp.Implementation{Name: "testkit", Version: "0.0.1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: opts.ProgressHandler,
 		//lint:ignore SA1019 logging is deprecated only from 2026-07-28; the 2025-11-25 sessions the gateway serves still use it
-		LoggingMessageHandler:  opts.LoggingHandler,
-		ElicitationHandler:     opts.ElicitationHandler,
-		ToolListChangedHandler: opts.ToolListChangedHandler,
-		CreateMessageHandler:   opts.CreateMessageHandler,
-		Capabilities:           opts.Capabilities,
+		LoggingMessageHandler:      opts.LoggingHandler,
+		ElicitationHandler:         opts.ElicitationHandler,
+		ToolListChangedHandler:     opts.ToolListChangedHandler,
+		ElicitationCompleteHandler: opts.ElicitationCompleteHandler,
+		CreateMessageHandler:       opts.CreateMessageHandler,
+		Capabilities:               opts.Capabilities,
 	})
 	version := opts.ProtocolVersion
 	if version == "" {

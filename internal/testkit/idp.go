@@ -48,6 +48,11 @@ type IDPClient struct {
 	// The IdP refuses every exchange whose subject starts with "refused-"
 	// too, whichever the client.
 	RefuseExchangeSubjects []string
+	// RedirectURIs, if not empty, make the client an authorization code
+	// client too (PKCE S256 required, exact redirect URIs, a refresh
+	// token with every grant): a person signs in and consents through
+	// the IdP's forms, see [IDP.SignIn].
+	RedirectURIs []string
 }
 
 // An IDP is a real OpenID provider (the certified oidc-provider package) run
@@ -124,6 +129,7 @@ func StartIDP(t testing.TB, clients []IDPClient) *IDP {
 		Claims       map[string]any `json:"claims,omitempty"`
 		Exchange     bool           `json:"token_exchange,omitempty"`
 		Refuse       []string       `json:"refuse_exchange_subjects,omitempty"`
+		Redirects    []string       `json:"redirect_uris,omitempty"`
 	}
 	p := &IDP{clients: make(map[string]IDPClient)}
 	list := make([]clientJSON, 0, len(clients))
@@ -145,6 +151,7 @@ func StartIDP(t testing.TB, clients []IDPClient) *IDP {
 			Claims:       c.Claims,
 			Exchange:     c.TokenExchange,
 			Refuse:       c.RefuseExchangeSubjects,
+			Redirects:    c.RedirectURIs,
 		})
 	}
 	data, err := json.Marshal(list)
@@ -320,6 +327,11 @@ type IDPCounts struct {
 	// TokenExchange counts token exchanges, by "<client ID> <subject>":
 	// see [IDPCounts.Exchanges].
 	TokenExchange map[string]int `json:"token_exchange"`
+	// AuthorizationCode, RefreshToken and Revocation count code
+	// redemptions, refreshes and grants revoked, by client ID.
+	AuthorizationCode map[string]int `json:"authorization_code"`
+	RefreshToken      map[string]int `json:"refresh_token"`
+	Revocation        map[string]int `json:"revocation"`
 }
 
 // Exchanges returns how many tokens clientID got by exchanging tokens of

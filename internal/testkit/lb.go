@@ -30,6 +30,7 @@ var hopHeaders = []string{
 type LBRequest struct {
 	Backend   int    // index of the backend it went to, in the list StartLB or SetBackends set
 	Method    string // HTTP method
+	Path      string // URL path
 	RPCMethod string // JSON-RPC method of the body, as in [RecordedRequest]
 	SessionID string // the Mcp-Session-Id request header
 	// Status is the backend's HTTP status, or 0 while the response headers
@@ -317,7 +318,7 @@ func (lb *LB) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "testkit LB: request body too large", http.StatusRequestEntityTooLarge)
 		return
 	}
-	target, li := lb.pick(LBRequest{Method: r.Method, RPCMethod: rpcMethods(body), SessionID: r.Header.Get("Mcp-Session-Id")})
+	target, li := lb.pick(LBRequest{Method: r.Method, Path: r.URL.Path, RPCMethod: rpcMethods(body), SessionID: r.Header.Get("Mcp-Session-Id")})
 	if target == "" {
 		lb.update(li, func(e *LBRequest) { e.Err, e.Done = "no backend in rotation", true })
 		http.Error(w, "testkit LB: no backend in rotation", http.StatusServiceUnavailable)

@@ -56,6 +56,23 @@
 // (successful grants only; the key of an exchange is the exchanging client
 // and the subject token's sub, separated by one space).
 //
+// Authorization code (with PKCE S256, always required) and refresh tokens,
+// for clients with "redirect_uris" (exact match): the access token is a JWT
+// for the resource the request names (RFC 8707), sub the account that
+// signed in, ttl as above; every such grant comes with a refresh token.
+// Sign-in and consent are HTML forms a test drives as a browser would:
+//   GET  /interaction/:uid          a form: login (action .../login,
+//                                   field "login": the account id, any
+//                                   non-empty string) or consent (action
+//                                   .../confirm; .../abort denies)
+//   POST /interaction/:uid/login    signs in as "login"
+//   POST /interaction/:uid/confirm  grants what was asked
+//   POST /interaction/:uid/abort    access_denied
+// Revocation (RFC 7009) is at revocation_endpoint; introspection too.
+// GET /test/counts also has "authorization_code" and "refresh_token" by
+// client_id, and "revocation" (grants revoked) by client_id, each once it
+// counts something.
+//
 // Prints "idp listening on http://127.0.0.1:PORT" once ready (the issuer).
 // Exits 0 on SIGTERM or SIGINT.
 
@@ -192,7 +209,9 @@ function list(value) {
 
 // Tokens issued, for GET /test/counts; exchangeSubjects carries the subject
 // of an exchange from its handler to the grant.success event.
-const counts = { client_credentials: {}, token_exchange: {} };
+const counts = {
+  client_credentials: {}, token_exchange: {}, authorization_code: {}, refresh_token: {}, revocation: {},
+};
 const exchangeSubjects = new WeakMap();
 
 // The token exchange grant (RFC 8693); see the header.
@@ -287,16 +306,23 @@ await new Promise((resolve, reject) => {
 const issuer = `http://127.0.0.1:${server.address().port}`;
 
 const provider = new Provider(issuer, {
-  clients: clientList.map((c) => ({
-    client_id: c.client_id,
-    client_secret: c.client_secret,
-    // Every client may ask; tokenExchange refuses those without
-    // token_exchange, with unauthorized_client.
-    grant_types: ['client_credentials', TOKEN_EXCHANGE],
-    response_types: [],
-    redirect_uris: [],
-    token_endpoint_auth_method: 'client_secret_basic',
-  })),
+  clients: clientList.map((c) => {
+    const code = Array.isArray(c.redirect_uris) && c.redirect_uris.length > 0;
+    return {
+      client_id: c.client_id,
+      client_secret: c.client_secret,
+      // Every client may ask; tokenExchange refuses those without
+      // token_exchange, with unauthorized_client.
+      grant_types: ['client_credentials', TOKEN_EXCHANGE, ...(code ? ['authorization_code', 'refresh_token'] : [])],
+      response_types: code ? ['code'] : [],
+      redirect_uris: code ? c.redirect_uris : [],
+      token_endpoint_auth_method: 'client_secret_basic',
+    };
+  }),
+  findAccount: async (ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
+  interactions: { url: async (ctx, interaction) => `/interaction/${interaction.uid}` },
+  pkce: { required: () => true },
+  issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
   jwks,
   cookies: { keys: [randomBytes(32).toString('base64url')] },
   scopes: ['openid', ...RESOURCE_SCOPES.split(' ')],
@@ -309,6 +335,8 @@ const provider = new Provider(issuer, {
       enabled: true,
       // No default: a token request must name its resource.
       defaultResource: async () => undefined,
+      // A refresh (or code) request without one gets the granted one.
+      useGrantedResource: async () => true,
       getResourceServerInfo: async (ctx, resourceIndicator, client) => {
         const info = {
           scope: RESOURCE_SCOPES,
@@ -324,6 +352,8 @@ const provider = new Provider(issuer, {
   },
   ttl: {
     ClientCredentials: (ctx, token, client) =>
+      ttlOf(client) ?? token.resourceServer?.accessTokenTTL ?? DEFAULT_TTL,
+    AccessToken: (ctx, token, client) =>
       ttlOf(client) ?? token.resourceServer?.accessTokenTTL ?? DEFAULT_TTL,
   },
   extraTokenClaims: async (ctx, token) => {
@@ -366,21 +396,107 @@ provider.on('grant.success', (ctx) => {
   } else if (grantType === TOKEN_EXCHANGE) {
     table = counts.token_exchange;
     key = `${clientId} ${exchangeSubjects.get(ctx)}`;
+  } else if (grantType === 'authorization_code' || grantType === 'refresh_token') {
+    table = counts[grantType];
+    key = clientId;
   } else {
     return;
   }
   table[key] = (table[key] ?? 0) + 1;
 });
 
+provider.on('grant.revoked', (ctx) => {
+  const clientId = ctx.oidc.client?.clientId;
+  counts.revocation[clientId] = (counts.revocation[clientId] ?? 0) + 1;
+});
+
+function escapeHTML(s) {
+  return String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+async function readForm(req) {
+  const chunks = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += chunk.length;
+    if (size > 16384) throw new Error('form too large');
+    chunks.push(chunk);
+  }
+  return new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+}
+
+// The sign-in and consent forms (see the header).
+async function interaction(req, res, uid, action) {
+  const html = (status, body) => {
+    res.writeHead(status, { 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store' });
+    res.end(`<!doctype html><html><body>${body}</body></html>`);
+  };
+  const details = await provider.interactionDetails(req, res);
+  if (details.uid !== uid) return html(400, 'interaction mismatch');
+  if (req.method === 'GET' && action === undefined) {
+    if (details.prompt.name === 'login') {
+      return html(200, `<h1>Sign in</h1><form method="post" action="/interaction/${escapeHTML(uid)}/login">`
+        + '<input name="login"><button type="submit">Sign in</button></form>');
+    }
+    return html(200, `<h1>Grant ${escapeHTML(details.params.client_id)} access</h1>`
+      + `<p>scope: ${escapeHTML(details.params.scope ?? '')}</p>`
+      + `<form method="post" action="/interaction/${escapeHTML(uid)}/confirm"><button type="submit">Allow</button></form>`
+      + `<form method="post" action="/interaction/${escapeHTML(uid)}/abort"><button type="submit">Deny</button></form>`);
+  }
+  if (req.method !== 'POST') return html(405, 'method not allowed');
+  const form = await readForm(req);
+  let result;
+  if (action === 'login') {
+    const login = form.get('login');
+    if (!login) return html(400, 'login required');
+    result = { login: { accountId: login } };
+  } else if (action === 'confirm') {
+    const { prompt: { details: missing }, params, session } = details;
+    let grant;
+    if (details.grantId) {
+      grant = await provider.Grant.find(details.grantId);
+    } else {
+      grant = new provider.Grant({ accountId: session.accountId, clientId: params.client_id });
+    }
+    if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope.join(' '));
+    if (missing.missingOIDCClaims) grant.addOIDCClaims(missing.missingOIDCClaims);
+    if (missing.missingResourceScopes) {
+      for (const [indicator, scopes] of Object.entries(missing.missingResourceScopes)) {
+        grant.addResourceScope(indicator, scopes.join(' '));
+      }
+    }
+    result = { consent: { grantId: await grant.save() } };
+  } else if (action === 'abort') {
+    result = { error: 'access_denied', error_description: 'the user denied access' };
+  } else {
+    return html(404, 'not found');
+  }
+  return provider.interactionFinished(req, res, result, { mergeWithLastSubmission: action !== 'login' });
+}
+
 const callback = provider.callback();
 server.on('request', (req, res) => {
+  const m = /^\/interaction\/([A-Za-z0-9_-]+)(?:\/(login|confirm|abort))?$/.exec(req.url.split('?')[0]);
+  if (m) {
+    interaction(req, res, m[1], m[2]).catch((err) => {
+      console.error('idp: interaction', err);
+      if (!res.headersSent) res.writeHead(400, { 'Content-Type': 'text/plain' });
+      res.end(`interaction failed: ${err.message}`);
+    });
+    return;
+  }
   if (req.url.split('?')[0] === '/test/counts') {
     if (req.method !== 'GET') {
       res.writeHead(405, { Allow: 'GET' }).end();
       return;
     }
     res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
-    res.end(JSON.stringify(counts));
+    // The tables of the code flow only once they count something.
+    const out = { client_credentials: counts.client_credentials, token_exchange: counts.token_exchange };
+    for (const k of ['authorization_code', 'refresh_token', 'revocation']) {
+      if (Object.keys(counts[k]).length > 0) out[k] = counts[k];
+    }
+    res.end(JSON.stringify(out));
     return;
   }
   callback(req, res);

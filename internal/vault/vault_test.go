@@ -1,0 +1,215 @@
+package vault_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpgw/gateway/internal/vault"
+)
+
+func key(id string) vault.KeyMaterial {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return vault.KeyMaterial{ID: id, Secret: b}
+}
+
+func mustCipher(t *testing.T, keys ...vault.KeyMaterial) *vault.Cipher {
+	t.Helper()
+	c, err := vault.NewCipher(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestCipherRotation(t *testing.T) {
+	k1, k2 := key("k1"), key("k2")
+	old := mustCipher(t, k1)
+	sealed := old.Seal([]byte("secret"), []byte("aad"))
+	if bytes.Contains(sealed, []byte("secret")) {
+		t.Fatal("plaintext in the sealed value")
+	}
+	rotated := mustCipher(t, k2, k1)
+	if got, err := rotated.Open(sealed, []byte("aad")); err != nil || string(got) != "secret" {
+		t.Fatalf("old key after rotation: %q %v", got, err)
+	}
+	fresh := rotated.Seal([]byte("secret"), []byte("aad"))
+	if _, err := old.Open(fresh, []byte("aad")); err == nil {
+		t.Fatal("a cipher without k2 opened what k2 sealed")
+	}
+	if _, err := rotated.Open(sealed, []byte("other")); err == nil {
+		t.Fatal("opened with another aad")
+	}
+	sealed[len(sealed)-1] ^= 1
+	if _, err := rotated.Open(sealed, []byte("aad")); err == nil {
+		t.Fatal("opened a tampered value")
+	}
+	if _, err := rotated.Open(nil, nil); err == nil {
+		t.Fatal("opened nothing")
+	}
+}
+
+func alice(up string) vault.Key {
+	return vault.Key{Principal: vault.Principal{Issuer: "https://idp", Subject: "alice", Tenant: "acme"}, Upstream: up}
+}
+
+// stores runs fn on a memory store and a Redis store, both bounded by lim.
+func stores(t *testing.T, lim vault.Limits, fn func(t *testing.T, s vault.Store, raw func() []string)) {
+	t.Run("memory", func(t *testing.T) { fn(t, vault.NewMemory(lim), nil) })
+	t.Run("redis", func(t *testing.T) {
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+		t.Cleanup(func() { _ = c.Close() })
+		prefix := "vaulttest:" + vault.NewID() + ":"
+		t.Cleanup(func() {
+			keys, _ := c.Keys(context.Background(), prefix+"*").Result()
+			if len(keys) > 0 {
+				c.Del(context.Background(), keys...)
+			}
+		})
+		raw := func() []string {
+			keys, err := c.Keys(context.Background(), prefix+"*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var vals []string
+			for _, k := range keys {
+				if typ, _ := c.Type(context.Background(), k).Result(); typ == "string" {
+					v, _ := c.Get(context.Background(), k).Result()
+					vals = append(vals, k+"="+v)
+				}
+			}
+			return vals
+		}
+		fn(t, vault.NewRedis(c, prefix, time.Second, lim), raw)
+	})
+}
+
+func TestTokens(t *testing.T) {
+	lim := vault.Limits{TokensPerTenant: 2, Tokens: 3, PendingPerPrincipal: 2, Pending: 3}
+	stores(t, lim, func(t *testing.T, s vault.Store, raw func() []string) {
+		ctx := context.Background()
+		v := vault.New(s, mustCipher(t, key("k1")))
+		tok := &vault.Token{AccessToken: "AT-secret", RefreshToken: "RT-secret", Expiry: time.Now().Add(time.Hour), Issuer: "https://as"}
+		if err := v.Save(ctx, alice("gh"), tok); err != nil {
+			t.Fatal(err)
+		}
+		got, err := v.Token(ctx, alice("gh"))
+		if err != nil || got == nil || got.AccessToken != "AT-secret" || got.RefreshToken != "RT-secret" {
+			t.Fatalf("Token: %+v %v", got, err)
+		}
+		if s := fmt.Sprintf("%v %+v %s", got, got, got); strings.Contains(s, "secret") {
+			t.Fatalf("a token prints its values: %s", s)
+		}
+		if raw != nil {
+			for _, r := range raw() {
+				if strings.Contains(r, "secret") {
+					t.Fatalf("readable in Redis: %s", r)
+				}
+			}
+		}
+		// Another key does not decrypt: unreadable without the key.
+		other := vault.New(s, mustCipher(t, key("k1")))
+		if got, _ := other.Token(ctx, alice("gh")); got != nil {
+			t.Fatal("decrypted with another key")
+		}
+		// Bounds: the tenant's, then the store's.
+		if err := v.Save(ctx, alice("jira"), tok); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Save(ctx, alice("slack"), tok); !errors.Is(err, vault.ErrFull) {
+			t.Fatalf("third token of a tenant of 2: %v", err)
+		}
+		if err := v.Save(ctx, alice("gh"), tok); err != nil {
+			t.Fatalf("replacing a token at the bound: %v", err)
+		}
+		bob := vault.Key{Principal: vault.Principal{Issuer: "https://idp", Subject: "bob", Tenant: "beta"}, Upstream: "gh"}
+		if err := v.Save(ctx, bob, tok); err != nil {
+			t.Fatal(err)
+		}
+		carol := bob
+		carol.Subject, carol.Tenant = "carol", "gamma"
+		if err := v.Save(ctx, carol, tok); !errors.Is(err, vault.ErrFull) {
+			t.Fatalf("fourth token of a store of 3: %v", err)
+		}
+		infos, err := v.List(ctx, vault.Filter{Tenant: "acme"})
+		if err != nil || len(infos) != 2 || !infos[0].Refresh {
+			t.Fatalf("List: %+v %v", infos, err)
+		}
+		if ok, err := v.Delete(ctx, alice("gh")); !ok || err != nil {
+			t.Fatalf("Delete: %v %v", ok, err)
+		}
+		if err := v.Save(ctx, carol, tok); err != nil {
+			t.Fatalf("after a delete: %v", err)
+		}
+		if got, _ := v.Token(ctx, alice("gh")); got != nil {
+			t.Fatal("deleted token still there")
+		}
+	})
+}
+
+func TestPending(t *testing.T) {
+	lim := vault.Limits{TokensPerTenant: 2, Tokens: 3, PendingPerPrincipal: 2, Pending: 3}
+	stores(t, lim, func(t *testing.T, s vault.Store, _ func() []string) {
+		ctx := context.Background()
+		v := vault.New(s, mustCipher(t, key("k1")))
+		p := func(sub string, ttl time.Duration) *vault.Pending {
+			return &vault.Pending{Principal: vault.Principal{Issuer: "i", Subject: sub, Tenant: "t"}, Upstream: "gh",
+				Verifier: "verifier-secret", Expires: time.Now().Add(ttl)}
+		}
+		a1, err := v.Begin(ctx, p("alice", time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := v.Peek(ctx, a1)
+		if err != nil || got.Subject != "alice" || got.Verifier != "verifier-secret" {
+			t.Fatalf("Peek: %+v %v", got, err)
+		}
+		// Per principal: the third of alice's evicts her first.
+		a2, _ := v.Begin(ctx, p("alice", time.Minute))
+		a3, err := v.Begin(ctx, p("alice", time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.Peek(ctx, a1); !errors.Is(err, vault.ErrNotFound) {
+			t.Fatalf("alice's oldest consent survived her third: %v", err)
+		}
+		// In all: 3; bob's first fits, carol's does not.
+		if _, err := v.Begin(ctx, p("bob", time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.Begin(ctx, p("carol", time.Minute)); !errors.Is(err, vault.ErrFull) {
+			t.Fatalf("fourth pending of 3: %v", err)
+		}
+		// Single use.
+		if got, err := v.Take(ctx, a2); err != nil || got.ID != a2 {
+			t.Fatalf("Take: %+v %v", got, err)
+		}
+		if _, err := v.Take(ctx, a2); !errors.Is(err, vault.ErrNotFound) {
+			t.Fatalf("taken twice: %v", err)
+		}
+		if _, err := v.Begin(ctx, p("carol", time.Minute)); err != nil {
+			t.Fatalf("after a take: %v", err)
+		}
+		_, _ = v.Take(ctx, a3)
+		// Expiry.
+		e, err := v.Begin(ctx, p("dave", 50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if _, err := v.Take(ctx, e); !errors.Is(err, vault.ErrNotFound) {
+			t.Fatalf("expired consent taken: %v", err)
+		}
+		if _, err := v.Take(ctx, "not-an-id"); !errors.Is(err, vault.ErrNotFound) {
+			t.Fatalf("unknown id: %v", err)
+		}
+	})
+}
