@@ -29,10 +29,10 @@ type RedisBus struct {
 	log     *slog.Logger
 	t       subTable
 
-	start sync.Once
-	mu    sync.Mutex // serializes SUBSCRIBE and UNSUBSCRIBE with Close
-	ps    *redis.PubSub
-	done  chan struct{} // closed when the reader returns
+	start  sync.Once
+	mu     sync.Mutex // serializes SUBSCRIBE and UNSUBSCRIBE with Close
+	ps     *redis.PubSub
+	done   chan struct{} // closed when the reader returns
 	closed bool
 }
 

@@ -187,6 +187,9 @@ type streamHooks struct {
 	alive func(ctx context.Context) bool
 	// ended, if set, is sent when the gateway ends the stream.
 	ended []byte
+	// source, if set, is started once the stream is open and returns
+	// more messages for it, and stop, which ends them and waits.
+	source func() (msgs <-chan []byte, stop func())
 }
 
 // runStream registers a stream under key for rq's principal and serves it
@@ -217,6 +220,12 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 	if hooks.first != nil && out.Event(hooks.first) != nil {
 		return
 	}
+	var relayed <-chan []byte // nil, never ready, without a source
+	if hooks.source != nil {
+		var stop func()
+		relayed, stop = hooks.source()
+		defer stop()
+	}
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 	rc := http.NewResponseController(w)
@@ -228,6 +237,10 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 					continue
 				}
 			}
+			if out.Event(msg) != nil {
+				return
+			}
+		case msg := <-relayed:
 			if out.Event(msg) != nil {
 				return
 			}
@@ -261,10 +274,13 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 	}
 }
 
-// serveStream serves a session's GET stream.
+// serveStream serves a session's GET stream: the gateway's list_changed,
+// and what dispatch relays from the session's upstream streams and the
+// session bus (see dispatch.Server.Listen).
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *dispatch.Request) {
 	id := rq.Session.ID
 	h.runStream(w, r, rq, id, jsonrpc.ID{}, "", streamHooks{
+		source: func() (<-chan []byte, func()) { return h.srv.Listen(r.Context(), rq) },
 		alive: func(ctx context.Context) bool {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
