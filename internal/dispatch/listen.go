@@ -85,7 +85,7 @@ import (
 const (
 	// listenQueue bounds the messages waiting for a client's GET stream
 	// to take them.
-	listenQueue = 64
+	listenQueue      = 64
 	listenMinBackoff = time.Second
 	listenMaxBackoff = time.Minute
 	// noStreamFor is how long an upstream that offers no GET stream (405)

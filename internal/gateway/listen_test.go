@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	sdkjsonrpc "github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/gateway/internal/gateway"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
@@ -155,8 +157,8 @@ func (u *listenUpstream) logAll(msg string) {
 }
 
 // exerciseListen runs the scenario of the tests below against url (one
-// replica, or a load balancer in front of several).
-func exerciseListen(t *testing.T, u *listenUpstream, url string) {
+// replica, or a load balancer in front of several gs).
+func exerciseListen(t *testing.T, u *listenUpstream, url string, gs ...*gateway.Gateway) {
 	ctx := context.Background()
 	alice := connectListen(t, url, "file:///alice")
 	bob := connectListen(t, url, "file:///bob")
@@ -226,6 +228,28 @@ func exerciseListen(t *testing.T, u *listenUpstream, url string) {
 	if !strings.Contains(refused[0].Error(), "did not declare") {
 		t.Errorf("carol's refusal: %v", refused[0])
 	}
+
+	// A message the gateway itself sends a session, from any replica,
+	// reaches that session's GET stream and no other.
+	before := len(alice.Logs())
+	for i, g := range gs {
+		msg := fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"gateway %d"}}`, i)
+		if err := gateway.ServerOf(g).NotifySession(ctx, carol.cs.ID(), []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until(t, "the gateway's messages", func() bool {
+		n := 0
+		for _, l := range carol.Logs() {
+			if strings.HasPrefix(l, "gateway ") {
+				n++
+			}
+		}
+		return n == len(gs)
+	})
+	if got := alice.Logs(); len(got) != before {
+		t.Errorf("alice got carol's messages: %v", got[before:])
+	}
 }
 
 func contains(s []string, v string) bool {
@@ -240,8 +264,8 @@ func contains(s []string, v string) bool {
 // TestListenOneReplica: the memory store, one replica.
 func TestListenOneReplica(t *testing.T) {
 	u := newListenUpstream(t)
-	url := startGateway(t, []upstreamSpec{{name: "up", url: u.url}})
-	exerciseListen(t, u, url)
+	g, url := startGatewayG(t, []upstreamSpec{{name: "up", url: u.url}})
+	exerciseListen(t, u, url, g)
 }
 
 // TestListenAcrossReplicas: three replicas on one Redis behind a
@@ -252,11 +276,14 @@ func TestListenAcrossReplicas(t *testing.T) {
 	u := newListenUpstream(t)
 	store := redisStore(t)
 	var backends []string
+	var gs []*gateway.Gateway
 	for range 3 {
-		backends = append(backends, strings.TrimSuffix(startGateway(t, []upstreamSpec{{name: "up", url: u.url}}, store), "/mcp"))
+		g, url := startGatewayG(t, []upstreamSpec{{name: "up", url: u.url}}, store)
+		gs = append(gs, g)
+		backends = append(backends, strings.TrimSuffix(url, "/mcp"))
 	}
 	lb := testkit.StartLB(t, backends)
-	exerciseListen(t, u, lb.URL+"/mcp")
+	exerciseListen(t, u, lb.URL+"/mcp", gs...)
 	// Some subscribe landed on another replica than its session's GET
 	// stream: the wake-up crossed replicas.
 	gets := map[string]int{}
@@ -276,4 +303,3 @@ func TestListenAcrossReplicas(t *testing.T) {
 		t.Errorf("no subscribe landed away from its GET stream: the test proved nothing across replicas")
 	}
 }
-
