@@ -22,7 +22,9 @@ import (
 // upstream's new list changes what the session's tenant sees. A second GET
 // for the same session replaces the first, so that no message is ever sent
 // on two streams. Streams are per replica; each replica notifies the streams
-// it holds, and every replica reloads the same config.
+// it holds, and every replica reloads the same config. A session's GET
+// stream also carries what dispatch relays to it from the session's
+// upstream streams and the session bus (see dispatch.Server.Listen).
 
 // heartbeat is how often an idle stream carries an SSE comment, which keeps
 // intermediaries from timing it out and lets the gateway notice a session
