@@ -133,35 +133,36 @@ func (h *Server) NotifySession(ctx context.Context, sessionID string, msg []byte
 
 // Listen starts relaying to a session's GET stream what reaches it
 // outside any request: messages from the session's upstream streams, and
-// those the bus carries for it (see the comment above). It returns the
-// messages for the stream, and stop, which ends it all and waits; ctx is
-// the GET request's. rq.Session must be set.
-func (h *Server) Listen(ctx context.Context, rq *Request) (<-chan []byte, func()) {
+// those the bus carries for it (see the comment above); ctx is the GET
+// request's, and rq.Session must be set. It returns the stream's messages,
+// shape, which the stream passes each of them through before sending it
+// (nil means there is nothing to send), and stop, which ends it all and
+// waits. A session that needs no upstream stream costs no goroutine: the
+// bus and the upstream streams share the one queue the stream reads, and
+// a wake-up is served by the stream's own goroutine, in shape.
+func (h *Server) Listen(ctx context.Context, rq *Request) (msgs <-chan []byte, shape func([]byte) []byte, stop func()) {
+	ctx, cancel := context.WithCancel(rq.withCaller(ctx))
 	l := &listener{
 		h:       h,
 		rq:      rq,
+		ctx:     ctx,
 		out:     make(chan []byte, listenQueue),
-		streams: make(map[string]*upstreamListen),
-		ended:   make(chan string, len(rq.upstreams())),
+		streams: make(map[string]bool),
 		who: &bridge.Caller{
 			Principal: PrincipalKey(rq), Tenant: rq.principal.Tenant,
 			Session: rq.Session.ID, Caps: rq.Session.ClientCapabilities,
 		},
 	}
 	l.roots = h.capSet(rq.Session.ClientCapabilities)["roots"]
-	bus, unsubscribe := h.bus.Subscribe(rq.Session.ID)
-	ctx, cancel := context.WithCancel(rq.withCaller(ctx))
-	done := make(chan struct{})
-	if !h.own.Go(func(owned context.Context) {
-		defer close(done)
-		defer context.AfterFunc(owned, cancel)()
-		l.run(ctx, bus)
-	}) {
-		close(done)
-	}
-	return l.out, func() {
+	unsubscribe := h.bus.Subscribe(rq.Session.ID, l.out)
+	// The record is read again now that the bus listens: a Listen set
+	// after the GET loaded the record, and before the subscription, would
+	// otherwise go unheard.
+	l.reload()
+	l.start()
+	return l.out, l.shape, func() {
 		cancel()
-		<-done
+		l.wg.Wait()
 		unsubscribe()
 	}
 }
@@ -171,58 +172,32 @@ func (h *Server) Listen(ctx context.Context, rq *Request) (<-chan []byte, func()
 type listener struct {
 	h     *Server
 	rq    *Request
+	ctx   context.Context // the GET stream's life
 	who   *bridge.Caller
 	roots bool // the client declared roots
 	out   chan []byte
 
-	streams map[string]*upstreamListen // running, by upstream name; run's own
-	ended   chan string                // an upstream stream's goroutine returned
+	mu      sync.Mutex
+	streams map[string]bool // upstreams with a running stream goroutine
 	wg      sync.WaitGroup
 }
 
-// upstreamListen is one upstream stream's goroutine.
-type upstreamListen struct {
-	cancel context.CancelFunc
-}
-
-// run serves the listener until ctx ends, then ends its upstream streams
-// and waits for them.
-func (l *listener) run(ctx context.Context, bus <-chan []byte) {
-	defer l.wg.Wait()
-	defer func() {
-		for _, s := range l.streams {
-			s.cancel()
-		}
-	}()
-	// The record is read again now that the bus listens: a Listen set
-	// after the GET loaded the record, and before the subscription, would
-	// otherwise go unheard.
-	l.reload(ctx)
-	l.start(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case msg, ok := <-bus:
-			if !ok {
-				return
-			}
-			if string(msg) == string(listenWake) {
-				l.reload(ctx)
-				l.start(ctx)
-				continue
-			}
-			l.notify(msg)
-		case name := <-l.ended:
-			delete(l.streams, name)
-		}
+// shape serves a message of the stream's queue: a wake-up from the bus
+// starts the upstream streams the session needs now; anything else goes
+// to the client.
+func (l *listener) shape(msg []byte) []byte {
+	if string(msg) == string(listenWake) {
+		l.reload()
+		l.start()
+		return nil
 	}
+	return msg
 }
 
 // reload reads the session record again, for the upstream sessions
 // another replica opened or marked. A failure keeps what rq holds.
-func (l *listener) reload(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+func (l *listener) reload() {
+	ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
 	defer cancel()
 	rec, err := l.h.store.Get(ctx, l.rq.Session.ID)
 	if err != nil {
@@ -237,10 +212,15 @@ func (l *listener) reload(ctx context.Context) {
 }
 
 // start starts a stream for each upstream session that needs one and has
-// none.
-func (l *listener) start(ctx context.Context) {
+// none: a goroutine each, owned by the Server (and by stop).
+func (l *listener) start() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx.Err() != nil {
+		return
+	}
 	for _, up := range l.rq.upstreams() {
-		if l.streams[up.cfg.Name] != nil {
+		if l.streams[up.cfg.Name] {
 			continue
 		}
 		if _, ok := l.needs(up); !ok {
@@ -255,18 +235,28 @@ func (l *listener) start(ctx context.Context) {
 			}
 			return
 		}
-		sctx, cancel := context.WithCancel(ctx)
-		l.streams[up.cfg.Name] = &upstreamListen{cancel: cancel}
 		l.wg.Add(1)
-		go func() {
+		started := l.h.own.Go(func(owned context.Context) {
 			defer l.wg.Done()
 			defer l.h.listenSlots.give()
-			defer func() { l.ended <- up.cfg.Name }()
+			defer func() {
+				l.mu.Lock()
+				delete(l.streams, up.cfg.Name)
+				l.mu.Unlock()
+			}()
+			ctx, cancel := context.WithCancel(l.ctx)
 			defer cancel()
+			defer context.AfterFunc(owned, cancel)()
 			l.h.metrics.UpstreamStream(1)
 			defer l.h.metrics.UpstreamStream(-1)
-			l.listenUpstream(sctx, up)
-		}()
+			l.listenUpstream(ctx, up)
+		})
+		if !started { // the Server is closing
+			l.wg.Done()
+			l.h.listenSlots.give()
+			return
+		}
+		l.streams[up.cfg.Name] = true
 	}
 }
 
@@ -323,7 +313,7 @@ func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef) {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, listenMaxBackoff)
-		l.reload(ctx)
+		l.reload()
 	}
 }
 

@@ -25,31 +25,25 @@ type Bus interface {
 	// *[LimitError] (ErrLimit) for a message over the bus's size bound,
 	// and with ErrUnavailable when the bus cannot be reached.
 	Publish(ctx context.Context, sessionID string, msg []byte) error
-	// Subscribe returns the messages published for sessionID from now
-	// on, until cancel, which must be called once the caller is done and
-	// closes the channel. The channel holds a bounded number of messages:
-	// one published while it is full is dropped for this subscriber (and
-	// counted, see [BusOptions.OnDrop]). Each message is the
-	// subscriber's to keep.
-	Subscribe(sessionID string) (msgs <-chan []byte, cancel func())
+	// Subscribe sends to ch the messages published for sessionID from
+	// now on, until cancel, which must be called once the caller is done;
+	// once cancel returns nothing more is sent on ch, which the bus never
+	// closes. The bus never waits for ch: a message that finds it full is
+	// dropped for this subscriber (and counted, see [BusOptions.OnDrop]),
+	// so ch's capacity bounds what waits for the subscriber. Each message
+	// is the subscriber's to keep.
+	Subscribe(sessionID string, ch chan<- []byte) (cancel func())
 }
 
 // LimitBusMessageBytes names the bound of one bus message in a *LimitError.
 const LimitBusMessageBytes = "bus_message_bytes"
 
-// Defaults of [BusOptions].
-const (
-	// DefaultBusBuffer is how many messages a subscriber's channel holds.
-	DefaultBusBuffer = 64
-	// DefaultBusMessageBytes bounds one message.
-	DefaultBusMessageBytes = 1 << 20
-)
+// DefaultBusMessageBytes bounds one bus message, unless
+// [BusOptions.MaxMessageBytes] says otherwise.
+const DefaultBusMessageBytes = 1 << 20
 
 // BusOptions configure a bus. The zero value is usable.
 type BusOptions struct {
-	// Buffer is how many messages each subscriber's channel holds; zero or
-	// negative means DefaultBusBuffer.
-	Buffer int
 	// MaxMessageBytes bounds a published message; zero or negative means
 	// DefaultBusMessageBytes.
 	MaxMessageBytes int
@@ -59,9 +53,6 @@ type BusOptions struct {
 }
 
 func (o BusOptions) withDefaults() BusOptions {
-	if o.Buffer <= 0 {
-		o.Buffer = DefaultBusBuffer
-	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = DefaultBusMessageBytes
 	}
@@ -79,11 +70,10 @@ func (o BusOptions) checkSize(msg []byte) error {
 	return nil
 }
 
-// busSub is one subscriber: its channel, closed by cancel under the
-// owning table's lock, so that a sender holding that lock never sends on
-// a closed channel.
+// busSub is one subscriber: its channel, which the owning table sends on
+// only under its lock, so that once remove returned nothing more is sent.
 type busSub struct {
-	ch chan []byte
+	ch chan<- []byte
 }
 
 // subTable is the subscribers of one process, by key (a session id, or
@@ -94,22 +84,21 @@ type subTable struct {
 	opts BusOptions
 }
 
-// add registers a new subscriber under key and reports whether it is the
-// first there.
-func (t *subTable) add(key string) (*busSub, bool) {
+// add registers a new subscriber of channel ch under key and reports
+// whether it is the first there.
+func (t *subTable) add(key string, ch chan<- []byte) (*busSub, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.subs == nil {
 		t.subs = make(map[string][]*busSub)
 	}
-	s := &busSub{ch: make(chan []byte, t.opts.Buffer)}
+	s := &busSub{ch: ch}
 	first := len(t.subs[key]) == 0
 	t.subs[key] = append(t.subs[key], s)
 	return s, first
 }
 
-// remove unregisters s, closing its channel, and reports whether key has
-// no subscriber left.
+// remove unregisters s and reports whether key has no subscriber left.
 func (t *subTable) remove(key string, s *busSub) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -117,7 +106,6 @@ func (t *subTable) remove(key string, s *busSub) bool {
 	for i, x := range list {
 		if x == s {
 			list = append(list[:i:i], list[i+1:]...)
-			close(s.ch)
 			break
 		}
 	}

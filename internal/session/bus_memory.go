@@ -31,9 +31,9 @@ func (b *MemoryBus) Publish(ctx context.Context, sessionID string, msg []byte) e
 }
 
 // Subscribe implements [Bus].
-func (b *MemoryBus) Subscribe(sessionID string) (<-chan []byte, func()) {
-	s, _ := b.t.add(sessionID)
-	return s.ch, sync.OnceFunc(func() { b.t.remove(sessionID, s) })
+func (b *MemoryBus) Subscribe(sessionID string, ch chan<- []byte) func() {
+	s, _ := b.t.add(sessionID, ch)
+	return sync.OnceFunc(func() { b.t.remove(sessionID, s) })
 }
 
 // Close implements io.Closer; a MemoryBus holds nothing to release.

@@ -61,13 +61,13 @@ func (b *RedisBus) Publish(ctx context.Context, sessionID string, msg []byte) er
 // Subscribe implements [Bus]. A SUBSCRIBE that fails (Redis down) is
 // made again when go-redis reconnects; meanwhile the channel is open and
 // quiet.
-func (b *RedisBus) Subscribe(sessionID string) (<-chan []byte, func()) {
+func (b *RedisBus) Subscribe(sessionID string, ch chan<- []byte) func() {
 	key := busChannel(b.prefix, sessionID)
-	s, first := b.t.add(key)
+	s, first := b.t.add(key, ch)
 	if first {
 		b.command(key, true)
 	}
-	return s.ch, sync.OnceFunc(func() {
+	return sync.OnceFunc(func() {
 		if b.t.remove(key, s) {
 			b.command(key, false)
 		}
@@ -116,8 +116,7 @@ func (b *RedisBus) open() {
 // Channels returns the number of channels subscribed on this replica.
 func (b *RedisBus) Channels() int { return b.t.len() }
 
-// Close ends the pub/sub connection and waits for its reader. Subscribers'
-// channels stay open until they cancel.
+// Close ends the pub/sub connection and waits for its reader.
 func (b *RedisBus) Close() error {
 	b.mu.Lock()
 	b.closed = true

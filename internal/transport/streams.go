@@ -190,8 +190,9 @@ type streamHooks struct {
 	// ended, if set, is sent when the gateway ends the stream.
 	ended []byte
 	// source, if set, is started once the stream is open and returns
-	// more messages for it, and stop, which ends them and waits.
-	source func() (msgs <-chan []byte, stop func())
+	// more messages for it, the shape each goes through (nil drops it),
+	// and stop, which ends them and waits.
+	source func() (msgs <-chan []byte, shape func([]byte) []byte, stop func())
 }
 
 // runStream registers a stream under key for rq's principal and serves it
@@ -223,9 +224,10 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 		return
 	}
 	var relayed <-chan []byte // nil, never ready, without a source
+	var relay func([]byte) []byte
 	if hooks.source != nil {
 		var stop func()
-		relayed, stop = hooks.source()
+		relayed, relay, stop = hooks.source()
 		defer stop()
 	}
 	tick := time.NewTicker(heartbeat)
@@ -243,7 +245,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 				return
 			}
 		case msg := <-relayed:
-			if out.Event(msg) != nil {
+			if msg = relay(msg); msg != nil && out.Event(msg) != nil {
 				return
 			}
 		case <-tick.C:
@@ -282,7 +284,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *dispatch.Request) {
 	id := rq.Session.ID
 	h.runStream(w, r, rq, id, jsonrpc.ID{}, "", streamHooks{
-		source: func() (<-chan []byte, func()) { return h.srv.Listen(r.Context(), rq) },
+		source: func() (<-chan []byte, func([]byte) []byte, func()) { return h.srv.Listen(r.Context(), rq) },
 		alive: func(ctx context.Context) bool {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
