@@ -66,14 +66,16 @@ import (
 // itself sends a session (see NotifySession). A message for a session
 // whose GET stream is open nowhere is dropped.
 //
-// Bounds: a stream's queue holds listenQueue messages; past it a
-// notification is dropped and a request refused to its upstream at once
-// (-32603), both counted (stream_queue). A session opens at most one
-// upstream stream per upstream of its tenant, a replica at most
+// Bounds: a stream's queue holds listenQueue messages, from its upstream
+// streams and the bus alike; past it a notification is dropped and a
+// request refused to its upstream at once (-32603), both counted
+// (stream_queue; bus_queue for what the bus drops). A session opens at
+// most one upstream stream per upstream of its tenant, a replica at most
 // limits.upstream_streams; past that no new one opens until one closes
 // (counted, upstream_streams, and logged once). The bus bounds its
-// channel per stream and its message size (session.BusOptions); the
-// upstream client bounds each message it reads.
+// message size (session.BusOptions); the upstream client bounds each
+// message it reads. A stream that needs no upstream stream costs its
+// queue and a bus subscription, and no goroutine.
 //
 // Only upstream sessions of the 2025-11-25 revision (and older) have a
 // GET stream; a 2026-07-28 upstream's subscriptions/listen is not opened
@@ -85,7 +87,7 @@ import (
 const (
 	// listenQueue bounds the messages waiting for a client's GET stream
 	// to take them.
-	listenQueue      = 64
+	listenQueue      = 16
 	listenMinBackoff = time.Second
 	listenMaxBackoff = time.Minute
 	// noStreamFor is how long an upstream that offers no GET stream (405)
