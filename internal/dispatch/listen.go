@@ -36,7 +36,9 @@ import (
 //     stream knows of a POST served elsewhere, which wakes it up over the
 //     session bus; or
 //   - the client declared roots: any upstream may then ask for them, so
-//     every upstream session of the session is heard.
+//     every upstream session of the session is heard (but a stdio one,
+//     whose process would then never go idle: its roots/list outside a
+//     call is not relayed).
 //
 // A session that needs none costs no upstream stream: the 10k client
 // streams of issue 7 stay idle connections.
@@ -268,7 +270,11 @@ func (l *listener) needs(up *upstreamRef) (session.Upstream, bool) {
 	l.rq.mu.Lock()
 	us, ok := l.rq.Session.Upstreams[up.cfg.Name]
 	l.rq.mu.Unlock()
-	if !ok || us.SessionID == "" || upstream.IsModern(us) || !(us.Listen || l.roots) {
+	// Roots alone do not open a stdio upstream's stream: it would keep
+	// the tenant's process from ever going idle
+	// (upstreams[].stdio.idle_timeout) while any client holds a GET
+	// stream.
+	if !ok || us.SessionID == "" || upstream.IsModern(us) || !(us.Listen || l.roots && !up.cfg.IsStdio()) {
 		return us, false
 	}
 	if t, ok := l.h.noStream.Load(up.cfg.Name); ok && time.Since(t.(time.Time)) < noStreamFor {
