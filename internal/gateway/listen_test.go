@@ -313,3 +313,15 @@ func TestListenAcrossReplicas(t *testing.T) {
 		t.Errorf("subscribe away from its GET stream: %v, an answer away from it: %v; the test proved nothing across replicas", crossed, answered)
 	}
 }
+
+// waitUpstreamStreams waits until g holds n upstream streams for its
+// clients' GET streams (mcpgw_upstream_streams_open).
+func waitUpstreamStreams(t *testing.T, g *gateway.Gateway, n int) {
+	t.Helper()
+	want := fmt.Sprintf("mcpgw_upstream_streams_open %d\n", n)
+	waitFor(t, func() bool {
+		rec := httptest.NewRecorder()
+		g.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return strings.Contains(rec.Body.String(), want)
+	})
+}
