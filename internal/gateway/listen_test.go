@@ -57,6 +57,7 @@ type listenClient struct {
 	mu      sync.Mutex
 	updated []string // notifications/resources/updated URIs
 	logs    []string // notifications/message data
+	changed int      // notifications/resources/list_changed
 }
 
 func (c *listenClient) seen(f func() []string) []string {
@@ -78,6 +79,11 @@ func connectListen(t *testing.T, url string, roots ...string) *listenClient {
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
 			c.mu.Lock()
 			c.updated = append(c.updated, r.Params.URI)
+			c.mu.Unlock()
+		},
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+			c.mu.Lock()
+			c.changed++
 			c.mu.Unlock()
 		},
 		//lint:ignore SA1019 logging is deprecated only from 2026-07-28; the 2025-11-25 sessions the gateway serves still use it
@@ -227,6 +233,36 @@ func exerciseListen(t *testing.T, u *listenUpstream, url string, gs ...*gateway.
 	}
 	if !strings.Contains(refused[0].Error(), "did not declare") {
 		t.Errorf("carol's refusal: %v", refused[0])
+	}
+	// The upstream's ping is answered by the gateway.
+	for ss := range u.srv.Sessions() {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if err := ss.Ping(pctx, nil); err != nil {
+			t.Errorf("upstream ping: %v", err)
+		}
+		cancel()
+	}
+
+	// The gateway does not watch this upstream (upstreams[].watch is off
+	// in these tests): its list_changed, on each session's stream, reaches
+	// the client, and the next list is fresh on the replica that relayed
+	// it (others keep theirs up to server.list_cache_ttl).
+	if _, err := alice.cs.ListResources(ctx, nil); err != nil { // cached now
+		t.Fatal(err)
+	}
+	u.srv.AddResource(&mcp.Resource{URI: "test://up/late", Name: "late"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{}, nil
+	})
+	until(t, "alice's resources/list_changed", func() bool {
+		alice.mu.Lock()
+		defer alice.mu.Unlock()
+		return alice.changed > 0
+	})
+	if len(gs) == 1 {
+		res, err := alice.cs.ListResources(ctx, nil)
+		if err != nil || len(res.Resources) != 3 {
+			t.Errorf("resources after list_changed: %v %+v", err, res)
+		}
 	}
 
 	// A message the gateway itself sends a session, from any replica,
