@@ -98,6 +98,7 @@ func connectListen(t *testing.T, url string, roots ...string) *listenClient {
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "listen-test", Version: "0.0.1"}, opts)
 	for _, r := range roots {
+		//lint:ignore SA1019 roots are deprecated only from 2026-07-28; the 2025-11-25 sessions the gateway serves still use them
 		client.AddRoots(&mcp.Root{URI: r, Name: r})
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
