@@ -104,6 +104,10 @@ var listenWake = []byte("wake")
 // errStreamFull is a message a client's GET stream had no room for.
 var errStreamFull = errors.New("the client's stream is not taking messages")
 
+// errReplaced ends an upstream stream whose upstream a reload replaced or
+// took from the tenant.
+var errReplaced = errors.New("the upstream was reconfigured")
+
 // listenSlots counts the upstream streams open on this replica.
 type listenSlots struct {
 	n      atomic.Int64
@@ -264,6 +268,17 @@ func (l *listener) start() {
 	}
 }
 
+// current returns upstream name as the config in force has it, or nil when
+// the session's tenant no longer uses it.
+func (l *listener) current(name string) *upstreamRef {
+	st := l.h.Current()
+	v, err := st.tenants.Get(l.who.Tenant)
+	if err != nil || !v.Allows(name) {
+		return nil
+	}
+	return st.byName[name]
+}
+
 // needs returns the session's upstream session with up, and whether it
 // needs a stream (see the comment above).
 func (l *listener) needs(up *upstreamRef) (session.Upstream, bool) {
@@ -286,9 +301,15 @@ func (l *listener) needs(up *upstreamRef) (session.Upstream, bool) {
 // listenUpstream keeps up's stream open while the session needs it, on
 // the session's current upstream session, opened again with backoff.
 func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef) {
-	log := l.h.log.With("upstream", up.cfg.Name)
+	name := up.cfg.Name
+	log := l.h.log.With("upstream", name)
 	backoff := listenMinBackoff
 	for {
+		// A reload since may have replaced the upstream's client, or taken
+		// the upstream from the tenant.
+		if up = l.current(name); up == nil {
+			return
+		}
 		us, ok := l.needs(up)
 		if !ok {
 			return
@@ -335,10 +356,19 @@ func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.U
 	defer st.Close()
 	defer context.AfterFunc(ctx, func() { st.Close() })()
 	watched := up.cfg.Watches() && (up.creds == nil || !up.creds.NeedsCaller(&credentials.Caller{}))
+	state := l.h.Current()
 	for {
 		msg, raw, err := st.Next()
 		if err != nil {
 			return err
+		}
+		if cur := l.h.Current(); cur != state {
+			// Reloaded: nothing more of an upstream the tenant no longer
+			// uses, or of a replaced client's stream.
+			if l.current(up.cfg.Name) != up {
+				return errReplaced
+			}
+			state = cur
 		}
 		switch msg.Kind {
 		case jsonrpc.KindNotification:

@@ -14,6 +14,7 @@ import (
 	sdkjsonrpc "github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/gateway"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
@@ -361,4 +362,40 @@ func waitUpstreamStreams(t *testing.T, g *gateway.Gateway, n int) {
 		g.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		return strings.Contains(rec.Body.String(), want)
 	})
+}
+
+// TestListenStopsWhenTheUpstreamIsGone: a reload that takes the upstream
+// from the session's tenant ends the relay: nothing the upstream says
+// afterwards reaches the client, and its stream closes.
+func TestListenStopsWhenTheUpstreamIsGone(t *testing.T) {
+	u := newListenUpstream(t)
+	other := testkit.NewUpstream(t, "other")
+	g, url := startGatewayG(t, []upstreamSpec{{name: "up", url: u.url}, spec(other)})
+	alice := connectListen(t, url, "file:///alice")
+	waitUpstreamStreams(t, g, 2) // roots: both upstreams are heard
+	//lint:ignore SA1019 logging is deprecated only from 2026-07-28
+	if err := alice.cs.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "a log message", func() bool {
+		u.logAll("before")
+		return len(alice.Logs()) > 0
+	})
+
+	next := *g.Config()
+	next.Tenants = []config.Tenant{{ID: "default", Upstreams: []config.TenantUpstream{{Name: "other"}}}}
+	if err := next.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Reload(&next); err != nil {
+		t.Fatal(err)
+	}
+	n := len(alice.Logs())
+	u.logAll("after") // ends the relay
+	waitUpstreamStreams(t, g, 1) // other's
+	u.logAll("after")
+	time.Sleep(200 * time.Millisecond)
+	if got := alice.Logs(); len(got) != n {
+		t.Errorf("messages after the upstream was taken from the tenant: %v", got[n:])
+	}
 }
