@@ -391,7 +391,7 @@ func TestListenStopsWhenTheUpstreamIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := len(alice.Logs())
-	u.logAll("after") // ends the relay
+	u.logAll("after")            // ends the relay
 	waitUpstreamStreams(t, g, 1) // other's
 	u.logAll("after")
 	time.Sleep(200 * time.Millisecond)
