@@ -19,6 +19,8 @@ import (
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
+//lint:file-ignore SA1019 roots, sampling and logging are deprecated only from 2026-07-28; the 2025-11-25 sessions tested here use them
+
 // Messages outside a request: what an upstream says on its session's GET
 // stream reaches the client session it belongs to, through the replica
 // that holds that client's GET stream.
@@ -71,8 +73,8 @@ func (c *listenClient) Updated() []string { return c.seen(func() []string { retu
 func (c *listenClient) Logs() []string    { return c.seen(func() []string { return c.logs }) }
 
 // connectListen connects a 2025-11-25 go-sdk client to url. With roots,
-// the client declares roots and lists them; without, it declares no
-// capability at all.
+// the client declares roots and lists them, and sampling, answering with
+// its first root; without, it declares no capability at all.
 func connectListen(t *testing.T, url string, roots ...string) *listenClient {
 	t.Helper()
 	c := &listenClient{}
@@ -96,6 +98,10 @@ func connectListen(t *testing.T, url string, roots ...string) *listenClient {
 	}
 	if len(roots) == 0 {
 		opts.Capabilities = &mcp.ClientCapabilities{}
+	} else {
+		opts.CreateMessageHandler = func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "sampled by " + roots[0]}}, nil
+		}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "listen-test", Version: "0.0.1"}, opts)
 	for _, r := range roots {
@@ -236,6 +242,23 @@ func exerciseListen(t *testing.T, u *listenUpstream, url string, gs ...*gateway.
 	if !strings.Contains(refused[0].Error(), "did not declare") {
 		t.Errorf("carol's refusal: %v", refused[0])
 	}
+	// So does sampling, outside any call.
+	var sampled []string
+	for ss := range u.srv.Sessions() {
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		//lint:ignore SA1019 sampling is deprecated only from 2026-07-28
+		res, err := ss.CreateMessage(sctx, &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+		cancel()
+		if err == nil {
+			sampled = append(sampled, res.Content.(*mcp.TextContent).Text)
+		} else if !strings.Contains(err.Error(), "did not declare") {
+			t.Errorf("sampling refused otherwise than at once: %v", err)
+		}
+	}
+	if len(sampled) != 2 || !contains(sampled, "sampled by file:///alice") {
+		t.Errorf("sampled: %v", sampled)
+	}
+
 	// The upstream's ping is answered by the gateway.
 	for ss := range u.srv.Sessions() {
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
