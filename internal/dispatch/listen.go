@@ -398,8 +398,13 @@ func (l *listener) notify(msg []byte) {
 }
 
 // Event implements bridge.Out: an upstream's request goes to the client's
-// stream if there is room, and is refused to the upstream otherwise.
+// stream if there is room, and is refused to the upstream otherwise. The
+// last place in the queue is kept for the bus, so that an upstream's flood
+// never leaves a wake-up without room.
 func (l *listener) Event(msg []byte) error {
+	if len(l.out) >= cap(l.out)-1 {
+		return errStreamFull
+	}
 	select {
 	case l.out <- msg:
 		return nil
