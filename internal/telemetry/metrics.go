@@ -95,30 +95,30 @@ var durationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10
 // The label values it records are bounded whatever the callers pass; see
 // the package documentation.
 type Metrics struct {
-	gatherer  prometheus.Gatherer
-	requests  *prometheus.CounterVec
-	reqDur    *prometheus.HistogramVec
-	upReqs    *prometheus.CounterVec
-	upDur     *prometheus.HistogramVec
-	tools     *prometheus.CounterVec
-	authFail  *prometheus.CounterVec
-	denials   *prometheus.CounterVec
-	streams   prometheus.Gauge
-	upStreams prometheus.Gauge
-	reloads   *prometheus.CounterVec
-	gen       prometheus.Gauge
-	lastOK    prometheus.Gauge
-	limits    *prometheus.CounterVec
-	names     *prometheus.CounterVec
-	schemas   *prometheus.CounterVec
-	pinned    *prometheus.GaugeVec
-	tokens    *prometheus.CounterVec
-	budgets   *prometheus.CounterVec
-	quotas    *prometheus.GaugeVec
-	circuits  *prometheus.GaugeVec
-	logSup    *prometheus.CounterVec
-	procs     *prometheus.GaugeVec
-	exits     *prometheus.CounterVec
+	gatherer prometheus.Gatherer
+	requests *prometheus.CounterVec
+	reqDur   *prometheus.HistogramVec
+	upReqs   *prometheus.CounterVec
+	upDur    *prometheus.HistogramVec
+	tools    *prometheus.CounterVec
+	authFail *prometheus.CounterVec
+	denials  *prometheus.CounterVec
+	streams  prometheus.Gauge
+	listens  prometheus.Gauge
+	reloads  *prometheus.CounterVec
+	gen      prometheus.Gauge
+	lastOK   prometheus.Gauge
+	limits   *prometheus.CounterVec
+	names    *prometheus.CounterVec
+	schemas  *prometheus.CounterVec
+	pinned   *prometheus.GaugeVec
+	tokens   *prometheus.CounterVec
+	budgets  *prometheus.CounterVec
+	quotas   *prometheus.GaugeVec
+	circuits *prometheus.GaugeVec
+	logSup   *prometheus.CounterVec
+	procs    *prometheus.GaugeVec
+	exits    *prometheus.CounterVec
 
 	sessions   atomic.Int64
 	sessionsFn atomic.Pointer[func() int]
@@ -177,7 +177,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcpgw_sse_streams_open",
 			Help: "Server-sent event streams currently open to clients.",
 		}),
-		upStreams: prometheus.NewGauge(prometheus.GaugeOpts{
+		listens: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mcpgw_upstream_streams_open",
 			Help: "Upstream GET streams currently open for client sessions' GET streams.",
 		}),
@@ -256,7 +256,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.reqDur, m.upReqs, m.upDur, m.tools, m.authFail, m.denials,
-		sessions, m.streams, m.upStreams, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.schemas, m.pinned, m.tokens, m.logSup,
+		sessions, m.streams, m.listens, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.schemas, m.pinned, m.tokens, m.logSup,
 		m.budgets, m.quotas, m.circuits, m.procs, m.exits,
 	)
 	if g, ok := reg.(prometheus.Gatherer); ok {
@@ -405,7 +405,7 @@ func (m *Metrics) SSEStreamOpened() {
 // closed (-1) for a client session: mcpgw_upstream_streams_open.
 func (m *Metrics) UpstreamStream(delta int) {
 	if m != nil {
-		m.upStreams.Add(float64(delta))
+		m.listens.Add(float64(delta))
 	}
 }
 
