@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/gateway"
 )
 
 // floodUpstream is a hand-written 2025-11-25 upstream whose GET stream
@@ -152,7 +153,7 @@ func TestListenFloodAtAClientThatDoesNotRead(t *testing.T) {
 	const flood = 60_000
 	u := newFloodUpstream(t, flood)
 	g, url := startGatewayG(t, []upstreamSpec{{name: "flood", url: u.url}})
-	rawSession(t, url, `{"roots":{}}`)
+	sid := rawSession(t, url, `{"roots":{}}`)
 	select {
 	case <-u.answer:
 	case <-time.After(30 * time.Second):
@@ -172,6 +173,26 @@ func TestListenFloodAtAClientThatDoesNotRead(t *testing.T) {
 	// the client a few MiB; the rest were dropped and counted.
 	if n := limitCount(t, g, "stream_queue"); n < flood/2 {
 		t.Errorf("stream_queue counted %d drops of %d messages", n, flood)
+	}
+	// The gateway's own messages for that stream: the queue's last place,
+	// kept from the upstream, takes one; the rest are dropped and counted,
+	// and the sender never waits.
+	start := time.Now()
+	for range 100 {
+		if err := gateway.ServerOf(g).NotifySession(context.Background(), sid, []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("100 messages took %v", d)
+	}
+	if n := limitCount(t, g, "bus_queue"); n < 90 || n > 99 {
+		t.Errorf("bus_queue counted %d drops of 100, want 99 (the queue's last place took one)", n)
+	}
+	// A message over the bus's bound is refused to its sender.
+	big := `{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"` + strings.Repeat("x", 1<<20) + `"}}`
+	if err := gateway.ServerOf(g).NotifySession(context.Background(), sid, []byte(big)); err == nil {
+		t.Error("a message over 1 MiB went on the bus")
 	}
 }
 
