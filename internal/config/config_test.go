@@ -180,7 +180,7 @@ func TestLoadMissingFile(t *testing.T) {
 var defaultLimits = Limits{
 	StreamsPerPrincipal: 32, StreamsPerTenant: 10000, BatchMessages: 50,
 	ClientInfoBytes: 8 << 10, ClientCapabilitiesBytes: 64 << 10,
-	ParkedCallsPerPrincipal: 16, ListPages: 100, ListBytes: 16 << 20, StdioProcesses: 256,
+	ParkedCallsPerPrincipal: 16, ListPages: 100, ListBytes: 16 << 20, StdioProcesses: 256, UpstreamStreams: 10_000,
 }
 
 func TestParseDefaults(t *testing.T) {
@@ -292,7 +292,7 @@ limits:
 		t.Errorf("Sessions mismatch (-want +got):\n%s", diff)
 	}
 	wantLimits := Limits{StreamsPerPrincipal: 1, StreamsPerTenant: 2, BatchMessages: 3, ClientInfoBytes: 4,
-		ClientCapabilitiesBytes: 5, ParkedCallsPerPrincipal: 16, ListPages: 6, ListBytes: 7, StdioProcesses: 256}
+		ClientCapabilitiesBytes: 5, ParkedCallsPerPrincipal: 16, ListPages: 6, ListBytes: 7, StdioProcesses: 256, UpstreamStreams: 10_000}
 	if diff := cmp.Diff(wantLimits, got.Limits); diff != "" {
 		t.Errorf("Limits mismatch (-want +got):\n%s", diff)
 	}

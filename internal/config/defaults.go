@@ -43,6 +43,7 @@ const (
 	DefaultBreakerFailures   = 5
 	DefaultBreakerOpenFor    = 30 * time.Second
 	DefaultStdioProcesses    = 256
+	DefaultUpstreamStreams   = 10_000
 	DefaultMaxProcesses      = 64
 	DefaultStdioIdleTimeout  = 10 * time.Minute
 	DefaultStopGrace         = 5 * time.Second
@@ -237,6 +238,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&l.ListPages, DefaultListPages)
 	setDefault(&l.ListBytes, DefaultListBytes)
 	setDefault(&l.StdioProcesses, DefaultStdioProcesses)
+	setDefault(&l.UpstreamStreams, DefaultUpstreamStreams)
 
 	t := &c.Telemetry
 	if t.Tracing.SampleRatio == nil {

@@ -707,6 +707,10 @@ type Limits struct {
 	// StdioProcesses bounds the processes of all stdio upstreams together
 	// on one replica. Default 256.
 	StdioProcesses int `yaml:"stdio_processes" cfg:"positive"`
+	// UpstreamStreams bounds the upstream GET streams one replica holds
+	// open for its client sessions' GET streams (see dispatch/listen.go).
+	// Default 10000.
+	UpstreamStreams int `yaml:"upstream_streams" cfg:"positive"`
 }
 
 // Watches reports whether the upstream is watched (see Upstream.Watch).

@@ -163,6 +163,7 @@ func (v *validator) limits(l *Limits) {
 	nonNegative(v, "limits.parked_calls_per_principal", l.ParkedCallsPerPrincipal)
 	nonNegative(v, "limits.list_pages", l.ListPages)
 	nonNegative(v, "limits.list_bytes", l.ListBytes)
+	nonNegative(v, "limits.upstream_streams", l.UpstreamStreams)
 }
 
 func (v *validator) server(s *Server) {

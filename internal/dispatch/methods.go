@@ -56,11 +56,11 @@ type methodFunc func(ctx context.Context, rq *Request, c *call) (json.RawMessage
 // capabilities returns the union of what ups offer, as far as the gateway
 // delivers it. Lists announce listChanged: the gateway sends list_changed on
 // the session's GET stream when a reload or an upstream's new list changes
-// what the tenant sees, whatever the upstreams announce. Two sub-capabilities
-// an upstream may announce are left out, because the gateway would not
-// keep the promise: resources.subscribe (resource updates arrive on
-// upstream streams the gateway does not relay to client sessions yet) and
-// tasks (tasks/* methods are not routed to upstreams yet).
+// what the tenant sees, whatever the upstreams announce. resources.subscribe
+// is announced when an upstream offers it: its updates reach the
+// subscriber's GET stream (see listen.go). tasks is left out, because the
+// gateway would not keep the promise (tasks/* methods are not routed to
+// upstreams yet).
 func (rq *Request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 	out := make(map[string]json.RawMessage)
 	for _, name := range []string{"tools", "prompts", "resources", "logging", "completions"} {
@@ -76,7 +76,26 @@ func (rq *Request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 			}
 		}
 	}
+	if out["resources"] != nil && !rq.Stateless && slices.ContainsFunc(ups, rq.offersSubscribe) {
+		out["resources"] = json.RawMessage(`{"listChanged":true,"subscribe":true}`)
+	}
 	return out
+}
+
+// offersSubscribe reports whether up is known to offer
+// resources.subscribe on a session of the 2025-11-25 revision, whose
+// updates come on the GET stream the gateway relays.
+func (rq *Request) offersSubscribe(up *upstreamRef) bool {
+	caps := rq.caps(up)
+	if caps == nil || rq.modern(up) {
+		return false
+	}
+	o, err := jsonx.ParseValidObject(caps)
+	if err != nil {
+		return false
+	}
+	res, ok := o.Object("resources")
+	return ok && string(res.Get("subscribe")) == "true"
 }
 
 // Dispatch serves one request of a session (2025-11-25 and older) through
@@ -658,7 +677,12 @@ func uriCall(ctx context.Context, rq *Request, c *call) (json.RawMessage, error)
 		return nil, err
 	}
 	p.SetString("uri", orig)
-	return rq.relay(ctx, c, up, p.Bytes(), nil)
+	res, err := rq.relay(ctx, c, up, p.Bytes(), nil)
+	if err == nil && c.method == "resources/subscribe" {
+		// Updates come on the upstream's GET stream (see listen.go).
+		rq.markListen(ctx, up)
+	}
+	return res, err
 }
 
 // complete serves completion/complete, routed by its ref.
@@ -723,7 +747,11 @@ func setLevel(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 			_, errs[i] = rq.roundTrip(ctx, up, c.method, c.params)
 			if errs[i] != nil {
 				rq.h.log.Warn("logging/setLevel failed", "upstream", up.cfg.Name, "error", errs[i])
+				return
 			}
+			// Log messages come on the upstream's GET stream (see
+			// listen.go).
+			rq.markListen(ctx, up)
 		})
 	}
 	wg.Wait()

@@ -58,6 +58,10 @@ type Options struct {
 	// Now, if not nil, is the clock of quotas' periods; nil means
 	// time.Now.
 	Now func() time.Time
+	// Bus carries messages to the replica holding a session's GET stream
+	// (see listen.go). If nil, the Server makes one for Store: over Redis
+	// pub/sub for a *session.Redis, in process otherwise, and closes it.
+	Bus session.Bus
 }
 
 // A Server answers MCP methods for the transport: it holds what outlives
@@ -99,6 +103,13 @@ type Server struct {
 	capSets          clearingMap // capabilities JSON → names, see capSet
 	announcedSets    clearingMap // client capabilities JSON → *announced, see announce
 	logsOn           clearingMap // upstream and session id → set to log: see enableLogs
+
+	// bus reaches the replica holding a session's GET stream; closeBus
+	// closes it, if it is the Server's own. See listen.go.
+	bus         session.Bus
+	closeBus    func() error
+	listenSlots listenSlots // upstream streams open for client sessions
+	noStream    sync.Map    // upstream name → when it answered a GET with 405
 
 	own    owner          // goroutines that outlive a request: see owner.go
 	bridge *bridge.Bridge // requests for input between revisions
@@ -189,6 +200,10 @@ func New(opts Options) (*Server, error) {
 	h.budgets.OnQuota = opts.Metrics.QuotaUsed
 	h.guards = budget.NewGuards()
 	h.guards.Notify = h.circuitChanged
+	h.bus = opts.Bus
+	if h.bus == nil {
+		h.bus, h.closeBus = newBus(opts.Store, opts.Metrics)
+	}
 	mailbox, _ := opts.Store.(session.Mailbox)
 	h.bridge = bridge.New(bridge.Options{
 		Mailbox: mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capSet, Own: &h.own, Shape: h.shapeUpstreamRequest,
@@ -315,6 +330,9 @@ func (h *Server) Close() error {
 	}
 	if h.closeBudgets != nil {
 		errs = append(errs, h.closeBudgets())
+	}
+	if h.closeBus != nil {
+		errs = append(errs, h.closeBus())
 	}
 	return errors.Join(errs...)
 }

@@ -523,6 +523,7 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.SessionEnded()
 	m.SetSessionsActiveFunc(func() int { return 1 })
 	m.SSEStreamOpened()
+	m.UpstreamStream(1)
 	m.SSEStreamClosed()
 	m.ConfigLoaded()
 	m.ConfigReload(telemetry.ReloadOK)
@@ -540,7 +541,7 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.UpstreamProcess("fs")(-1, true)
 	return []string{
 		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial",
-		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed",
+		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed", "UpstreamStream",
 		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "SchemaViolation", "QuarantinedItems", "TokenFetch", "LogSuppressed",
 		"BudgetRefusal", "QuotaUsed", "CircuitOpen", "UpstreamProcess",
 		"Handler", // serves, records nothing

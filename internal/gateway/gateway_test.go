@@ -724,8 +724,9 @@ func TestInstructionsMerged(t *testing.T) {
 }
 
 // TestCapabilitiesWithoutSubscribe: an upstream that announces
-// resources.subscribe does not make the gateway announce it: the updates
-// would not reach the client (they come on the upstream's own stream).
+// resources.subscribe makes the gateway announce it to session clients,
+// whose GET stream gets the updates (see listen_test.go), and not to
+// 2026-07-28 clients, who have no such stream.
 func TestCapabilitiesWithoutSubscribe(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sub"}, &mcp.ServerOptions{
 		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
@@ -739,7 +740,7 @@ func TestCapabilitiesWithoutSubscribe(t *testing.T) {
 	url := startGateway(t, []upstreamSpec{{name: "sub", url: up.URL}})
 	for _, v := range []string{"2025-11-25", "2026-07-28"} {
 		caps := testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: v}).InitializeResult().Capabilities
-		if caps.Resources == nil || caps.Resources.Subscribe || !caps.Resources.ListChanged {
+		if caps.Resources == nil || caps.Resources.Subscribe != (v == "2025-11-25") || !caps.Resources.ListChanged {
 			t.Errorf("%s: resources capability %+v", v, caps.Resources)
 		}
 	}

@@ -80,6 +80,9 @@ upstreams:
       cert_file: %s
       key_file: %s
 `, url, srv.URL, caFile, certFile, keyFile))
+	// The client declared roots: its GET stream has the gateway open the
+	// upstream's, on a connection of its own, once.
+	waitUpstreamStreams(t, g, 1)
 	before := conns.Load()
 	if err := g.ReloadFile(cfgFile, nil); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,9 @@
 //
 //	MCPGW_SCALE=1         run TestIdleSessions under -race too
 //	MCPGW_SCALE_SESSIONS  sessions TestIdleSessions creates [100000]
-//	MCPGW_SCALE_STREAMS   streams TestIdleStreams opens [10000]
+//	MCPGW_SCALE_STREAMS   streams TestIdleStreams opens [10000], and
+//	                      TestIdleStreamsSubscribed [10000, or what the
+//	                      descriptors allow; 2000 under -race]
 //	MCPGW_SCALE_IDLE      how long TestIdleStreams measures idle CPU [5s];
 //	                      30s or more includes one heartbeat per stream
 //	MCPGW_SCALE_PROFILE   a directory: the tests save the gateway's heap

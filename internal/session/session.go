@@ -123,6 +123,12 @@ type Upstream struct {
 	ProtocolVersion string `json:"protocol_version,omitempty"`
 	// Capabilities is the upstream's ServerCapabilities, verbatim.
 	Capabilities json.RawMessage `json:"capabilities,omitempty"`
+	// Listen is set once the client subscribed to a resource of this
+	// upstream session or set its log level: the session then has
+	// something to hear on the upstream's GET stream, which the replica
+	// holding the client's GET stream opens (see dispatch/listen.go). It
+	// stays set for the upstream session's life.
+	Listen bool `json:"listen,omitempty"`
 }
 
 // Store persists session records.

@@ -104,6 +104,7 @@ type Metrics struct {
 	authFail *prometheus.CounterVec
 	denials  *prometheus.CounterVec
 	streams  prometheus.Gauge
+	listens  prometheus.Gauge
 	reloads  *prometheus.CounterVec
 	gen      prometheus.Gauge
 	lastOK   prometheus.Gauge
@@ -175,6 +176,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mcpgw_sse_streams_open",
 			Help: "Server-sent event streams currently open to clients.",
+		}),
+		listens: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcpgw_upstream_streams_open",
+			Help: "Upstream GET streams currently open for client sessions' GET streams.",
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgw_config_reloads_total",
@@ -251,7 +256,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.reqDur, m.upReqs, m.upDur, m.tools, m.authFail, m.denials,
-		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.schemas, m.pinned, m.tokens, m.logSup,
+		sessions, m.streams, m.listens, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.schemas, m.pinned, m.tokens, m.logSup,
 		m.budgets, m.quotas, m.circuits, m.procs, m.exits,
 	)
 	if g, ok := reg.(prometheus.Gatherer); ok {
@@ -396,6 +401,14 @@ func (m *Metrics) SSEStreamOpened() {
 	}
 }
 
+// UpstreamStream records an upstream GET stream opened (delta 1) or
+// closed (-1) for a client session: mcpgw_upstream_streams_open.
+func (m *Metrics) UpstreamStream(delta int) {
+	if m != nil {
+		m.listens.Add(float64(delta))
+	}
+}
+
 // SSEStreamClosed: see [Metrics.SSEStreamOpened].
 func (m *Metrics) SSEStreamClosed() {
 	if m != nil {
@@ -451,6 +464,14 @@ const (
 	LimitListPages          = "list_pages"
 	LimitListBytes          = "list_bytes"
 	LimitListTime           = "list_time"
+	// LimitUpstreamStreams is limits.upstream_streams; LimitStreamQueue
+	// a message for a client's GET stream dropped (a notification) or
+	// refused (an upstream's request) because the stream's queue was
+	// full; LimitBusQueue one the session bus dropped for the same
+	// reason.
+	LimitUpstreamStreams = "upstream_streams"
+	LimitStreamQueue     = "stream_queue"
+	LimitBusQueue        = "bus_queue"
 	// LimitStdioProcesses is limits.stdio_processes; LimitMaxProcesses
 	// is upstreams[].stdio.max_processes.
 	LimitStdioProcesses = "stdio_processes"
@@ -460,7 +481,8 @@ const (
 var limitNames = set(LimitBodyBytes, LimitReadBodyTimeout, LimitSessions, LimitSessionsPrincipal,
 	LimitSessionsTenant, LimitStreamsPrincipal, LimitStreamsTenant, LimitBatchMessages, LimitClientInfo,
 	LimitClientCapabilities, LimitMailboxMessages, LimitMailboxBytes, LimitUnsolicitedAnswer,
-	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime, LimitStdioProcesses, LimitMaxProcesses)
+	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime, LimitStdioProcesses, LimitMaxProcesses,
+	LimitUpstreamStreams, LimitStreamQueue, LimitBusQueue)
 
 // LimitRejection records a request or an upstream answer refused at a
 // limit: mcpgw_limit_rejections_total{limit,tenant}. limit is one of the

@@ -22,7 +22,9 @@ import (
 // upstream's new list changes what the session's tenant sees. A second GET
 // for the same session replaces the first, so that no message is ever sent
 // on two streams. Streams are per replica; each replica notifies the streams
-// it holds, and every replica reloads the same config.
+// it holds, and every replica reloads the same config. A session's GET
+// stream also carries what dispatch relays to it from the session's
+// upstream streams and the session bus (see dispatch.Server.Listen).
 
 // heartbeat is how often an idle stream carries an SSE comment, which keeps
 // intermediaries from timing it out and lets the gateway notice a session
@@ -203,6 +205,10 @@ type streamHooks struct {
 	alive func(ctx context.Context) bool
 	// ended, if set, is sent when the gateway ends the stream.
 	ended []byte
+	// source, if set, is started once the stream is open and returns
+	// more messages for it, the shape each goes through (nil drops it),
+	// and stop, which ends them and waits.
+	source func() (msgs <-chan []byte, shape func([]byte) []byte, stop func())
 }
 
 // runStream registers a stream under key for rq's principal and serves it
@@ -233,6 +239,13 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 	if hooks.first != nil && out.Event(hooks.first) != nil {
 		return
 	}
+	var relayed <-chan []byte // nil, never ready, without a source
+	var relay func([]byte) []byte
+	if hooks.source != nil {
+		var stop func()
+		relayed, relay, stop = hooks.source()
+		defer stop()
+	}
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 	rc := http.NewResponseController(w)
@@ -245,6 +258,10 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 				}
 			}
 			if out.Event(msg) != nil {
+				return
+			}
+		case msg := <-relayed:
+			if msg = relay(msg); msg != nil && out.Event(msg) != nil {
 				return
 			}
 		case <-tick.C:
@@ -277,10 +294,13 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 	}
 }
 
-// serveStream serves a session's GET stream.
+// serveStream serves a session's GET stream: the gateway's list_changed,
+// and what dispatch relays from the session's upstream streams and the
+// session bus (see dispatch.Server.Listen).
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *dispatch.Request) {
 	id := rq.Session.ID
 	h.runStream(w, r, rq, id, jsonrpc.ID{}, "", streamHooks{
+		source: func() (<-chan []byte, func([]byte) []byte, func()) { return h.srv.Listen(r.Context(), rq) },
 		alive: func(ctx context.Context) bool {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()

@@ -1,0 +1,460 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgw/gateway/internal/bridge"
+	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/credentials"
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/telemetry"
+	"github.com/mcpgw/gateway/internal/upstream"
+)
+
+// Messages outside a request.
+//
+// An upstream sends what belongs to no request of its client (log
+// messages, notifications/resources/updated, list_changed, and requests
+// such as roots/list) on its session's GET stream (2025-11-25
+// basic/transports, "Listening for Messages from the Server"). A client
+// session's upstream sessions are its own, so those messages are its
+// client's: the replica that holds the client's GET stream opens, for
+// that stream's life, the GET streams of the session's upstream sessions
+// that have something to say to it, and relays what arrives straight to
+// the client's stream. Nothing an upstream says crosses replicas.
+//
+// An upstream session has something to say when
+//
+//   - the client subscribed to one of its resources, or set a log level
+//     it was sent: both are recorded in the session record
+//     (session.Upstream.Listen), so that the replica holding the GET
+//     stream knows of a POST served elsewhere, which wakes it up over the
+//     session bus; or
+//   - the client declared roots: any upstream may then ask for them, so
+//     every upstream session of the session is heard (but a stdio one,
+//     whose process would then never go idle: its roots/list outside a
+//     call is not relayed).
+//
+// A session that needs none costs no upstream stream: the 10k client
+// streams of issue 7 stay idle connections.
+//
+// What an upstream stream carries:
+//
+//   - notifications/message: passed through (the upstream filters by the
+//     level the client set);
+//   - notifications/resources/updated: its uri rewritten into the
+//     gateway's namespace; it reaches only this session, whose own
+//     upstream session subscribed;
+//   - list_changed: dropped for an upstream the gateway watches (its
+//     watch tells every session, see watch.go); for one it does not (an
+//     upstream reached as each caller, or with watch off), the catalog's
+//     listings are marked stale and the client told;
+//   - anything else (progress or cancellation of no request, unknown
+//     notifications): dropped;
+//   - ping: answered by the gateway; roots/list, sampling/createMessage,
+//     elicitation/create: forwarded to the client under an id naming the
+//     upstream (the bridge's, so the answer, POSTed to any replica, goes
+//     back on the session's upstream session with no state kept), if the
+//     client declared the capability; refused with -32601 at once
+//     otherwise (the bridge's UpstreamRequest).
+//
+// The session bus carries the rest to the replica holding the stream: a
+// wake-up when a POST on any replica set Listen, and messages the gateway
+// itself sends a session (see NotifySession). A message for a session
+// whose GET stream is open nowhere is dropped.
+//
+// Bounds: a stream's queue holds listenQueue messages, from its upstream
+// streams and the bus alike; past it a notification is dropped and a
+// request refused to its upstream at once (-32603), both counted
+// (stream_queue; bus_queue for what the bus drops). A session opens at
+// most one upstream stream per upstream of its tenant, a replica at most
+// limits.upstream_streams; past that no new one opens until one closes
+// (counted, upstream_streams, and logged once). The bus bounds its
+// message size (session.BusOptions); the upstream client bounds each
+// message it reads. A stream that needs no upstream stream costs its
+// queue and a bus subscription, and no goroutine.
+//
+// Only upstream sessions of the 2025-11-25 revision (and older) have a
+// GET stream; a 2026-07-28 upstream's subscriptions/listen is not opened
+// for client sessions. An upstream session that is re-initialized (the
+// upstream forgot it: 404) loses what the client subscribed to there, as
+// the upstream does: its new entry in the record has no Listen, and the
+// client must subscribe again (the gateway keeps no list of URIs).
+
+const (
+	// listenQueue bounds the messages waiting for a client's GET stream
+	// to take them.
+	listenQueue      = 16
+	listenMinBackoff = time.Second
+	listenMaxBackoff = time.Minute
+	// noStreamFor is how long an upstream that offers no GET stream (405)
+	// is not asked again, by any session.
+	noStreamFor = 10 * time.Minute
+)
+
+// listenWake is the bus message that tells a GET stream to read its
+// session record again; the gateway's own messages are JSON objects.
+var listenWake = []byte("wake")
+
+// errStreamFull is a message a client's GET stream had no room for.
+var errStreamFull = errors.New("the client's stream is not taking messages")
+
+// errReplaced ends an upstream stream whose upstream a reload replaced or
+// took from the tenant.
+var errReplaced = errors.New("the upstream was reconfigured")
+
+// listenSlots counts the upstream streams open on this replica.
+type listenSlots struct {
+	n      atomic.Int64
+	logged atomic.Bool // the limit was logged since the count was last under it
+}
+
+// take takes a slot, unless max are taken.
+func (s *listenSlots) take(max int) bool {
+	if s.n.Add(1) > int64(max) {
+		s.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *listenSlots) give() {
+	s.n.Add(-1)
+	s.logged.Store(false)
+}
+
+// NotifySession sends msg, a JSON-RPC message the gateway originates, to
+// session sessionID's GET stream, on whichever replica holds it; it is
+// dropped if none does. It fails when msg exceeds the bus's size bound or
+// the bus cannot be reached.
+func (h *Server) NotifySession(ctx context.Context, sessionID string, msg []byte) error {
+	if len(msg) == 0 || msg[0] != '{' {
+		return errors.New("dispatch: NotifySession: not a JSON-RPC message")
+	}
+	return h.bus.Publish(ctx, sessionID, msg)
+}
+
+// Listen starts relaying to a session's GET stream what reaches it
+// outside any request: messages from the session's upstream streams, and
+// those the bus carries for it (see the comment above); ctx is the GET
+// request's, and rq.Session must be set. It returns the stream's messages,
+// shape, which the stream passes each of them through before sending it
+// (nil means there is nothing to send), and stop, which ends it all and
+// waits. A session that needs no upstream stream costs no goroutine: the
+// bus and the upstream streams share the one queue the stream reads, and
+// a wake-up is served by the stream's own goroutine, in shape.
+func (h *Server) Listen(ctx context.Context, rq *Request) (msgs <-chan []byte, shape func([]byte) []byte, stop func()) {
+	ctx, cancel := context.WithCancel(rq.withCaller(ctx))
+	l := &listener{
+		h:       h,
+		rq:      rq,
+		ctx:     ctx,
+		out:     make(chan []byte, listenQueue),
+		streams: make(map[string]bool),
+		who: &bridge.Caller{
+			Principal: PrincipalKey(rq), Tenant: rq.principal.Tenant,
+			Session: rq.Session.ID, Caps: rq.Session.ClientCapabilities,
+		},
+	}
+	l.roots = h.capSet(rq.Session.ClientCapabilities)["roots"]
+	unsubscribe := h.bus.Subscribe(rq.Session.ID, l.out)
+	// The record is read again now that the bus listens: a Listen set
+	// after the GET loaded the record, and before the subscription, would
+	// otherwise go unheard.
+	l.reload()
+	l.start()
+	return l.out, l.shape, func() {
+		cancel()
+		l.wg.Wait()
+		unsubscribe()
+	}
+}
+
+// listener is what one client GET stream hears beyond the gateway's own
+// list_changed.
+type listener struct {
+	h     *Server
+	rq    *Request
+	ctx   context.Context // the GET stream's life
+	who   *bridge.Caller
+	roots bool // the client declared roots
+	out   chan []byte
+
+	mu      sync.Mutex
+	streams map[string]bool // upstreams with a running stream goroutine
+	wg      sync.WaitGroup
+}
+
+// shape serves a message of the stream's queue: a wake-up from the bus
+// starts the upstream streams the session needs now; anything else goes
+// to the client.
+func (l *listener) shape(msg []byte) []byte {
+	if string(msg) == string(listenWake) {
+		l.reload()
+		l.start()
+		return nil
+	}
+	return msg
+}
+
+// reload reads the session record again, for the upstream sessions
+// another replica opened or marked. A failure keeps what rq holds.
+func (l *listener) reload() {
+	ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
+	defer cancel()
+	rec, err := l.h.store.Get(ctx, l.rq.Session.ID)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.h.log.Debug("listen: reading the session record", "error", err)
+		}
+		return
+	}
+	l.rq.mu.Lock()
+	l.rq.Session.Upstreams = rec.Upstreams
+	l.rq.mu.Unlock()
+}
+
+// start starts a stream for each upstream session that needs one and has
+// none: a goroutine each, owned by the Server (and by stop).
+func (l *listener) start() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx.Err() != nil {
+		return
+	}
+	for _, up := range l.rq.upstreams() {
+		if l.streams[up.cfg.Name] {
+			continue
+		}
+		if _, ok := l.needs(up); !ok {
+			continue
+		}
+		lim := l.rq.st.cfg.Limits.UpstreamStreams
+		if !l.h.listenSlots.take(lim) {
+			l.h.metrics.LimitRejection(telemetry.LimitUpstreamStreams, l.who.Tenant)
+			if !l.h.listenSlots.logged.Swap(true) {
+				l.h.log.Warn("upstream stream limit reached: sessions hear no more upstreams until streams close",
+					"limit", "limits.upstream_streams", "max", lim)
+			}
+			return
+		}
+		l.wg.Add(1)
+		started := l.h.own.Go(func(owned context.Context) {
+			defer l.wg.Done()
+			defer l.h.listenSlots.give()
+			defer func() {
+				l.mu.Lock()
+				delete(l.streams, up.cfg.Name)
+				l.mu.Unlock()
+			}()
+			ctx, cancel := context.WithCancel(l.ctx)
+			defer cancel()
+			defer context.AfterFunc(owned, cancel)()
+			l.h.metrics.UpstreamStream(1)
+			defer l.h.metrics.UpstreamStream(-1)
+			l.listenUpstream(ctx, up)
+		})
+		if !started { // the Server is closing
+			l.wg.Done()
+			l.h.listenSlots.give()
+			return
+		}
+		l.streams[up.cfg.Name] = true
+	}
+}
+
+// current returns upstream name as the config in force has it, or nil when
+// the session's tenant no longer uses it.
+func (l *listener) current(name string) *upstreamRef {
+	st := l.h.Current()
+	v, err := st.tenants.Get(l.who.Tenant)
+	if err != nil || !v.Allows(name) {
+		return nil
+	}
+	return st.byName[name]
+}
+
+// needs returns the session's upstream session with up, and whether it
+// needs a stream (see the comment above).
+func (l *listener) needs(up *upstreamRef) (session.Upstream, bool) {
+	l.rq.mu.Lock()
+	us, ok := l.rq.Session.Upstreams[up.cfg.Name]
+	l.rq.mu.Unlock()
+	// Roots alone do not open a stdio upstream's stream: it would keep
+	// the tenant's process from ever going idle
+	// (upstreams[].stdio.idle_timeout) while any client holds a GET
+	// stream.
+	if !ok || us.SessionID == "" || upstream.IsModern(us) || !(us.Listen || l.roots && !up.cfg.IsStdio()) {
+		return us, false
+	}
+	if t, ok := l.h.noStream.Load(up.cfg.Name); ok && time.Since(t.(time.Time)) < noStreamFor {
+		return us, false
+	}
+	return us, true
+}
+
+// listenUpstream keeps up's stream open while the session needs it, on
+// the session's current upstream session, opened again with backoff.
+func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef) {
+	name := up.cfg.Name
+	log := l.h.log.With("upstream", name)
+	backoff := listenMinBackoff
+	for {
+		// A reload since may have replaced the upstream's client, or taken
+		// the upstream from the tenant.
+		if up = l.current(name); up == nil {
+			return
+		}
+		us, ok := l.needs(up)
+		if !ok {
+			return
+		}
+		start := time.Now()
+		err := l.listenOnce(ctx, up, us)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, upstream.ErrNoStream):
+			l.h.noStream.Store(up.cfg.Name, time.Now())
+			log.Debug("upstream offers no GET stream")
+			return
+		case errors.Is(err, upstream.ErrSessionExpired):
+			// The upstream forgot the session: a new one, for every
+			// replica (compare-and-swap), which the client's next
+			// request would open anyway.
+			if _, err := l.rq.openUpstream(ctx, up, us.SessionID); err != nil {
+				log.Debug("listen: re-opening the upstream session", "error", err)
+			}
+		case err != nil:
+			log.Debug("upstream stream ended", "error", err)
+		}
+		if time.Since(start) > listenMaxBackoff {
+			backoff = listenMinBackoff
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, listenMaxBackoff)
+		l.reload()
+	}
+}
+
+// listenOnce opens the stream of upstream session us and relays what it
+// carries until it ends.
+func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.Upstream) error {
+	st, err := up.client.Watch(ctx, us)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	defer context.AfterFunc(ctx, func() { st.Close() })()
+	watched := up.cfg.Watches() && (up.creds == nil || !up.creds.NeedsCaller(&credentials.Caller{}))
+	state := l.h.Current()
+	for {
+		msg, raw, err := st.Next()
+		if err != nil {
+			return err
+		}
+		if cur := l.h.Current(); cur != state {
+			// Reloaded: nothing more of an upstream the tenant no longer
+			// uses, or of a replaced client's stream.
+			if l.current(up.cfg.Name) != up {
+				return errReplaced
+			}
+			state = cur
+		}
+		switch msg.Kind {
+		case jsonrpc.KindNotification:
+			switch {
+			case msg.Method == "notifications/message":
+				l.notify(raw)
+			case msg.Method == "notifications/resources/updated":
+				l.notify(rewriteUpdated(raw, msg, up.cat.Prefix))
+			case catalog.ChangedKinds(msg.Method) != nil && !watched:
+				for _, k := range catalog.ChangedKinds(msg.Method) {
+					l.h.catalog.Stale(up.cfg.Name, k)
+					l.notify(catalog.ListChanged(k))
+				}
+			}
+		case jsonrpc.KindRequest:
+			l.h.bridge.UpstreamRequest(ctx, l.who, l, up.client, us, msg)
+		}
+	}
+}
+
+// notify queues a notification for the client's stream, dropping it
+// (counted) when the queue is full.
+func (l *listener) notify(msg []byte) {
+	if l.Event(msg) != nil {
+		l.h.metrics.LimitRejection(telemetry.LimitStreamQueue, l.who.Tenant)
+	}
+}
+
+// Event implements bridge.Out: an upstream's request goes to the client's
+// stream if there is room, and is refused to the upstream otherwise. The
+// last place in the queue is kept for the bus, so that an upstream's flood
+// never leaves a wake-up without room.
+func (l *listener) Event(msg []byte) error {
+	if len(l.out) >= cap(l.out)-1 {
+		return errStreamFull
+	}
+	select {
+	case l.out <- msg:
+		return nil
+	default:
+		return errStreamFull
+	}
+}
+
+// Collects implements bridge.Out: a GET stream carries requests.
+func (l *listener) Collects() bool { return false }
+
+// markListen records that the session has something to hear from its
+// upstream session with up (it subscribed to a resource, or set a log
+// level there), and wakes the replica holding its GET stream, the first
+// time. A failure is logged: the client then hears nothing, as before.
+func (rq *Request) markListen(ctx context.Context, up *upstreamRef) {
+	if rq.Stateless || rq.Session == nil {
+		return
+	}
+	rq.mu.Lock()
+	us, ok := rq.Session.Upstreams[up.cfg.Name]
+	rq.mu.Unlock()
+	if !ok || us.Listen || us.SessionID == "" || upstream.IsModern(us) {
+		return
+	}
+	h := rq.h
+	us.Listen = true
+	cur, err := h.store.SetUpstream(context.WithoutCancel(ctx), rq.Session.ID, up.cfg.Name, us.SessionID, us)
+	if err != nil {
+		// A conflict: the upstream session was replaced meanwhile, and the
+		// new one has not heard this subscription.
+		h.log.Debug("listen: marking the upstream session", "upstream", up.cfg.Name, "error", err)
+		return
+	}
+	rq.mu.Lock()
+	rq.Session.Upstreams[up.cfg.Name] = cur
+	rq.mu.Unlock()
+	if err := h.bus.Publish(context.WithoutCancel(ctx), rq.Session.ID, listenWake); err != nil {
+		h.log.Debug("listen: waking the session's stream", "error", err)
+	}
+}
+
+// newBus returns the session bus of store (see session.Bus): over Redis
+// pub/sub for the Redis store, in process otherwise; and its Close.
+func newBus(store session.Store, m *telemetry.Metrics) (session.Bus, func() error) {
+	opts := session.BusOptions{OnDrop: func() { m.LimitRejection(telemetry.LimitBusQueue, "") }}
+	if rs, ok := store.(*session.Redis); ok {
+		b := session.NewRedisBus(rs, opts)
+		return b, b.Close
+	}
+	b := session.NewMemoryBus(opts)
+	return b, b.Close
+}
