@@ -120,7 +120,6 @@ type Server struct {
 	closeBudgets func() error
 
 	broker        *credentials.Broker // user_oauth: see useroauth.go
-	notifySession notifyHook
 }
 
 // A State is one configuration snapshot and what was built from it. A request

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync/atomic"
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
@@ -41,29 +40,20 @@ func newBroker(cfg *config.Config, store session.Store, h *Server) (*credentials
 // Broker returns the broker of user_oauth: its consent pages, its vault.
 func (h *Server) Broker() *credentials.Broker { return h.broker }
 
-// OnNotifySession sets fn as how a message reaches a client session's GET
-// stream (the transport's streams; across replicas, a bus).
-func (h *Server) OnNotifySession(fn func(ctx context.Context, sessionID string, msg []byte) error) {
-	h.notifySession.Store(&fn)
-}
-
 // linked is told of an account linked at upstream: the session that got
 // the elicitation is told it is done (2025-11-25 client/elicitation, "Completion Notifications for URL
 // Mode Elicitation": only to the client that got the elicitation).
 func (h *Server) linked(ctx context.Context, _, sessionID, elicitationID string) {
-	fn := h.notifySession.Load()
-	if fn == nil || sessionID == "" {
+	if sessionID == "" {
 		return
 	}
 	params, _ := json.Marshal(map[string]string{"elicitationId": elicitationID})
 	msg := jsonrpc.AppendRequest(nil, jsonrpc.ID{}, "notifications/elicitation/complete", params)
-	if err := (*fn)(ctx, sessionID, msg); err != nil {
+	// On whichever replica holds the session's GET stream (the bus).
+	if err := h.NotifySession(ctx, sessionID, msg); err != nil {
 		h.log.Debug("elicitation complete not delivered", "error", err)
 	}
 }
-
-// notifyHook is the OnNotifySession hook.
-type notifyHook = atomic.Pointer[func(ctx context.Context, sessionID string, msg []byte) error]
 
 // callerMustAct reports whether err is the caller's to fix (a consent
 // the user has yet to give), not the upstream's failure: it is neither

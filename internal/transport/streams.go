@@ -169,22 +169,6 @@ func (ss *streams) each(fn func(s *stream)) {
 	}
 }
 
-// errNoStream says this replica holds no GET stream of the session.
-var errNoStream = errors.New("no stream of the session on this replica")
-
-// notify queues msg on the GET stream of a session, if this replica holds
-// it (dispatch.Server.OnNotifySession).
-func (ss *streams) notify(_ context.Context, sessionID string, msg []byte) error {
-	ss.mu.Lock()
-	s := ss.bySession[sessionID]
-	ss.mu.Unlock()
-	if s == nil {
-		return errNoStream
-	}
-	s.send(msg)
-	return nil
-}
-
 // send queues msg on s without blocking.
 func (s *stream) send(msg []byte) {
 	select {

@@ -47,7 +47,6 @@ func New(srv *dispatch.Server, opts Options) *Handler {
 	}
 	h := &Handler{srv: srv, store: srv.Store(), log: log, metrics: opts.Metrics}
 	srv.OnListChanged(h.upstreamListChanged)
-	srv.OnNotifySession(h.streams.notify)
 	return h
 }
 
