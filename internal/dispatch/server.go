@@ -119,7 +119,7 @@ type Server struct {
 	// closeBudgets closes the budgets' own Redis client, if they have one.
 	closeBudgets func() error
 
-	broker        *credentials.Broker // user_oauth: see useroauth.go
+	broker *credentials.Broker // user_oauth: see useroauth.go
 }
 
 // A State is one configuration snapshot and what was built from it. A request
