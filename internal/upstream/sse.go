@@ -76,6 +76,18 @@ func newSSEReader(rd io.Reader, lastID string, max int) *sseReader {
 	return &sseReader{rd: rd, max: max, lineMax: max + 64, lastID: lastID, buf: *bp, pooled: bp}
 }
 
+// streamBufSize is the input buffer of a long-lived stream's reader (see
+// newStreamReader).
+const streamBufSize = 4 << 10
+
+// newStreamReader is newSSEReader for a stream that lasts (a GET stream, a
+// listen): it holds its buffer for its whole life, so a pooled one would
+// only be kept from the calls, and a few of its messages a minute need no
+// more than 4 KiB at a time (a longer line is gathered all the same).
+func newStreamReader(rd io.Reader, max int) *sseReader {
+	return &sseReader{rd: rd, max: max, lineMax: max + 64, buf: make([]byte, streamBufSize)}
+}
+
 // release returns the reader's input buffer to the pool. The events it
 // returned stay valid (their data is never the buffer's). A released reader
 // reads nothing more: Next returns an error.

@@ -54,7 +54,7 @@ func (c *Client) Watch(ctx context.Context, s session.Upstream) (*Stream, error)
 	if !IsModern(s) {
 		req.Header.Set("Accept", "text/event-stream")
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.streamHC.Do(req)
 	if err != nil {
 		return nil, c.transportError(ctx, op, err)
 	}
@@ -69,7 +69,7 @@ func (c *Client) Watch(ctx context.Context, s session.Upstream) (*Stream, error)
 		resp.Body.Close()
 		return nil, c.error(op, resp.StatusCode, fmt.Errorf("stream has content type %q", excerpt([]byte(resp.Header.Get("Content-Type")), 64)))
 	}
-	return &Stream{c: c, body: resp.Body, sse: newSSEReader(resp.Body, "", c.maxMsg)}, nil
+	return &Stream{c: c, body: resp.Body, sse: newStreamReader(resp.Body, c.maxMsg)}, nil
 }
 
 // Next returns the next notification or request on the stream, with its
