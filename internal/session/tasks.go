@@ -29,7 +29,7 @@ type Task struct {
 	Upstream string   `json:"upstream"`
 	Session  Upstream `json:"session"`
 	// UpstreamTaskID is the upstream's own id of the task.
-	UpstreamTaskID string `json:"upstream_task_id"`
+	UpstreamTaskID string    `json:"upstream_task_id"`
 	Created        time.Time `json:"created"`
 	// Expires is when the record is forgotten: the task's ttl from its
 	// creation, bounded by the gateway's maximum. The store keeps it to
