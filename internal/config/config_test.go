@@ -84,7 +84,7 @@ func TestLoadExample(t *testing.T) {
 			Store:           "memory",
 			IdleTTL:         Duration(30 * time.Minute),
 			MaxSessions:     100000,
-			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Tasks: defaultTasks,
 			Redis: defaultRedis,
 		},
 		Upstreams: []Upstream{{
@@ -194,7 +194,7 @@ func TestParseDefaults(t *testing.T) {
 			Store:           "memory",
 			IdleTTL:         Duration(30 * time.Minute),
 			MaxSessions:     100000,
-			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Tasks: defaultTasks,
 			Redis: defaultRedis,
 		},
 		Auth:      defaultAuth,
@@ -281,7 +281,7 @@ limits:
 		t.Errorf("Server mismatch (-want +got):\n%s", diff)
 	}
 	wantSessions := Sessions{Store: "memory", IdleTTL: Duration(time.Hour), MaxSessions: 10,
-		MaxPerPrincipal: 3, MaxPerTenant: 4, MailboxMessages: 5, MailboxBytes: 6000, Redis: defaultRedis}
+		MaxPerPrincipal: 3, MaxPerTenant: 4, MailboxMessages: 5, MailboxBytes: 6000, Redis: defaultRedis, Tasks: defaultTasks}
 	if diff := cmp.Diff(wantSessions, got.Sessions); diff != "" {
 		t.Errorf("Sessions mismatch (-want +got):\n%s", diff)
 	}
@@ -1224,7 +1224,7 @@ func TestParseFull(t *testing.T) {
 			Store:           "redis",
 			IdleTTL:         Duration(30 * time.Minute),
 			MaxSessions:     100000,
-			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Tasks: defaultTasks,
 			Redis: Redis{
 				Addrs:      []string{"redis-0.redis:26379", "[::1]:26379"},
 				MasterName: "mymaster",
@@ -1978,3 +1978,6 @@ func TestRedisSecretNeverLeaks(t *testing.T) {
 		}
 	})
 }
+
+// defaultTasks is sessions.tasks with every default applied.
+var defaultTasks = Tasks{MaxPerPrincipal: 100, MaxPerTenant: 10000, MaxTasks: 100000, MaxTTL: Duration(time.Hour), ListPageSize: 50}
