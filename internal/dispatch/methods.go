@@ -76,6 +76,7 @@ func (rq *Request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 			}
 		}
 	}
+	rq.taskCapabilities(ups, out)
 	return out
 }
 
@@ -551,6 +552,11 @@ func namedCall(k catalog.Kind) methodFunc {
 				return res, nil
 			}
 		}
+		if k == catalog.Tools {
+			if err := rq.augmentTask(up, it, p); err != nil {
+				return nil, err
+			}
+		}
 		p.SetString("name", orig)
 		// The resource URIs inside the result are exposed, so that the
 		// client can read them back through the gateway (see
@@ -562,6 +568,9 @@ func namedCall(k catalog.Kind) methodFunc {
 			})
 		}
 		return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+			if out, ok, err := rq.taskCreated(ctx, c, up, res); ok {
+				return out, err
+			}
 			// Only noted, for metrics and the audit log: a tool error is
 			// a result like any other to the client.
 			if o, err := jsonx.ParseValidObject(res); err == nil && string(o.Get("isError")) == "true" {

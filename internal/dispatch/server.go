@@ -69,6 +69,7 @@ type Server struct {
 	// (limits.stdio_processes).
 	processes *pipe.Limit
 	store     session.Store
+	tasks     session.TaskStore // beside store: see tasks.go
 	log       *slog.Logger
 	version   string
 	httpc     *http.Client
@@ -163,6 +164,7 @@ func New(opts Options) (*Server, error) {
 	}
 	h := &Server{
 		store:            opts.Store,
+		tasks:            taskStoreOf(opts.Store),
 		log:              log,
 		version:          opts.Version,
 		httpc:            opts.HTTPClient,

@@ -451,6 +451,9 @@ const (
 	LimitListPages          = "list_pages"
 	LimitListBytes          = "list_bytes"
 	LimitListTime           = "list_time"
+	LimitTasksPrincipal     = "tasks_per_principal"
+	LimitTasksTenant        = "tasks_per_tenant"
+	LimitTasks              = "max_tasks"
 	// LimitStdioProcesses is limits.stdio_processes; LimitMaxProcesses
 	// is upstreams[].stdio.max_processes.
 	LimitStdioProcesses = "stdio_processes"
@@ -460,7 +463,8 @@ const (
 var limitNames = set(LimitBodyBytes, LimitReadBodyTimeout, LimitSessions, LimitSessionsPrincipal,
 	LimitSessionsTenant, LimitStreamsPrincipal, LimitStreamsTenant, LimitBatchMessages, LimitClientInfo,
 	LimitClientCapabilities, LimitMailboxMessages, LimitMailboxBytes, LimitUnsolicitedAnswer,
-	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime, LimitStdioProcesses, LimitMaxProcesses)
+	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime, LimitStdioProcesses, LimitMaxProcesses,
+	LimitTasksPrincipal, LimitTasksTenant, LimitTasks)
 
 // LimitRejection records a request or an upstream answer refused at a
 // limit: mcpgw_limit_rejections_total{limit,tenant}. limit is one of the

@@ -28,9 +28,25 @@ func EverythingCommand(t testing.TB) []string {
 // the test, and returns its SSE endpoint URL (http://127.0.0.1:PORT/sse).
 func StartEverythingSSE(t testing.TB) string {
 	t.Helper()
+	return startEverything(t, "sse", "/sse")
+}
+
+// StartEverythingHTTP runs @modelcontextprotocol/server-everything in its
+// Streamable HTTP mode on a free loopback port, stopped at the end of the
+// test, and returns its MCP endpoint URL (http://127.0.0.1:PORT/mcp). Each
+// of its sessions is a server of its own (with its own tasks).
+func StartEverythingHTTP(t testing.TB) string {
+	t.Helper()
+	return startEverything(t, "streamableHttp", "/mcp")
+}
+
+// startEverything runs server-everything in mode on a free loopback port
+// and returns the URL of path there.
+func startEverything(t testing.TB, mode, path string) string {
+	t.Helper()
 	dir := NodeDir(t)
 	port := FreePort(t)
-	cmd := exec.Command(nodeBinary(t), filepath.Join(dir, everythingMain), "sse")
+	cmd := exec.Command(nodeBinary(t), filepath.Join(dir, everythingMain), mode)
 	cmd.Dir = dir
 	cmd.Env = []string{"PORT=" + strconv.Itoa(port), "PATH=" + filepath.Dir(nodeBinary(t))}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -65,5 +81,5 @@ func StartEverythingSSE(t testing.TB) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Sprintf("http://%s/sse", addr)
+	return fmt.Sprintf("http://%s%s", addr, path)
 }

@@ -1,0 +1,681 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/telemetry"
+	"github.com/mcpgw/gateway/internal/upstream"
+)
+
+// Tasks: an upstream may answer a tools/call with a task instead of a
+// result (2025-11-25 basic/utilities/tasks; the 2026-07-28 Tasks
+// extension, io.modelcontextprotocol/tasks, SEP-2663), to be polled and
+// fetched later. The gateway records each such task in the task store
+// under an id of its own ("task-" and 128 random bits) bound to the
+// principal that created it, and routes the task's later requests to the
+// upstream, and the upstream session, that created it. The client never
+// sees the upstream's id; every id it may not use (unknown, expired,
+// another principal's or tenant's, of an upstream its tenant may no longer
+// use) gets the same -32602 (2025-11-25 tasks, "Security Considerations":
+// receivers bind tasks to the authorization context).
+//
+// Revisions: a session client (2025-11-25) gets tasks of 2025-11-25
+// upstreams, and tasks/get, tasks/result, tasks/cancel and tasks/list. A
+// 2026-07-28 client gets tasks/get, tasks/update and tasks/cancel (routed
+// by Mcp-Name = task id, see protocol.NameKey), against upstreams of
+// either revision: a 2026-07-28 upstream's task is passed through, a
+// 2025-11-25 upstream's is mapped (see legacyTask).
+
+// The extension's identifier and the _meta key naming a message's task.
+const (
+	taskExtension   = "io.modelcontextprotocol/tasks"
+	metaRelatedTask = "io.modelcontextprotocol/related-task"
+)
+
+// maxTaskIDLen bounds a task id the gateway looks up: its own are 37
+// bytes, and a longer one is unknown without asking the store.
+const maxTaskIDLen = 64
+
+// taskRefreshes bounds the upstream tasks/get one tasks/list page runs at
+// once.
+const taskRefreshes = 8
+
+// taskStoreOf returns the task store beside the session store s: Redis's
+// own when s is Redis, so that every replica routes every task, else one in
+// this process.
+func taskStoreOf(s session.Store) session.TaskStore {
+	if ts, ok := s.(interface{ TaskStore() session.TaskStore }); ok {
+		return ts.TaskStore()
+	}
+	return session.NewMemoryTasks(nil)
+}
+
+// errTaskNotFound is the answer to every task id the caller may not use
+// (2025-11-25 tasks, "Protocol Errors").
+func errTaskNotFound() error {
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Failed to retrieve task: Task not found")
+}
+
+func (rq *Request) taskLimits() session.TaskLimits {
+	t := rq.st.cfg.Sessions.Tasks
+	return session.TaskLimits{MaxPerPrincipal: t.MaxPerPrincipal, MaxPerTenant: t.MaxPerTenant, MaxTasks: t.MaxTasks}
+}
+
+func (rq *Request) taskPrincipal() session.Principal {
+	p := rq.principal
+	return session.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant}
+}
+
+// ownTask returns the caller's task gid and its upstream, or
+// errTaskNotFound.
+func (rq *Request) ownTask(ctx context.Context, gid string) (*session.Task, *upstreamRef, error) {
+	if len(gid) > maxTaskIDLen || !strings.HasPrefix(gid, "task-") {
+		return nil, nil, errTaskNotFound()
+	}
+	t, err := rq.h.tasks.GetTask(ctx, gid)
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, nil, errTaskNotFound()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	up := rq.st.byName[t.Upstream]
+	if t.Principal != rq.taskPrincipal() || up == nil || !slices.Contains(rq.view.Upstreams, t.Upstream) {
+		return nil, nil, errTaskNotFound()
+	}
+	return t, up, nil
+}
+
+// useTaskSession makes the request's calls to the task's upstream go on
+// the upstream session that holds the task: an upstream's tasks may live
+// in its session (server-everything's do), and another session of the
+// same principal, or a 2026-07-28 request, may ask for it. Only this
+// request's copy of the record changes; should the upstream session have
+// expired, callWith opens a new one and the upstream knows the task no
+// more.
+func (rq *Request) useTaskSession(t *session.Task) {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	if rq.Session.Upstreams == nil {
+		rq.Session.Upstreams = make(map[string]session.Upstream)
+	}
+	cur := rq.Session.Upstreams[t.Upstream]
+	if cur.SessionID != t.Session.SessionID || cur.ProtocolVersion != t.Session.ProtocolVersion {
+		us := t.Session
+		us.Capabilities = cur.Capabilities
+		rq.Session.Upstreams[t.Upstream] = us
+	}
+}
+
+// createdTask finds the task in a CreateTaskResult: {"task": Task} from a
+// 2025-11-25 upstream, {"resultType": "task", ...Task} from a 2026-07-28
+// one. ok is false for any other result.
+func createdTask(o *jsonx.Object) (task *jsonx.Object, modern, ok bool) {
+	if rt, _ := o.GetString("resultType"); rt == "task" {
+		if id, _ := o.GetString("taskId"); id != "" {
+			return o, true, true
+		}
+		return nil, true, false
+	}
+	if o.Get("content") != nil {
+		return nil, false, false
+	}
+	if t, isObj := o.Object("task"); isObj {
+		if id, _ := t.GetString("taskId"); id != "" {
+			return t, false, true
+		}
+	}
+	return nil, false, false
+}
+
+// taskCreated is the tools/call rewrite of a result that is a task: it
+// records the task and returns the result with the gateway's id. ok is
+// false for a result that is no task.
+func (rq *Request) taskCreated(ctx context.Context, c *call, up *upstreamRef, res json.RawMessage) (json.RawMessage, bool, error) {
+	if !bytes.Contains(res, []byte(`"taskId"`)) {
+		return nil, false, nil // the common case: no parse
+	}
+	o, err := jsonx.ParseValidObject(res)
+	if err != nil {
+		return nil, false, nil
+	}
+	task, modern, ok := createdTask(o)
+	if !ok {
+		return nil, false, nil
+	}
+	upID, _ := task.GetString("taskId")
+	us := rq.upstreamSessions()[up.cfg.Name]
+	us.Capabilities = nil
+	now := time.Now()
+	ttl := rq.taskTTL(task, modern)
+	t := &session.Task{
+		ID: session.NewTaskID(), Principal: rq.taskPrincipal(), Upstream: up.cfg.Name, Session: us,
+		UpstreamTaskID: upID, Created: now, Expires: now.Add(ttl),
+	}
+	if err := rq.h.tasks.CreateTask(ctx, t, rq.taskLimits()); err != nil {
+		// The upstream runs a task no one could reach: end it.
+		rq.cancelUnrecorded(ctx, up, us, upID)
+		var le *session.LimitError
+		if errors.As(err, &le) {
+			rq.h.LimitHit(ctx, rq, taskLimitName(le.Limit), c.method)
+			return nil, true, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
+				"Too Many Requests: task limit %s (%d) reached; the upstream's task was cancelled", le.Limit, le.Max)
+		}
+		return nil, true, err
+	}
+	rq.exposeTask(task, t, modern)
+	if !modern {
+		o.Set("task", task.Bytes())
+	}
+	if rq.Stateless && !modern {
+		// A 2026-07-28 client is answered in its revision's shape
+		// (extension, "Task Creation").
+		out := modernTask(task)
+		out.SetString("resultType", "task")
+		if meta := o.Get("_meta"); meta != nil {
+			out.Set("_meta", meta)
+		}
+		return out.Bytes(), true, nil
+	}
+	return o.Bytes(), true, nil
+}
+
+// taskTTL is how long the gateway keeps a task: its ttl, bounded by
+// sessions.tasks.max_ttl (an unlimited ttl is the bound).
+func (rq *Request) taskTTL(task *jsonx.Object, modern bool) time.Duration {
+	maxTTL := rq.st.cfg.Sessions.Tasks.MaxTTL.D()
+	key := "ttl"
+	if modern {
+		key = "ttlMs"
+	}
+	if ms, err := strconv.ParseFloat(string(task.Get(key)), 64); err == nil && ms > 0 && ms < float64(maxTTL.Milliseconds()) {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return maxTTL
+}
+
+// exposeTask puts the gateway's id and ttl in a task object of the
+// upstream's (a Task, a CreateTaskResult's, a DetailedTask): a ttl longer
+// than the gateway keeps the task is announced as the gateway's
+// (2025-11-25 tasks, "TTL and Resource Management": receivers MAY
+// override the requested ttl, and MUST say the actual one).
+func (rq *Request) exposeTask(task *jsonx.Object, t *session.Task, modern bool) {
+	task.SetString("taskId", t.ID)
+	key := "ttl"
+	if modern {
+		key = "ttlMs"
+	}
+	if maxTTL := rq.st.cfg.Sessions.Tasks.MaxTTL.D(); rq.taskTTL(task, modern) == maxTTL {
+		task.Set(key, []byte(strconv.FormatInt(maxTTL.Milliseconds(), 10)))
+	}
+}
+
+// modernTask is a 2025-11-25 Task in the extension's shape: ttl and
+// pollInterval are ttlMs and pollIntervalMs; every other member stays.
+func modernTask(task *jsonx.Object) *jsonx.Object {
+	out := &jsonx.Object{}
+	for _, m := range task.Members {
+		switch m.Name {
+		case "ttl":
+			out.Set("ttlMs", m.Value)
+		case "pollInterval":
+			out.Set("pollIntervalMs", m.Value)
+		default:
+			out.Set(m.Name, m.Value)
+		}
+	}
+	return out
+}
+
+// cancelUnrecorded cancels an upstream's task the gateway could not
+// record, bounded in time whatever happens to ctx.
+func (rq *Request) cancelUnrecorded(ctx context.Context, up *upstreamRef, us session.Upstream, upID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	params, _ := json.Marshal(map[string]string{"taskId": upID})
+	resp, err := up.client.Call(ctx, us, rq.h.internalID(), "tasks/cancel", params)
+	if err != nil {
+		return
+	}
+	defer resp.Close()
+	_, _ = resultOf(resp.Next, nil)
+}
+
+func taskLimitName(limit string) string {
+	switch limit {
+	case session.LimitTasksPerPrincipal:
+		return telemetry.LimitTasksPrincipal
+	case session.LimitTasksPerTenant:
+		return telemetry.LimitTasksTenant
+	}
+	return telemetry.LimitTasks
+}
+
+// augmentTask asks a 2025-11-25 upstream for a task where a 2026-07-28
+// client cannot: that revision's clients never augment a request, the
+// server decides (extension, "Capability Negotiation"). A tool whose
+// execution.taskSupport is "required" is called as a task when the client
+// declared the extension, and refused with -32021 naming it when not; any
+// other tool is called plainly.
+func (rq *Request) augmentTask(up *upstreamRef, it *catalog.Item, p *jsonx.Object) error {
+	if !rq.Stateless || rq.modern(up) || !bytes.Contains(it.Raw, []byte(`"required"`)) {
+		return nil
+	}
+	tool, err := jsonx.ParseValidObject(it.Raw)
+	if err != nil {
+		return nil
+	}
+	exec, ok := tool.Object("execution")
+	if !ok {
+		return nil
+	}
+	if s, _ := exec.GetString("taskSupport"); s != "required" {
+		return nil
+	}
+	if !rq.declaresTasks() {
+		return &CapabilityError{Capability: "extensions", Sub: taskExtension}
+	}
+	p.Set("task", json.RawMessage(`{}`))
+	return nil
+}
+
+// declaresTasks reports whether a 2026-07-28 request declared the Tasks
+// extension in its client capabilities.
+func (rq *Request) declaresTasks() bool {
+	caps, err := jsonx.ParseValidObject(rq.MetaCaps)
+	if err != nil {
+		return false
+	}
+	ext, ok := caps.Object("extensions")
+	return ok && ext.Get(taskExtension) != nil && string(ext.Get(taskExtension)) != "null"
+}
+
+// taskMethod serves tasks/get, tasks/result and tasks/cancel of a session
+// client, and tasks/get, tasks/update and tasks/cancel of a 2026-07-28
+// one.
+func taskMethod(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
+	p, gid, err := routedParams(c.params, "taskId")
+	if err != nil {
+		return nil, err
+	}
+	if rq.Stateless && !rq.declaresTasks() {
+		// Extension, "Protocol Errors".
+		return nil, &CapabilityError{Capability: "extensions", Sub: taskExtension}
+	}
+	t, up, err := rq.ownTask(ctx, gid)
+	if err != nil {
+		return nil, err
+	}
+	c.upstream = t.Upstream
+	rq.useTaskSession(t)
+	p.SetString("taskId", t.UpstreamTaskID)
+	modernUp := upstream.IsModern(t.Session)
+	switch {
+	case rq.Stateless && !modernUp:
+		res, err := rq.legacyTask(ctx, c, up, t, p)
+		return res, rq.taskError(ctx, err, t, c.method)
+	case !rq.Stateless && modernUp:
+		// Not made for a session client (see capabilities).
+		return nil, errTaskNotFound()
+	}
+	res, err := rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+		return rq.exposeTaskResult(c.method, res, t, up, modernUp), nil
+	})
+	return res, rq.taskError(ctx, err, t, c.method)
+}
+
+// exposeTaskResult rewrites an upstream's answer to a tasks/* request: the
+// task's id and ttl, and in a tool's result the resource URIs and the
+// related-task _meta, as for a call.
+func (rq *Request) exposeTaskResult(method string, res json.RawMessage, t *session.Task, up *upstreamRef, modern bool) json.RawMessage {
+	o, err := jsonx.ParseValidObject(res)
+	if err != nil {
+		return res
+	}
+	switch {
+	case method == "tasks/result":
+		return exposeCallResult(o, t, up, true)
+	case o.Get("taskId") != nil:
+		rq.exposeTask(o, t, modern)
+		if r, ok := o.Object("result"); ok {
+			o.Set("result", exposeCallResult(r, t, up, false))
+		}
+	}
+	return o.Bytes()
+}
+
+// exposeCallResult is a task's CallToolResult as the client sees it: its
+// resource URIs exposed and its related-task _meta naming the gateway's
+// id (2025-11-25 tasks, "Related Task Metadata": tasks/result MUST carry
+// it), or none (the extension's result inside a task names no task).
+func exposeCallResult(o *jsonx.Object, t *session.Task, up *upstreamRef, related bool) json.RawMessage {
+	if meta, ok := o.Object("_meta"); ok && meta.Get(metaRelatedTask) != nil {
+		if related {
+			meta.Set(metaRelatedTask, relatedTask(t.ID))
+		} else {
+			meta.Delete(metaRelatedTask)
+		}
+		if len(meta.Members) == 0 {
+			o.Delete("_meta")
+		} else {
+			o.Set("_meta", meta.Bytes())
+		}
+	}
+	return catalog.ExposeToolResult(o.Bytes(), up.cat.Prefix)
+}
+
+func relatedTask(id string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"taskId": id})
+	return b
+}
+
+// taskError shapes an upstream's error about a task: its text and data
+// name the gateway's id, never the upstream's. A tasks/get the upstream
+// answers -32602 means it forgot the task: so does the gateway.
+func (rq *Request) taskError(ctx context.Context, err error, t *session.Task, method string) error {
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) {
+		return err
+	}
+	e := *je
+	e.Message = strings.ReplaceAll(e.Message, t.UpstreamTaskID, t.ID)
+	if len(e.Data) > 0 {
+		e.Data = json.RawMessage(strings.ReplaceAll(string(e.Data), t.UpstreamTaskID, t.ID))
+		if !json.Valid(e.Data) {
+			e.Data = nil
+		}
+	}
+	if method == "tasks/get" && e.Code == jsonrpc.CodeInvalidParams {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = rq.h.tasks.DeleteTask(dctx, t.ID)
+		return errTaskNotFound()
+	}
+	return &e
+}
+
+// legacyTask serves a 2026-07-28 client's request about a 2025-11-25
+// upstream's task, as the extension's methods map onto that revision's:
+//
+//   - tasks/get is tasks/get, its Task in the extension's shape; a task
+//     the upstream calls completed or failed is fetched with tasks/result
+//     (which answers at once for a terminal task) and inlined: a result
+//     is "completed" with it (a tool error included, as the extension
+//     says), a JSON-RPC error "failed" with it. input_required is shown
+//     as working: the upstream asks for input on tasks/result's stream,
+//     which the gateway does not turn into inputRequests.
+//   - tasks/cancel is tasks/cancel, acknowledged with {} (a task already
+//     terminal too: cancellation is cooperative in the extension).
+//   - tasks/update is acknowledged with {} and not sent: no input request
+//     of such a task is outstanding for the client, and the extension says
+//     to ignore responses to none.
+func (rq *Request) legacyTask(ctx context.Context, c *call, up *upstreamRef, t *session.Task, p *jsonx.Object) (json.RawMessage, error) {
+	switch c.method {
+	case "tasks/update":
+		return json.RawMessage(`{}`), nil
+	case "tasks/cancel":
+		_, err := rq.relay(ctx, c, up, p.Bytes(), nil)
+		if je := (*jsonrpc.Error)(nil); err != nil && !(errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams) {
+			return nil, err
+		}
+		return json.RawMessage(`{}`), nil
+	}
+	res, err := rq.relay(ctx, c, up, p.Bytes(), nil)
+	if err != nil {
+		return nil, err
+	}
+	task, err := jsonx.ParseValidObject(res)
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s: malformed task", up.cfg.Name)
+	}
+	rq.exposeTask(task, t, false)
+	out := modernTask(task)
+	switch status, _ := task.GetString("status"); status {
+	case "completed", "failed":
+		rc := *c
+		rc.method = "tasks/result"
+		r, err := rq.relay(ctx, &rc, up, p.Bytes(), nil)
+		var je *jsonrpc.Error
+		switch {
+		case errors.As(err, &je):
+			out.SetString("status", "failed")
+			e, _ := json.Marshal(rq.taskError(ctx, je, t, rc.method))
+			out.Set("error", e)
+		case err != nil:
+			return nil, err
+		default:
+			ro, err := jsonx.ParseValidObject(r)
+			if err != nil {
+				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s: malformed task result", up.cfg.Name)
+			}
+			out.SetString("status", "completed")
+			out.Set("result", exposeCallResult(ro, t, up, false))
+		}
+	case "input_required":
+		out.SetString("status", "working")
+	}
+	return out.Bytes(), nil
+}
+
+// listTasks serves tasks/list from the task store: the caller's tasks, a
+// page of at most sessions.tasks.list_page_size, each refreshed with its
+// upstream's tasks/get (one the upstream forgot is forgotten and left
+// out; one whose upstream fails is left out of this page).
+func listTasks(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
+	var cur session.TaskCursor
+	if len(c.params) > 0 {
+		p, err := jsonx.ParseValidObject(c.params)
+		if err != nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: must be an object")
+		}
+		if s, ok := p.GetString("cursor"); ok {
+			if cur, ok = decodeTaskCursor(s); !ok {
+				return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: invalid cursor")
+			}
+		}
+	}
+	page, more, err := rq.h.tasks.ListTasks(ctx, rq.taskPrincipal(), cur, rq.st.cfg.Sessions.Tasks.ListPageSize)
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]json.RawMessage, len(page))
+	sem := make(chan struct{}, taskRefreshes)
+	var wg sync.WaitGroup
+	for i, t := range page {
+		up := rq.st.byName[t.Upstream]
+		if up == nil || !slices.Contains(rq.view.Upstreams, t.Upstream) || upstream.IsModern(t.Session) {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			tasks[i] = rq.refreshTask(ctx, up, t)
+		})
+	}
+	wg.Wait()
+	kept := tasks[:0]
+	for _, t := range tasks {
+		if t != nil {
+			kept = append(kept, t)
+		}
+	}
+	out := jsonx.Object{}
+	out.Set("tasks", jsonx.AppendArray(nil, kept))
+	if more && len(page) > 0 {
+		b, _ := json.Marshal(encodeTaskCursor(session.After(page[len(page)-1])))
+		out.Set("nextCursor", b)
+	}
+	return out.Bytes(), nil
+}
+
+// refreshTask returns the task as its upstream has it now, or nil.
+func (rq *Request) refreshTask(ctx context.Context, up *upstreamRef, t *session.Task) json.RawMessage {
+	done, err := rq.guard(ctx, up)
+	if err != nil {
+		return nil
+	}
+	params, _ := json.Marshal(map[string]string{"taskId": t.UpstreamTaskID})
+	var res json.RawMessage
+	resp, err := up.client.Call(ctx, t.Session, rq.h.internalID(), "tasks/get", params)
+	if err == nil {
+		res, err = resultOf(resp.Next, nil)
+		resp.Close()
+	}
+	done(err)
+	var je *jsonrpc.Error
+	if errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams {
+		_ = rq.h.tasks.DeleteTask(ctx, t.ID)
+		return nil
+	}
+	if err != nil {
+		return nil
+	}
+	o, err := jsonx.ParseValidObject(res)
+	if err != nil {
+		return nil
+	}
+	rq.exposeTask(o, t, false)
+	return o.Bytes()
+}
+
+// A tasks/list cursor is the position after a page's last task, opaque to
+// the client.
+func encodeTaskCursor(c session.TaskCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.Expires, 10) + "." + c.ID))
+}
+
+func decodeTaskCursor(s string) (session.TaskCursor, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) > 128 {
+		return session.TaskCursor{}, false
+	}
+	ms, id, ok := strings.Cut(string(b), ".")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || !strings.HasPrefix(id, "task-") {
+		return session.TaskCursor{}, false
+	}
+	return session.TaskCursor{Expires: n, ID: id}, true
+}
+
+// exposeTaskNote rewrites a notification an upstream sent in a call on
+// session us: a notifications/tasks/status names the gateway's id (and is
+// dropped, nil, for a task the caller does not hold), and a related-task
+// _meta names the gateway's id or is removed. Exported to the relay of an
+// upstream's own stream through ExposeTaskNotification.
+func (rq *Request) exposeTaskNote(ctx context.Context, up *upstreamRef, us session.Upstream, msg *jsonrpc.Message, raw []byte) []byte {
+	status := msg.Method == "notifications/tasks/status"
+	if !status && !bytes.Contains(raw, []byte(metaRelatedTask)) {
+		return raw
+	}
+	p, err := jsonx.ParseValidObject(msg.Params)
+	if err != nil {
+		return raw
+	}
+	find := func(upID string) *session.Task {
+		t, err := rq.h.tasks.FindTask(ctx, up.cfg.Name, us.SessionID, upID)
+		if err != nil || t.Principal != rq.taskPrincipal() {
+			return nil
+		}
+		return t
+	}
+	if status {
+		upID, _ := p.GetString("taskId")
+		t := find(upID)
+		if t == nil {
+			return nil
+		}
+		rq.exposeTask(p, t, false)
+		p.Delete("_meta") // SHOULD NOT carry related-task (tasks, "Task Notifications")
+		return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, p.Bytes())
+	}
+	meta, ok := p.Object("_meta")
+	if !ok {
+		return raw
+	}
+	rel, _ := jsonx.ParseValidObject(meta.Get(metaRelatedTask))
+	var t *session.Task
+	if rel != nil {
+		upID, _ := rel.GetString("taskId")
+		t = find(upID)
+	}
+	if t != nil {
+		meta.Set(metaRelatedTask, relatedTask(t.ID))
+	} else {
+		meta.Delete(metaRelatedTask)
+	}
+	p.Set("_meta", meta.Bytes())
+	return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, p.Bytes())
+}
+
+// taskCapabilities adds what the gateway offers of tasks to out: for a
+// session client, the 2025-11-25 tasks capability merged from its
+// 2025-11-25 upstreams' (cancel and requests.tools.call where one offers
+// them; list whenever one offers tasks, as the gateway lists from its own
+// store); for a 2026-07-28 client, the extension, when an upstream of
+// either revision offers tasks on tools/call.
+func (rq *Request) taskCapabilities(ups []*upstreamRef, out map[string]json.RawMessage) {
+	var offered, cancel, call bool
+	for _, up := range ups {
+		caps, err := jsonx.ParseValidObject(rq.caps(up))
+		if err != nil {
+			continue
+		}
+		if rq.modern(up) {
+			// The extension, offered to 2026-07-28 clients only: a
+			// session client's tasks go to 2025-11-25 upstreams.
+			if ext, ok := caps.Object("extensions"); ok && ext.Get(taskExtension) != nil && rq.Stateless {
+				offered, call = true, true
+			}
+			continue
+		}
+		tasks, ok := caps.Object("tasks")
+		if !ok {
+			continue
+		}
+		offered = true
+		if tasks.Get("cancel") != nil {
+			cancel = true
+		}
+		if reqs, ok := tasks.Object("requests"); ok {
+			if tools, ok := reqs.Object("tools"); ok && tools.Get("call") != nil {
+				call = true
+			}
+		}
+	}
+	if !offered {
+		return
+	}
+	if rq.Stateless {
+		if call {
+			ext := jsonx.Object{}
+			if e, err := jsonx.ParseValidObject(out["extensions"]); err == nil {
+				ext = *e
+			}
+			ext.Set(taskExtension, json.RawMessage(`{}`))
+			out["extensions"] = ext.Bytes()
+		}
+		return
+	}
+	t := jsonx.Object{}
+	t.Set("list", json.RawMessage(`{}`))
+	if cancel {
+		t.Set("cancel", json.RawMessage(`{}`))
+	}
+	if call {
+		t.Set("requests", json.RawMessage(`{"tools":{"call":{}}}`))
+	}
+	out["tasks"] = t.Bytes()
+}
