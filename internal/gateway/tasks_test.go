@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/testkit"
@@ -202,5 +204,104 @@ func TestTasksThroughGateway(t *testing.T) {
 				t.Errorf("an id not the gateway's: %s", all)
 			}
 		})
+	}
+}
+
+// TestTaskBounds: a hostile client creates tasks until refused, per
+// principal and per tenant, with an error naming the limit and the metric
+// counting it; another tenant is untouched; tasks/list pages within
+// sessions.tasks.list_page_size; a ttl beyond sessions.tasks.max_ttl is
+// announced as the bound, and the task is forgotten after it.
+func TestTaskBounds(t *testing.T) {
+	ev := testkit.StartEverythingHTTP(t)
+	lab := newLabIssuer(t)
+	g, url := startGatewayG(t, nil, taskAuth(lab), everythingUpstream(ev), func(c *config.Config) {
+		c.Sessions.Tasks = config.Tasks{MaxPerPrincipal: 3, MaxPerTenant: 5, ListPageSize: 2, MaxTTL: config.Duration(1500 * time.Millisecond)}
+	})
+	create := func(tok, sid string, id int) map[string]any {
+		return rpcResult(t, url, tok, sid, rpcBody(id, "tools/call", `{"name":"`+researchTool+`","arguments":{"topic":"x"},"task":{"ttl":600000}}`))
+	}
+	wantRefused := func(what string, m map[string]any, limit string) {
+		t.Helper()
+		code, _ := field(m, "error", "code").(float64)
+		if msg := str(m, "error", "message"); code != -32600 || !strings.Contains(msg, "task limit "+limit) {
+			t.Errorf("%s: %v, want -32600 naming %s", what, m, limit)
+		}
+	}
+	alice := labToken(t, lab, "tasks-test", "alice", "acme")
+	sid := startSession(t, url, alice)
+	var made []string
+	for i := range 10 {
+		m := create(alice, sid, 10+i)
+		if m["error"] != nil {
+			if len(made) != 3 {
+				t.Fatalf("refused after %d tasks: %v", len(made), m)
+			}
+			wantRefused("alice's 4th task", m, "tasks.max_per_principal (3)")
+			break
+		}
+		made = append(made, str(m, "result", "task", "taskId"))
+		if ttl, _ := field(m, "result", "task", "ttl").(float64); ttl != 1500 {
+			t.Errorf("ttl %v, want the bound 1500", ttl)
+		}
+	}
+	// Pages of 2: all three, once each.
+	var listed []string
+	cursor := ""
+	for range 5 {
+		params := `{}`
+		if cursor != "" {
+			params = `{"cursor":"` + cursor + `"}`
+		}
+		page := rpcResult(t, url, alice, sid, rpcBody(30, "tasks/list", params))
+		tasks, _ := field(page, "result", "tasks").([]any)
+		if len(tasks) > 2 {
+			t.Errorf("a page of %d", len(tasks))
+		}
+		for _, tk := range tasks {
+			listed = append(listed, tk.(map[string]any)["taskId"].(string))
+		}
+		if cursor = str(page, "result", "nextCursor"); cursor == "" {
+			break
+		}
+	}
+	slices.Sort(listed)
+	slices.Sort(made)
+	if !slices.Equal(listed, made) {
+		t.Errorf("listed %v, made %v", listed, made)
+	}
+	wantBadCursor := rpcResult(t, url, alice, sid, rpcBody(31, "tasks/list", `{"cursor":"bm9wZQ"}`))
+	if code, _ := field(wantBadCursor, "error", "code").(float64); code != -32602 {
+		t.Errorf("a forged cursor: %v", wantBadCursor)
+	}
+
+	bob := labToken(t, lab, "tasks-test", "bob", "acme")
+	bsid := startSession(t, url, bob)
+	for i := range 3 {
+		m := create(bob, bsid, 40+i)
+		if i < 2 && m["error"] != nil {
+			t.Fatalf("bob's task %d: %v", i, m)
+		}
+		if i == 2 {
+			wantRefused("the tenant's 6th task", m, "tasks.max_per_tenant (5)")
+		}
+	}
+	carol := labToken(t, lab, "tasks-test", "carol", "globex")
+	if m := create(carol, startSession(t, url, carol), 50); m["error"] != nil {
+		t.Errorf("another tenant: %v", m)
+	}
+	metrics := scrape(t, g)
+	if v := metricValue(metrics, `mcpgw_limit_rejections_total{limit="tasks_per_principal",tenant="acme"}`); v != 1 {
+		t.Errorf("tasks_per_principal rejections %v", v)
+	}
+	if v := metricValue(metrics, `mcpgw_limit_rejections_total{limit="tasks_per_tenant",tenant="acme"}`); v != 1 {
+		t.Errorf("tasks_per_tenant rejections %v", v)
+	}
+
+	// After max_ttl the tasks are forgotten, and count no more.
+	time.Sleep(1600 * time.Millisecond)
+	wantUnknown(t, "an expired task", rpcResult(t, url, alice, sid, rpcBody(60, "tasks/get", `{"taskId":"`+made[0]+`"}`)))
+	if m := create(alice, sid, 61); m["error"] != nil {
+		t.Errorf("after expiry: %v", m)
 	}
 }
