@@ -305,3 +305,112 @@ func TestTaskBounds(t *testing.T) {
 		t.Errorf("after expiry: %v", m)
 	}
 }
+
+// post2026Task builds a 2026-07-28 request of token's with client
+// capabilities caps and, if name is not "", Mcp-Name.
+func post2026Task(t *testing.T, url, token string, id int, method, params, caps, name string) *http.Request {
+	t.Helper()
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"0"},"io.modelcontextprotocol/clientCapabilities":` + caps + `}`
+	req := authedPost(t, url, token, "", rpcBody(id, method, "{"+meta+","+params+"}"))
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
+	}
+	return req
+}
+
+const withTasks = `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`
+
+// TestTasksExtension2026: a 2026-07-28 client uses the Tasks extension,
+// routed by Mcp-Name = the gateway's task id, on a 2025-11-25 upstream's
+// tasks, on any replica: the gateway asks the upstream for a task where
+// the tool requires one, answers in the extension's shape, maps tasks/get
+// onto tasks/get and tasks/result, and refuses what the extension says to.
+func TestTasksExtension2026(t *testing.T) {
+	ev := testkit.StartEverythingHTTP(t)
+	lab := newLabIssuer(t)
+	edits := []func(*config.Config){taskAuth(lab), everythingUpstream(ev), redisStore(t)}
+	lb := testkit.StartLB(t, []string{strings.TrimSuffix(startGateway(t, nil, edits...), "/mcp"), strings.TrimSuffix(startGateway(t, nil, edits...), "/mcp")})
+	url := lb.URL + "/mcp"
+	alice := labToken(t, lab, "tasks-test", "alice", "acme")
+	bob := labToken(t, lab, "tasks-test", "bob", "acme")
+	ask := func(tok string, id int, method, params, caps, name string) (int, map[string]any) {
+		t.Helper()
+		resp, b := do(t, post2026Task(t, url, tok, id, method, params, caps, name))
+		return resp.StatusCode, decodeAnswer(t, resp, b)
+	}
+	wantCode := func(what string, status int, m map[string]any, wantStatus int, code float64) {
+		t.Helper()
+		if got, _ := field(m, "error", "code").(float64); status != wantStatus || got != code {
+			t.Errorf("%s: %d %v, want %d %v", what, status, m, wantStatus, code)
+		}
+	}
+
+	callParams := `"name":"` + researchTool + `","arguments":{"topic":"tides"}`
+	status, m := ask(alice, 2, "tools/call", callParams, `{}`, researchTool)
+	wantCode("a call needing a task, without the extension", status, m, 400, -32021)
+	if field(m, "error", "data", "requiredCapabilities", "extensions", "io.modelcontextprotocol/tasks") == nil {
+		t.Errorf("requiredCapabilities: %v", m)
+	}
+
+	status, m = ask(alice, 3, "tools/call", callParams, withTasks, researchTool)
+	gid := str(m, "result", "taskId")
+	if status != 200 || str(m, "result", "resultType") != "task" || !strings.HasPrefix(gid, "task-") ||
+		field(m, "result", "ttlMs") == nil || field(m, "result", "ttl") != nil || str(m, "result", "status") == "" {
+		t.Fatalf("created: %d %v", status, m)
+	}
+
+	// Each replica has reached the upstream by now (discover opens no
+	// upstream session).
+	for i := range 2 {
+		_, disc := ask(alice, 20+i, "server/discover", `"x":1`, `{}`, "")
+		if field(disc, "result", "capabilities", "extensions", "io.modelcontextprotocol/tasks") == nil {
+			t.Errorf("server/discover: %v", disc)
+		}
+	}
+
+	status, m = ask(alice, 4, "tasks/get", `"taskId":"`+gid+`"`, withTasks, "")
+	wantCode("tasks/get without Mcp-Name", status, m, 400, -32020)
+	status, m = ask(alice, 5, "tasks/get", `"taskId":"`+gid+`"`, `{}`, gid)
+	wantCode("tasks/get without the extension", status, m, 400, -32021)
+	_, m = ask(bob, 6, "tasks/get", `"taskId":"`+gid+`"`, withTasks, gid)
+	wantUnknown(t, "bob's tasks/get", m)
+	status, m = ask(alice, 7, "tasks/result", `"taskId":"`+gid+`"`, withTasks, "")
+	wantCode("tasks/result", status, m, 404, -32601)
+	status, m = ask(alice, 8, "tasks/list", `"x":1`, withTasks, "")
+	wantCode("tasks/list", status, m, 404, -32601)
+	if _, m = ask(alice, 9, "tasks/update", `"taskId":"`+gid+`","inputResponses":{}`, withTasks, gid); str(m, "result", "resultType") != "complete" {
+		t.Errorf("tasks/update: %v", m)
+	}
+
+	// Poll until the end: the result is inlined.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, m = ask(alice, 10, "tasks/get", `"taskId":"`+gid+`"`, withTasks, gid)
+		if str(m, "result", "taskId") != gid || str(m, "result", "resultType") != "complete" {
+			t.Fatalf("tasks/get: %v", m)
+		}
+		if s := str(m, "result", "status"); s != "working" {
+			all, _ := json.Marshal(m)
+			if s != "completed" || !strings.Contains(string(all), "Research Report") || strings.Contains(string(all), "related-task") {
+				t.Errorf("at the end: %s", all)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still working: %v", m)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+
+	// Cancel another.
+	_, m = ask(alice, 11, "tools/call", callParams, withTasks, researchTool)
+	gid2 := str(m, "result", "taskId")
+	if _, m = ask(alice, 12, "tasks/cancel", `"taskId":"`+gid2+`"`, withTasks, gid2); m["result"] == nil {
+		t.Errorf("tasks/cancel: %v", m)
+	}
+	if _, m = ask(alice, 13, "tasks/get", `"taskId":"`+gid2+`"`, withTasks, gid2); str(m, "result", "status") != "cancelled" {
+		t.Errorf("after cancel: %v", m)
+	}
+}
