@@ -3,10 +3,13 @@ package gateway_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -413,4 +416,143 @@ func TestTasksExtension2026(t *testing.T) {
 	if _, m = ask(alice, 13, "tasks/get", `"taskId":"`+gid2+`"`, withTasks, gid2); str(m, "result", "status") != "cancelled" {
 		t.Errorf("after cancel: %v", m)
 	}
+}
+
+// taskUpstream is a hand-written upstream with one task tool, "job", in
+// either revision: its task is "up-1", its results carry a resource link,
+// and in 2025-11-25 its tasks/result streams a status notification and a
+// progress notification of the task first. It records each request's
+// Mcp-Name and params by method.
+type taskUpstream struct {
+	modern bool
+	mu     sync.Mutex
+	names  map[string]string
+	params map[string]string
+}
+
+func newTaskUpstream(t *testing.T, modern bool) (*taskUpstream, string) {
+	u := &taskUpstream{modern: modern, names: map[string]string{}, params: map[string]string{}}
+	srv := httptest.NewServer(u)
+	t.Cleanup(srv.Close)
+	return u, srv.URL + "/mcp"
+}
+
+func (u *taskUpstream) seen(method string) (name, params string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.names[method], u.params[method]
+}
+
+func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(body, &m)
+	u.mu.Lock()
+	u.names[m.Method], u.params[m.Method] = r.Header.Get("Mcp-Name"), string(m.Params)
+	u.mu.Unlock()
+	if m.ID == nil {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	task := `"taskId":"up-1","status":"working","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z"`
+	link := `{"content":[{"type":"resource_link","uri":"file:///out.txt","name":"out"}],"isError":false`
+	var result string
+	switch {
+	case m.Method == "server/discover" && !u.modern:
+		w.WriteHeader(http.StatusNotFound)
+		return
+	case m.Method == "server/discover":
+		result = `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"extensions":{"io.modelcontextprotocol/tasks":{}}},"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"1"}}}`
+	case m.Method == "initialize":
+		w.Header().Set("Mcp-Session-Id", "legacy-1")
+		result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}},"serverInfo":{"name":"l","version":"1"}}`
+	case m.Method == "tools/list":
+		result = `{"tools":[{"name":"job","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}]}`
+	case m.Method == "tools/call" && u.modern:
+		result = `{"resultType":"task",` + task + `,"ttlMs":null,"pollIntervalMs":100}`
+	case m.Method == "tools/call":
+		result = `{"task":{` + task + `,"ttl":null,"pollInterval":100}}`
+	case m.Method == "tasks/get" && u.modern:
+		result = `{"resultType":"complete","taskId":"up-1","status":"completed","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttlMs":null,"result":` + link + `}}`
+	case m.Method == "tasks/result":
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s\n\n", `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{`+strings.Replace(task, "working", "completed", 1)+`,"ttl":null}}`)
+		fmt.Fprintf(w, "data: %s\n\n", `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"done","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-1"}}}}`)
+		fmt.Fprintf(w, "data: %s\n\n", `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":`+link+`,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-1"}}}}`)
+		return
+	default:
+		result = `{}`
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, result)
+}
+
+// TestTaskIDsRewrittenEverywhere: the upstream's task id never reaches the
+// client, and the gateway's never the upstream. From a 2025-11-25
+// upstream, a session client sees the gateway's id in the
+// CreateTaskResult, in the notifications/tasks/status and the
+// related-task _meta of what tasks/result streams, and in its result, whose
+// resource link is in the gateway's namespace. From a 2026-07-28 upstream,
+// a 2026-07-28 client's tasks/get reaches the upstream with Mcp-Name and
+// taskId its own, and an unlimited ttl comes back as the gateway's bound.
+func TestTaskIDsRewrittenEverywhere(t *testing.T) {
+	legacy, legacyURL := newTaskUpstream(t, false)
+	modern, modernURL := newTaskUpstream(t, true)
+	url := startGateway(t, []upstreamSpec{{name: "old", url: legacyURL}, {name: "new", url: modernURL}})
+	sid := initialize(t, url)
+
+	resp, b := do(t, post(t, url, sid, rpcBody(2, "tools/call", `{"name":"old__job","arguments":{},"task":{}}`)))
+	m := decodeAnswer(t, resp, b)
+	gid := str(m, "result", "task", "taskId")
+	if !strings.HasPrefix(gid, "task-") || field(m, "result", "task", "ttl") != float64(3600000) {
+		t.Fatalf("created: %v", m)
+	}
+	resp, b = do(t, post(t, url, sid, rpcBody(3, "tasks/result", `{"taskId":"`+gid+`"}`)))
+	if strings.Contains(b, "up-1") {
+		t.Errorf("the upstream's id reached the client: %s", b)
+	}
+	if !strings.Contains(b, `"method":"notifications/tasks/status","params":{"taskId":"`+gid+`"`) ||
+		!strings.Contains(b, `"method":"notifications/message","params":{"level":"info","data":"done","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"`+gid+`"}}}`) {
+		t.Errorf("tasks/result stream: %s", b)
+	}
+	m = decodeAnswer(t, resp, b)
+	if uri := str(m["result"].(map[string]any)["content"].([]any)[0].(map[string]any), "uri"); uri == "file:///out.txt" || !strings.Contains(uri, "file:///out.txt") {
+		t.Errorf("resource link %q not in the gateway's namespace", uri)
+	}
+	if _, params := legacy.seen("tasks/result"); !strings.Contains(params, `"taskId":"up-1"`) {
+		t.Errorf("the upstream got %s", params)
+	}
+
+	// The 2026-07-28 upstream.
+	resp, b = do(t, post2026Task(t, url, "", 4, "tools/call", `"name":"new__job","arguments":{}`, withTasks, "new__job"))
+	m = decodeAnswer(t, resp, b)
+	gid = str(m, "result", "taskId")
+	if str(m, "result", "resultType") != "task" || !strings.HasPrefix(gid, "task-") || field(m, "result", "ttlMs") != float64(3600000) {
+		t.Fatalf("created: %s", b)
+	}
+	resp, b = do(t, post2026Task(t, url, "", 5, "tasks/get", `"taskId":"`+gid+`"`, withTasks, gid))
+	m = decodeAnswer(t, resp, b)
+	if str(m, "result", "taskId") != gid || str(m, "result", "status") != "completed" || strings.Contains(b, "up-1") || !strings.Contains(b, "file:///out.txt") || strings.Contains(b, `"uri":"file:///out.txt"`) {
+		t.Errorf("tasks/get: %s", b)
+	}
+	if name, params := modern.seen("tasks/get"); name != "up-1" || !strings.Contains(params, `"taskId":"up-1"`) || strings.Contains(params, gid) {
+		t.Errorf("the upstream got Mcp-Name %q and %s", name, params)
+	}
+	if _, b = do(t, post2026Task(t, url, "", 6, "tasks/cancel", `"taskId":"`+gid+`"`, withTasks, gid)); !strings.Contains(b, `"result"`) {
+		t.Errorf("tasks/cancel: %s", b)
+	}
+	if name, _ := modern.seen("tasks/cancel"); name != "up-1" {
+		t.Errorf("tasks/cancel reached the upstream with Mcp-Name %q", name)
+	}
+	// A session client is not offered the 2026-07-28 upstream's tasks.
+	resp, b = do(t, post(t, url, sid, rpcBody(7, "tasks/get", `{"taskId":"`+gid+`"}`)))
+	wantUnknown(t, "a session client, the 2026-07-28 task", decodeAnswer(t, resp, b))
 }
