@@ -142,6 +142,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 				return nil, resp.us, err // the client is gone
 			}
 		case jsonrpc.KindRequest:
+			rq.exposeTaskRequest(ctx, up, resp.us, msg)
 			who := rq.caller()
 			_, _, lacks := rq.h.bridge.Lacks(who, msg)
 			if c.cancelParked != nil && !lacks {

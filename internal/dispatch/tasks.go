@@ -573,8 +573,7 @@ func decodeTaskCursor(s string) (session.TaskCursor, bool) {
 // exposeTaskNote rewrites a notification an upstream sent in a call on
 // session us: a notifications/tasks/status names the gateway's id (and is
 // dropped, nil, for a task the caller does not hold), and a related-task
-// _meta names the gateway's id or is removed. Exported to the relay of an
-// upstream's own stream through ExposeTaskNotification.
+// _meta names the gateway's id or is removed.
 func (rq *Request) exposeTaskNote(ctx context.Context, up *upstreamRef, us session.Upstream, msg *jsonrpc.Message, raw []byte) []byte {
 	status := msg.Method == "notifications/tasks/status"
 	if !status && !bytes.Contains(raw, []byte(metaRelatedTask)) {
@@ -584,16 +583,9 @@ func (rq *Request) exposeTaskNote(ctx context.Context, up *upstreamRef, us sessi
 	if err != nil {
 		return raw
 	}
-	find := func(upID string) *session.Task {
-		t, err := rq.h.tasks.FindTask(ctx, up.cfg.Name, us.SessionID, upID)
-		if err != nil || t.Principal != rq.taskPrincipal() {
-			return nil
-		}
-		return t
-	}
 	if status {
 		upID, _ := p.GetString("taskId")
-		t := find(upID)
+		t := rq.findTask(ctx, up, us, upID)
 		if t == nil {
 			return nil
 		}
@@ -601,15 +593,36 @@ func (rq *Request) exposeTaskNote(ctx context.Context, up *upstreamRef, us sessi
 		p.Delete("_meta") // SHOULD NOT carry related-task (tasks, "Task Notifications")
 		return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, p.Bytes())
 	}
-	meta, ok := p.Object("_meta")
-	if !ok {
+	if !rq.exposeRelated(ctx, up, us, p) {
 		return raw
 	}
-	rel, _ := jsonx.ParseValidObject(meta.Get(metaRelatedTask))
+	return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, p.Bytes())
+}
+
+// exposeTaskRequest rewrites the related-task _meta of a request an
+// upstream sent in a call on session us (an elicitation a task waits on,
+// 2025-11-25 tasks, "Input Required Status"), before it is relayed.
+func (rq *Request) exposeTaskRequest(ctx context.Context, up *upstreamRef, us session.Upstream, msg *jsonrpc.Message) {
+	if !bytes.Contains(msg.Params, []byte(metaRelatedTask)) {
+		return
+	}
+	if p, err := jsonx.ParseValidObject(msg.Params); err == nil && rq.exposeRelated(ctx, up, us, p) {
+		msg.Params = p.Bytes()
+	}
+}
+
+// exposeRelated makes the related-task _meta of params p name the
+// gateway's id, or removes it for a task the caller does not hold. It
+// reports whether p changed.
+func (rq *Request) exposeRelated(ctx context.Context, up *upstreamRef, us session.Upstream, p *jsonx.Object) bool {
+	meta, ok := p.Object("_meta")
+	if !ok || meta.Get(metaRelatedTask) == nil {
+		return false
+	}
 	var t *session.Task
-	if rel != nil {
+	if rel, err := jsonx.ParseValidObject(meta.Get(metaRelatedTask)); err == nil {
 		upID, _ := rel.GetString("taskId")
-		t = find(upID)
+		t = rq.findTask(ctx, up, us, upID)
 	}
 	if t != nil {
 		meta.Set(metaRelatedTask, relatedTask(t.ID))
@@ -617,7 +630,20 @@ func (rq *Request) exposeTaskNote(ctx context.Context, up *upstreamRef, us sessi
 		meta.Delete(metaRelatedTask)
 	}
 	p.Set("_meta", meta.Bytes())
-	return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, p.Bytes())
+	return true
+}
+
+// findTask returns the caller's task that up knows as upID in session us,
+// or nil.
+func (rq *Request) findTask(ctx context.Context, up *upstreamRef, us session.Upstream, upID string) *session.Task {
+	if upID == "" {
+		return nil
+	}
+	t, err := rq.h.tasks.FindTask(ctx, up.cfg.Name, us.SessionID, upID)
+	if err != nil || t.Principal != rq.taskPrincipal() {
+		return nil
+	}
+	return t
 }
 
 // taskCapabilities adds what the gateway offers of tasks to out: for a
