@@ -556,3 +556,72 @@ func TestTaskIDsRewrittenEverywhere(t *testing.T) {
 	resp, b = do(t, post(t, url, sid, rpcBody(7, "tasks/get", `{"taskId":"`+gid+`"}`)))
 	wantUnknown(t, "a session client, the 2026-07-28 task", decodeAnswer(t, resp, b))
 }
+
+// TestTaskInputRequired: server-everything's research on an ambiguous
+// topic moves its task to input_required and asks for an elicitation on
+// tasks/result's stream; through the gateway the request names the
+// gateway's task id, the client's answer reaches the upstream, and the
+// task completes with it.
+func TestTaskInputRequired(t *testing.T) {
+	ev := testkit.StartEverythingHTTP(t)
+	url := startGateway(t, nil, everythingUpstream(ev))
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"form":{}}},"clientInfo":{"name":"t","version":"0"}}}`
+	resp, b := do(t, post(t, url, "", init))
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: %s", b)
+	}
+	do(t, post(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+
+	resp, b = do(t, post(t, url, sid, rpcBody(2, "tools/call", `{"name":"`+researchTool+`","arguments":{"topic":"python","ambiguous":true},"task":{}}`)))
+	gid := str(decodeAnswer(t, resp, b), "result", "task", "taskId")
+	if gid == "" {
+		t.Fatalf("created: %s", b)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, b = do(t, post(t, url, sid, rpcBody(3, "tasks/get", `{"taskId":"`+gid+`"}`)))
+		if s := str(decodeAnswer(t, resp, b), "result", "status"); s == "input_required" {
+			break
+		} else if s != "working" || time.Now().After(deadline) {
+			t.Fatalf("tasks/get: %s", b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	req := post(t, url, sid, rpcBody(4, "tasks/result", `{"taskId":"`+gid+`"}`))
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	events := sseData(r.Body)
+	var ask map[string]any
+	for ask == nil {
+		d := nextData(t, events)
+		var m map[string]any
+		_ = json.Unmarshal([]byte(d), &m)
+		if m["method"] == "elicitation/create" {
+			ask = m
+		} else if m["id"] != nil {
+			t.Fatalf("a result before the elicitation: %s", d)
+		}
+	}
+	if got := str(ask, "params", "_meta", "io.modelcontextprotocol/related-task", "taskId"); got != gid {
+		t.Errorf("the elicitation names task %q, want %s: %v", got, gid, ask)
+	}
+	answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": ask["id"],
+		"result": map[string]any{"action": "accept", "content": map[string]any{"interpretation": "snake"}}})
+	if resp, b := do(t, post(t, url, sid, string(answer))); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("answer: %d %s", resp.StatusCode, b)
+	}
+	for {
+		d := nextData(t, events)
+		if strings.Contains(d, `"result"`) {
+			if !strings.Contains(d, "snake") || !strings.Contains(d, gid) {
+				t.Errorf("result: %s", d)
+			}
+			break
+		}
+	}
+}
