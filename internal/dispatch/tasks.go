@@ -49,6 +49,10 @@ const (
 // bytes, and a longer one is unknown without asking the store.
 const maxTaskIDLen = 64
 
+// maxUpstreamTaskIDLen bounds an upstream's task id the gateway records:
+// the id is the upstream's choice, and kept in the store.
+const maxUpstreamTaskIDLen = 256
+
 // taskRefreshes bounds the upstream tasks/get one tasks/list page runs at
 // once.
 const taskRefreshes = 8
@@ -158,6 +162,11 @@ func (rq *Request) taskCreated(ctx context.Context, c *call, up *upstreamRef, re
 	}
 	upID, _ := task.GetString("taskId")
 	us := rq.upstreamSessions()[up.cfg.Name]
+	if len(upID) > maxUpstreamTaskIDLen {
+		rq.h.log.Warn("upstream task id too long", "upstream", up.cfg.Name, "bytes", len(upID))
+		rq.cancelUnrecorded(ctx, up, us, upID)
+		return nil, true, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s answered with a task id longer than %d bytes", up.cfg.Name, maxUpstreamTaskIDLen)
+	}
 	us.Capabilities = nil
 	now := time.Now()
 	ttl := rq.taskTTL(task, modern)
@@ -597,6 +606,17 @@ func (rq *Request) exposeTaskNote(ctx context.Context, up *upstreamRef, us sessi
 		return raw
 	}
 	return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, p.Bytes())
+}
+
+// ExposeTaskNotification is exposeTaskNote for a message an upstream sent
+// on its own stream (its GET stream, relayed to the client session that
+// holds it): nil means drop it.
+func (rq *Request) ExposeTaskNotification(ctx context.Context, upstreamName string, us session.Upstream, msg *jsonrpc.Message, raw []byte) []byte {
+	up := rq.st.byName[upstreamName]
+	if up == nil {
+		return raw
+	}
+	return rq.exposeTaskNote(ctx, up, us, msg, raw)
 }
 
 // exposeTaskRequest rewrites the related-task _meta of a request an

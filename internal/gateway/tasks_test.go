@@ -425,6 +425,7 @@ func TestTasksExtension2026(t *testing.T) {
 // Mcp-Name and params by method.
 type taskUpstream struct {
 	modern bool
+	id     string // its task id: "up-1" unless set
 	mu     sync.Mutex
 	names  map[string]string
 	params map[string]string
@@ -462,7 +463,11 @@ func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	task := `"taskId":"up-1","status":"working","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z"`
+	id := u.id
+	if id == "" {
+		id = "up-1"
+	}
+	task := `"taskId":"` + id + `","status":"working","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z"`
 	link := `{"content":[{"type":"resource_link","uri":"file:///out.txt","name":"out"}],"isError":false`
 	var result string
 	switch {
@@ -506,7 +511,9 @@ func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestTaskIDsRewrittenEverywhere(t *testing.T) {
 	legacy, legacyURL := newTaskUpstream(t, false)
 	modern, modernURL := newTaskUpstream(t, true)
-	url := startGateway(t, []upstreamSpec{{name: "old", url: legacyURL}, {name: "new", url: modernURL}})
+	huge, hugeURL := newTaskUpstream(t, false)
+	huge.id = strings.Repeat("x", 300)
+	url := startGateway(t, []upstreamSpec{{name: "old", url: legacyURL}, {name: "new", url: modernURL}, {name: "huge", url: hugeURL}})
 	sid := initialize(t, url)
 
 	resp, b := do(t, post(t, url, sid, rpcBody(2, "tools/call", `{"name":"old__job","arguments":{},"task":{}}`)))
@@ -529,6 +536,16 @@ func TestTaskIDsRewrittenEverywhere(t *testing.T) {
 	}
 	if _, params := legacy.seen("tasks/result"); !strings.Contains(params, `"taskId":"up-1"`) {
 		t.Errorf("the upstream got %s", params)
+	}
+
+	// An upstream's task id is bounded: a longer one is refused, and the
+	// task cancelled.
+	resp, b = do(t, post(t, url, sid, rpcBody(20, "tools/call", `{"name":"huge__job","arguments":{},"task":{}}`)))
+	if m = decodeAnswer(t, resp, b); field(m, "error", "code") != float64(-32603) || strings.Contains(b, huge.id) {
+		t.Errorf("a 300-byte task id: %s", b)
+	}
+	if _, params := huge.seen("tasks/cancel"); !strings.Contains(params, huge.id) {
+		t.Errorf("the task was not cancelled: %q", params)
 	}
 
 	// The 2026-07-28 upstream.
