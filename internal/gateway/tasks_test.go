@@ -122,9 +122,18 @@ func startSession(t *testing.T, url, token string) string {
 func TestTasksThroughGateway(t *testing.T) {
 	ev := testkit.StartEverythingHTTP(t)
 	lab := newLabIssuer(t)
-	for _, replicas := range []int{1, 2} {
-		t.Run(fmt.Sprintf("replicas=%d", replicas), func(t *testing.T) {
-			edits := []func(*config.Config){taskAuth(lab), everythingUpstream(ev)}
+	stdio := func(c *config.Config) {
+		c.Upstreams = append(c.Upstreams, config.Upstream{Name: "ev", Command: testkit.EverythingCommand(t),
+			Stdio: &config.UpstreamStdio{StopGrace: config.Duration(time.Second)}})
+	}
+	for _, tc := range []struct {
+		name     string
+		up       func(*config.Config)
+		replicas int
+	}{{"http", everythingUpstream(ev), 1}, {"http/replicas", everythingUpstream(ev), 2}, {"stdio", stdio, 1}} {
+		replicas := tc.replicas
+		t.Run(tc.name, func(t *testing.T) {
+			edits := []func(*config.Config){taskAuth(lab), tc.up}
 			url := startGateway(t, nil, edits...)
 			if replicas > 1 {
 				edits = append(edits, redisStore(t))
