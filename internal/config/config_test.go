@@ -574,6 +574,15 @@ func TestParseProblems(t *testing.T) {
 			want: []string{"test.yaml:2: sessions.max_sessions: must be positive"},
 		},
 		{
+			name: "task bounds",
+			yaml: "sessions:\n  tasks:\n    max_per_principal: 0\n    max_ttl: -1s\n    list_page_size: 5000\n",
+			want: []string{
+				"test.yaml:3: sessions.tasks.max_per_principal: must be positive",
+				"test.yaml:4: sessions.tasks.max_ttl: must be positive",
+				"test.yaml:5: sessions.tasks.list_page_size: must be at most 1000",
+			},
+		},
+		{
 			name: "unknown store",
 			yaml: "sessions:\n  store: disk\n",
 			want: []string{`test.yaml:2: sessions.store: unknown store "disk": must be "memory" or "redis"`},
