@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -423,18 +424,21 @@ func (rq *Request) taskError(ctx context.Context, err error, t *session.Task, me
 //     the upstream calls completed or failed is fetched with tasks/result
 //     (which answers at once for a terminal task) and inlined: a result
 //     is "completed" with it (a tool error included, as the extension
-//     says), a JSON-RPC error "failed" with it. input_required is shown
-//     as working: the upstream asks for input on tasks/result's stream,
-//     which the gateway does not turn into inputRequests.
+//     says), a JSON-RPC error "failed" with it. An input_required task
+//     asks for input on tasks/result's stream (2025-11-25 tasks, "Input
+//     Required Status"): the gateway reads that stream up to the first
+//     request (see taskInputs), keeps it in the task's record and shows
+//     it as inputRequests until it is answered; when none comes, the
+//     task is shown as working.
+//   - tasks/update answers the kept requests its inputResponses name, as
+//     responses to the upstream's requests, and ignores other keys (the
+//     extension, "Task Update Requests"); it is acknowledged with {}.
 //   - tasks/cancel is tasks/cancel, acknowledged with {} (a task already
 //     terminal too: cancellation is cooperative in the extension).
-//   - tasks/update is acknowledged with {} and not sent: no input request
-//     of such a task is outstanding for the client, and the extension says
-//     to ignore responses to none.
 func (rq *Request) legacyTask(ctx context.Context, c *call, up *upstreamRef, t *session.Task, p *jsonx.Object) (json.RawMessage, error) {
 	switch c.method {
 	case "tasks/update":
-		return json.RawMessage(`{}`), nil
+		return rq.answerTaskInput(ctx, up, t, p)
 	case "tasks/cancel":
 		_, err := rq.relay(ctx, c, up, p.Bytes(), nil)
 		if je := (*jsonrpc.Error)(nil); err != nil && !(errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams) {
@@ -474,9 +478,148 @@ func (rq *Request) legacyTask(ctx context.Context, c *call, up *upstreamRef, t *
 			out.Set("result", exposeCallResult(ro, t, up, false))
 		}
 	case "input_required":
-		out.SetString("status", "working")
+		if reqs := rq.taskInputs(ctx, up, t); reqs != nil {
+			out.Set("inputRequests", reqs)
+		} else {
+			out.SetString("status", "working")
+		}
 	}
 	return out.Bytes(), nil
+}
+
+// A taskInput is an upstream's request for input that a 2025-11-25
+// task waits on, kept in the task's record (session.Task.Input, an object
+// of these by inputRequests key) until a tasks/update answers it.
+type taskInput struct {
+	ID     json.RawMessage `json:"id"` // the upstream's request id
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// inputWait bounds how long a tasks/get waits on a 2025-11-25 upstream's
+// tasks/result stream for the task's request for input; maxTaskInputBytes
+// bounds the requests a task record keeps.
+const (
+	inputWait         = 2 * time.Second
+	maxTaskInputBytes = 256 << 10
+)
+
+// taskInputs returns the inputRequests of an input_required 2025-11-25
+// task: those kept in its record, else the first request its upstream
+// sends on a tasks/result stream within inputWait (then kept). nil means
+// none.
+func (rq *Request) taskInputs(ctx context.Context, up *upstreamRef, t *session.Task) json.RawMessage {
+	pending := map[string]taskInput{}
+	if len(t.Input) > 0 {
+		_ = json.Unmarshal(t.Input, &pending)
+	}
+	if len(pending) == 0 {
+		in, ok := rq.fetchTaskInput(ctx, up, t)
+		if !ok {
+			return nil
+		}
+		pending["input-"+base64.RawURLEncoding.EncodeToString(in.ID)] = in
+		b, _ := json.Marshal(pending)
+		if len(b) > maxTaskInputBytes {
+			rq.refuseInput(ctx, up, t, in, "request for input too large to relay")
+			return nil
+		}
+		t.Input = b
+		if err := rq.h.tasks.UpdateTask(ctx, t); err != nil {
+			return nil
+		}
+	}
+	keys := slices.Sorted(maps.Keys(pending))
+	out := jsonx.Object{}
+	for _, k := range keys {
+		in := pending[k]
+		b, _ := json.Marshal(struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params,omitempty"`
+		}{in.Method, in.Params})
+		out.Set(k, b)
+	}
+	return out.Bytes()
+}
+
+// fetchTaskInput reads an upstream's tasks/result stream up to its first
+// request for input, within inputWait, and closes it. A request the
+// caller declared no capability for is refused at once.
+func (rq *Request) fetchTaskInput(ctx context.Context, up *upstreamRef, t *session.Task) (taskInput, bool) {
+	ctx, cancel := context.WithTimeout(ctx, inputWait)
+	defer cancel()
+	params, _ := json.Marshal(map[string]string{"taskId": t.UpstreamTaskID})
+	resp, err := up.client.Call(ctx, t.Session, rq.h.internalID(), "tasks/result", params)
+	if err != nil {
+		return taskInput{}, false
+	}
+	defer resp.Close()
+	for {
+		msg, _, err := resp.Next()
+		if err != nil {
+			return taskInput{}, false
+		}
+		switch msg.Kind {
+		case jsonrpc.KindRequest:
+			in := taskInput{ID: msg.ID.Raw(), Method: msg.Method}
+			rq.exposeTaskRequest(ctx, up, t.Session, msg)
+			in.Params = msg.Params
+			if _, _, lacks := rq.h.bridge.Lacks(rq.caller(), msg); lacks {
+				rq.refuseInput(ctx, up, t, in, "the client did not declare the capability for "+msg.Method)
+				return taskInput{}, false
+			}
+			return in, true
+		case jsonrpc.KindResponse, jsonrpc.KindErrorResponse:
+			return taskInput{}, false // terminal now: the next poll says so
+		}
+	}
+}
+
+// refuseInput answers an upstream's request for input with an error.
+func (rq *Request) refuseInput(ctx context.Context, up *upstreamRef, t *session.Task, in taskInput, why string) {
+	if id, err := jsonrpc.RawID(in.ID); err == nil {
+		_ = up.client.Reply(context.WithoutCancel(ctx), t.Session, id, nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: why})
+	}
+}
+
+// answerTaskInput serves a 2026-07-28 client's tasks/update of a
+// 2025-11-25 upstream's task: each response to a kept request goes to the
+// upstream as the response to its request; other keys are ignored.
+func (rq *Request) answerTaskInput(ctx context.Context, up *upstreamRef, t *session.Task, p *jsonx.Object) (json.RawMessage, error) {
+	responses, ok := p.Object("inputResponses")
+	if !ok {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses must be an object")
+	}
+	pending := map[string]taskInput{}
+	if len(t.Input) > 0 {
+		_ = json.Unmarshal(t.Input, &pending)
+	}
+	answered := false
+	for _, m := range responses.Members {
+		in, ok := pending[m.Name]
+		if !ok {
+			continue
+		}
+		id, err := jsonrpc.RawID(in.ID)
+		if err != nil {
+			continue
+		}
+		if err := up.client.Reply(ctx, t.Session, id, m.Value, nil); err != nil {
+			return nil, err
+		}
+		delete(pending, m.Name)
+		answered = true
+	}
+	if answered {
+		t.Input = nil
+		if len(pending) > 0 {
+			t.Input, _ = json.Marshal(pending)
+		}
+		if err := rq.h.tasks.UpdateTask(ctx, t); err != nil && !errors.Is(err, session.ErrNotFound) {
+			return nil, err
+		}
+	}
+	return json.RawMessage(`{}`), nil
 }
 
 // listTasks serves tasks/list from the task store: the caller's tasks, a

@@ -651,3 +651,75 @@ func TestTaskInputRequired(t *testing.T) {
 		}
 	}
 }
+
+// TestTasksExtensionInput: a 2026-07-28 client, on any replica, answers a
+// 2025-11-25 upstream's request for input during a task: tasks/get shows
+// the elicitation server-everything asks on tasks/result's stream as
+// inputRequests (naming the gateway's task id), tasks/update answers it,
+// and the task completes with the answer. Without the elicitation
+// capability, the request is refused to the upstream and the task goes on.
+func TestTasksExtensionInput(t *testing.T) {
+	ev := testkit.StartEverythingHTTP(t)
+	edits := []func(*config.Config){everythingUpstream(ev), redisStore(t)}
+	lb := testkit.StartLB(t, []string{strings.TrimSuffix(startGateway(t, nil, edits...), "/mcp"), strings.TrimSuffix(startGateway(t, nil, edits...), "/mcp")})
+	url := lb.URL + "/mcp"
+	caps := `{"elicitation":{"form":{}},"extensions":{"io.modelcontextprotocol/tasks":{}}}`
+	ask := func(id int, method, params, name string) (string, map[string]any) {
+		t.Helper()
+		resp, b := do(t, post2026Task(t, url, "", id, method, params, caps, name))
+		return b, decodeAnswer(t, resp, b)
+	}
+	var gid string
+	create := func() {
+		t.Helper()
+		_, m := ask(1, "tools/call", `"name":"`+researchTool+`","arguments":{"topic":"python","ambiguous":true}`, researchTool)
+		if gid = str(m, "result", "taskId"); gid == "" {
+			t.Fatalf("created: %v", m)
+		}
+	}
+	poll := func(want string) map[string]any {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			b, m := ask(2, "tasks/get", `"taskId":"`+gid+`"`, gid)
+			if str(m, "result", "status") == want {
+				return m
+			}
+			if time.Now().After(deadline) || m["error"] != nil {
+				t.Fatalf("waiting for %s: %s", want, b)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	create()
+	m := poll("input_required")
+	reqs, _ := field(m, "result", "inputRequests").(map[string]any)
+	if len(reqs) != 1 {
+		t.Fatalf("inputRequests: %v", m)
+	}
+	var key string
+	for k, v := range reqs {
+		key = k
+		r := v.(map[string]any)
+		if r["method"] != "elicitation/create" || str(r, "params", "_meta", "io.modelcontextprotocol/related-task", "taskId") != gid {
+			t.Errorf("input request: %v", r)
+		}
+	}
+	// Polled again, the same request, kept.
+	if m = poll("input_required"); field(m, "result", "inputRequests", key) == nil {
+		t.Errorf("second poll: %v", m)
+	}
+	if _, m = ask(3, "tasks/update", `"taskId":"`+gid+`","inputResponses":{"`+key+`":{"action":"accept","content":{"interpretation":"snake"}},"bogus":{}}`, gid); m["result"] == nil {
+		t.Fatalf("tasks/update: %v", m)
+	}
+	m = poll("completed")
+	if all, _ := json.Marshal(m); !strings.Contains(string(all), "snake") {
+		t.Errorf("result: %s", all)
+	}
+
+	caps = withTasks
+	create()
+	m = poll("completed")
+	if all, _ := json.Marshal(m); !strings.Contains(string(all), "elicitation unavailable") {
+		t.Errorf("without elicitation: %s", all)
+	}
+}

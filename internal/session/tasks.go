@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -35,6 +36,10 @@ type Task struct {
 	// creation, bounded by the gateway's maximum. The store keeps it to
 	// the millisecond.
 	Expires time.Time `json:"expires"`
+	// Input is what the gateway keeps of the task's outstanding requests
+	// for input, for a client of the 2026-07-28 Tasks extension of a
+	// 2025-11-25 upstream's task (dispatch/tasks.go); opaque here.
+	Input json.RawMessage `json:"input,omitempty"`
 }
 
 // TaskLimits bound what [TaskStore.CreateTask] admits. Zero or negative
@@ -88,6 +93,10 @@ type TaskStore interface {
 	// ListTasks returns up to n of p's live tasks after c, in order, and
 	// whether more follow.
 	ListTasks(ctx context.Context, p Principal, c TaskCursor, n int) ([]*Task, bool, error)
+	// UpdateTask replaces the stored copy of t.ID's task with t, keeping
+	// its expiry; it returns ErrNotFound when there is none. Two updates
+	// at once leave one of them.
+	UpdateTask(ctx context.Context, t *Task) error
 	// DeleteTask forgets the task under id; an unknown id is no error.
 	DeleteTask(ctx context.Context, id string) error
 }

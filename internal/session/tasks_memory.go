@@ -172,6 +172,20 @@ func (m *MemoryTasks) ListTasks(ctx context.Context, p Principal, c TaskCursor, 
 	return out, false, nil
 }
 
+// UpdateTask implements [TaskStore.UpdateTask].
+func (m *MemoryTasks) UpdateTask(ctx context.Context, t *Task) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, ok := m.byID[t.ID]
+	if !ok || !old.Expires.After(m.now()) {
+		return ErrNotFound
+	}
+	c := *old
+	c.Input = t.Input // all a task record may change
+	m.byID[t.ID] = &c
+	return nil
+}
+
 // DeleteTask implements [TaskStore.DeleteTask].
 func (m *MemoryTasks) DeleteTask(ctx context.Context, id string) error {
 	m.mu.Lock()

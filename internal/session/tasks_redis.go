@@ -63,6 +63,17 @@ end
 return 0
 `)
 
+// redisTaskUpdate replaces the task at KEYS[1] with ARGV[1], keeping its
+// expiry. Returns 0 when there is none.
+var redisTaskUpdate = redis.NewScript(`
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl <= 0 then
+	return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+return 1
+`)
+
 func (s *RedisTasks) key(id string) string { return s.r.prefix + redisTaskInfix + id + "}" }
 
 func (s *RedisTasks) upKey(upstream, sessionID, upstreamTaskID string) string {
@@ -215,6 +226,31 @@ func (s *RedisTasks) ListTasks(ctx context.Context, p Principal, c TaskCursor, n
 		}
 	}
 	return out, more, nil
+}
+
+// UpdateTask implements [TaskStore.UpdateTask].
+func (s *RedisTasks) UpdateTask(ctx context.Context, t *Task) error {
+	cur, err := s.GetTask(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	cur.Input = t.Input // all a task record may change
+	body, err := marshalCompact(cur)
+	if err != nil {
+		return fmt.Errorf("session: encoding task: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.r.callTimeout)
+	defer cancel()
+	n, err := redisTaskUpdate.Run(ctx, s.r.client, []string{s.key(t.ID)}, body).Int()
+	switch {
+	case redis.IsOOMError(err):
+		return fmt.Errorf("%w: %w", ErrFull, err)
+	case err != nil:
+		return unavailable("update task", err)
+	case n == 0:
+		return ErrNotFound
+	}
+	return nil
 }
 
 // DeleteTask implements [TaskStore.DeleteTask].

@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -65,8 +66,19 @@ func TestTaskStoreRoundTrip(t *testing.T) {
 		if _, err := b.GetTask(ctx, "task-unknown"); !errors.Is(err, session.ErrNotFound) {
 			t.Errorf("unknown: %v", err)
 		}
+		tk.Input = json.RawMessage(`{"k":{"id":1}}`)
+		tk.Upstream = "changed"
+		if err := b.UpdateTask(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := a.GetTask(ctx, tk.ID); err != nil || string(got.Input) != `{"k":{"id":1}}` || got.Upstream != "a" {
+			t.Errorf("updated: %+v %v", got, err)
+		}
 		if err := b.DeleteTask(ctx, tk.ID); err != nil {
 			t.Fatal(err)
+		}
+		if err := a.UpdateTask(ctx, tk); !errors.Is(err, session.ErrNotFound) {
+			t.Errorf("updating a deleted task: %v", err)
 		}
 		if _, err := a.GetTask(ctx, tk.ID); !errors.Is(err, session.ErrNotFound) {
 			t.Errorf("deleted: %v", err)
