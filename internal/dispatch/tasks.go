@@ -736,6 +736,9 @@ func (rq *Request) exposeTaskNote(ctx context.Context, up *upstreamRef, us sessi
 		return raw
 	}
 	if status {
+		if rq.Stateless {
+			return nil // no such notification in 2026-07-28 (the extension's is notifications/tasks)
+		}
 		upID, _ := p.GetString("taskId")
 		t := rq.findTask(ctx, up, us, upID)
 		if t == nil {

@@ -496,6 +496,8 @@ func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		result = `{"task":{` + task + `,"ttl":null,"pollInterval":100}}`
 	case m.Method == "tasks/get" && u.modern:
 		result = `{"resultType":"complete","taskId":"up-1","status":"completed","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttlMs":null,"result":` + link + `}}`
+	case m.Method == "tasks/get":
+		result = `{` + strings.Replace(task, "working", "completed", 1) + `,"ttl":null}`
 	case m.Method == "tasks/result":
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "data: %s\n\n", `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{`+strings.Replace(task, "working", "completed", 1)+`,"ttl":null}}`)
@@ -555,6 +557,17 @@ func TestTaskIDsRewrittenEverywhere(t *testing.T) {
 	}
 	if _, params := huge.seen("tasks/cancel"); !strings.Contains(params, huge.id) {
 		t.Errorf("the task was not cancelled: %q", params)
+	}
+
+	// A 2026-07-28 client, the 2025-11-25 upstream: tasks/get inlines
+	// what tasks/result streams, without its 2025-11-25 notification.
+	resp, b = do(t, post2026Task(t, url, "", 21, "tools/call", `"name":"old__job","arguments":{}`, withTasks, "old__job"))
+	gid21 := str(decodeAnswer(t, resp, b), "result", "taskId")
+	resp, b = do(t, post2026Task(t, url, "", 22, "tasks/get", `"taskId":"`+gid21+`"`, withTasks, gid21))
+	m = decodeAnswer(t, resp, b)
+	if str(m, "result", "status") != "completed" || strings.Contains(b, "notifications/tasks/status") || strings.Contains(b, "up-1") ||
+		strings.Contains(b, "related-task") || !strings.Contains(b, "file:///out.txt") || strings.Contains(b, `"uri":"file:///out.txt"`) {
+		t.Errorf("a 2026-07-28 client's tasks/get of a 2025-11-25 task: %s", b)
 	}
 
 	// The 2026-07-28 upstream.
