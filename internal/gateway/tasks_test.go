@@ -227,7 +227,12 @@ func TestTasksThroughGateway(t *testing.T) {
 func TestTaskBounds(t *testing.T) {
 	ev := testkit.StartEverythingHTTP(t)
 	lab := newLabIssuer(t)
-	g, url := startGatewayG(t, nil, taskAuth(lab), everythingUpstream(ev), func(c *config.Config) {
+	t.Run("memory", func(t *testing.T) { testTaskBounds(t, ev, lab, func(*config.Config) {}) })
+	t.Run("redis", func(t *testing.T) { testTaskBounds(t, ev, lab, redisStore(t)) })
+}
+
+func testTaskBounds(t *testing.T, ev string, lab *labIssuer, store func(*config.Config)) {
+	g, url := startGatewayG(t, nil, taskAuth(lab), everythingUpstream(ev), store, func(c *config.Config) {
 		c.Sessions.Tasks = config.Tasks{MaxPerPrincipal: 3, MaxPerTenant: 5, ListPageSize: 2, MaxTTL: config.Duration(1500 * time.Millisecond)}
 	})
 	create := func(tok, sid string, id int) map[string]any {
