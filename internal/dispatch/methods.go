@@ -553,7 +553,7 @@ func namedCall(k catalog.Kind) methodFunc {
 			}
 		}
 		if k == catalog.Tools {
-			if err := rq.augmentTask(up, it, p); err != nil {
+			if err := rq.augmentTask(ctx, up, it, p); err != nil {
 				return nil, err
 			}
 		}

@@ -280,8 +280,8 @@ func taskLimitName(limit string) string {
 // execution.taskSupport is "required" is called as a task when the client
 // declared the extension, and refused with -32021 naming it when not; any
 // other tool is called plainly.
-func (rq *Request) augmentTask(up *upstreamRef, it *catalog.Item, p *jsonx.Object) error {
-	if !rq.Stateless || rq.modern(up) || !bytes.Contains(it.Raw, []byte(`"required"`)) {
+func (rq *Request) augmentTask(ctx context.Context, up *upstreamRef, it *catalog.Item, p *jsonx.Object) error {
+	if !rq.Stateless || !bytes.Contains(it.Raw, []byte(`"required"`)) {
 		return nil
 	}
 	tool, err := jsonx.ParseValidObject(it.Raw)
@@ -293,6 +293,11 @@ func (rq *Request) augmentTask(up *upstreamRef, it *catalog.Item, p *jsonx.Objec
 		return nil
 	}
 	if s, _ := exec.GetString("taskSupport"); s != "required" {
+		return nil
+	}
+	// The session the call goes on says the upstream's revision; relay
+	// opens it anyway.
+	if us, err := rq.upstreamSession(ctx, up); err != nil || upstream.IsModern(us) {
 		return nil
 	}
 	if !rq.declaresTasks() {
