@@ -23,6 +23,9 @@ type MemoryTasks struct {
 	byUp      map[string]string             // upstreamTaskKey → id
 	byPrin    map[Principal]map[string]bool // principal → ids
 	perTenant map[string]int
+	// tenantPrins: tenant → its principals holding tasks, so that a
+	// tenant at its bound prunes its own principals only.
+	tenantPrins map[string]map[Principal]bool
 }
 
 var _ TaskStore = (*MemoryTasks)(nil)
@@ -38,6 +41,8 @@ func NewMemoryTasks(now func() time.Time) *MemoryTasks {
 		byUp:      make(map[string]string),
 		byPrin:    make(map[Principal]map[string]bool),
 		perTenant: make(map[string]int),
+
+		tenantPrins: make(map[string]map[Principal]bool),
 	}
 }
 
@@ -63,10 +68,8 @@ func (m *MemoryTasks) CreateTask(ctx context.Context, t *Task, lim TaskLimits) e
 	}
 	if lim.MaxPerTenant > 0 && m.perTenant[c.Principal.Tenant] >= lim.MaxPerTenant {
 		// The tenant's other principals may hold expired ones.
-		for p := range m.byPrin {
-			if p.Tenant == c.Principal.Tenant {
-				m.pruneLocked(p, now)
-			}
+		for p := range m.tenantPrins[c.Principal.Tenant] {
+			m.pruneLocked(p, now)
 		}
 		if m.perTenant[c.Principal.Tenant] >= lim.MaxPerTenant {
 			return &LimitError{Limit: LimitTasksPerTenant, Max: int64(lim.MaxPerTenant)}
@@ -88,6 +91,12 @@ func (m *MemoryTasks) CreateTask(ctx context.Context, t *Task, lim TaskLimits) e
 	if ids == nil {
 		ids = make(map[string]bool)
 		m.byPrin[c.Principal] = ids
+		prins := m.tenantPrins[c.Principal.Tenant]
+		if prins == nil {
+			prins = make(map[Principal]bool)
+			m.tenantPrins[c.Principal.Tenant] = prins
+		}
+		prins[c.Principal] = true
 	}
 	ids[c.ID] = true
 	m.perTenant[c.Principal.Tenant]++
@@ -113,6 +122,12 @@ func (m *MemoryTasks) removeLocked(t *Task) {
 		delete(ids, t.ID)
 		if len(ids) == 0 {
 			delete(m.byPrin, t.Principal)
+			if prins := m.tenantPrins[t.Principal.Tenant]; prins != nil {
+				delete(prins, t.Principal)
+				if len(prins) == 0 {
+					delete(m.tenantPrins, t.Principal.Tenant)
+				}
+			}
 		}
 		if m.perTenant[t.Principal.Tenant]--; m.perTenant[t.Principal.Tenant] <= 0 {
 			delete(m.perTenant, t.Principal.Tenant)
