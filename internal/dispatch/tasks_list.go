@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
@@ -17,13 +18,19 @@ import (
 )
 
 // taskRefreshes bounds the upstream tasks/get one tasks/list page runs at
-// once.
-const taskRefreshes = 8
+// once, and maxRefreshTime how long they take together (at most half the
+// request's server.request_timeout): a page is never held up by a slow
+// upstream for longer.
+const (
+	taskRefreshes  = 8
+	maxRefreshTime = 10 * time.Second
+)
 
 // listTasks serves tasks/list from the task store: the caller's tasks, a
 // page of at most sessions.tasks.list_page_size, each refreshed with its
 // upstream's tasks/get (one the upstream forgot is forgotten and left
-// out; one whose upstream fails is left out of this page).
+// out; one whose upstream fails, or does not answer in time, is left out
+// of this page).
 func listTasks(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
 	var cur session.TaskCursor
 	if len(c.params) > 0 {
@@ -42,6 +49,8 @@ func listTasks(ctx context.Context, rq *Request, c *call) (json.RawMessage, erro
 		return nil, err
 	}
 	tasks := make([]json.RawMessage, len(page))
+	rctx, cancel := context.WithTimeout(ctx, min(maxRefreshTime, rq.st.cfg.Server.RequestTimeout.D()/2))
+	defer cancel()
 	sem := make(chan struct{}, taskRefreshes)
 	var wg sync.WaitGroup
 	for i, t := range page {
@@ -49,10 +58,10 @@ func listTasks(ctx context.Context, rq *Request, c *call) (json.RawMessage, erro
 		if up == nil || !slices.Contains(rq.view.Upstreams, t.Upstream) || upstream.IsModern(t.Session) {
 			continue
 		}
+		sem <- struct{}{}
 		wg.Go(func() {
-			sem <- struct{}{}
 			defer func() { <-sem }()
-			tasks[i] = rq.refreshTask(ctx, up, t)
+			tasks[i] = rq.refreshTask(rctx, up, t)
 		})
 	}
 	wg.Wait()
@@ -87,7 +96,7 @@ func (rq *Request) refreshTask(ctx context.Context, up *upstreamRef, t *session.
 	done(err)
 	var je *jsonrpc.Error
 	if errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams {
-		_ = rq.h.tasks.DeleteTask(ctx, t.ID)
+		_ = rq.h.tasks.DeleteTask(context.WithoutCancel(ctx), t.ID)
 		return nil
 	}
 	if err != nil {

@@ -440,6 +440,7 @@ func TestTasksExtension2026(t *testing.T) {
 type taskUpstream struct {
 	modern bool
 	id     string // its task id: "up-1" unless set
+	hang   bool   // tasks/get never answers
 	mu     sync.Mutex
 	names  map[string]string
 	params map[string]string
@@ -501,6 +502,9 @@ func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		result = `{"task":{` + task + `,"ttl":null,"pollInterval":100}}`
 	case m.Method == "tasks/get" && u.modern:
 		result = `{"resultType":"complete","taskId":"up-1","status":"completed","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttlMs":null,"result":` + link + `}}`
+	case m.Method == "tasks/get" && u.hang:
+		<-r.Context().Done()
+		return
 	case m.Method == "tasks/get":
 		result = `{` + strings.Replace(task, "working", "completed", 1) + `,"ttl":null}`
 	case m.Method == "tasks/result":
@@ -739,5 +743,33 @@ func TestTasksExtensionInput(t *testing.T) {
 	m = poll("completed")
 	if all, _ := json.Marshal(m); !strings.Contains(string(all), "elicitation unavailable") {
 		t.Errorf("without elicitation: %s", all)
+	}
+}
+
+// TestTaskListNotHeldUp: tasks/list refreshes each task from its upstream
+// within half the request timeout; a task whose upstream does not answer
+// is left out of the page, the others are listed.
+func TestTaskListNotHeldUp(t *testing.T) {
+	_, okURL := newTaskUpstream(t, false)
+	slow, slowURL := newTaskUpstream(t, false)
+	slow.hang = true
+	url := startGateway(t, []upstreamSpec{{name: "ok", url: okURL}, {name: "slow", url: slowURL}}, func(c *config.Config) {
+		c.Server.RequestTimeout = config.Duration(2 * time.Second)
+	})
+	sid := initialize(t, url)
+	var ids []string
+	for i, name := range []string{"ok__job", "slow__job"} {
+		resp, b := do(t, post(t, url, sid, rpcBody(2+i, "tools/call", `{"name":"`+name+`","arguments":{},"task":{}}`)))
+		ids = append(ids, str(decodeAnswer(t, resp, b), "result", "task", "taskId"))
+	}
+	start := time.Now()
+	resp, b := do(t, post(t, url, sid, rpcBody(5, "tasks/list", `{}`)))
+	if d := time.Since(start); d > 1800*time.Millisecond {
+		t.Errorf("tasks/list took %v", d)
+	}
+	m := decodeAnswer(t, resp, b)
+	tasks, _ := field(m, "result", "tasks").([]any)
+	if len(tasks) != 1 || !strings.Contains(b, ids[0]) || strings.Contains(b, ids[1]) {
+		t.Errorf("tasks/list: %s", b)
 	}
 }
