@@ -441,6 +441,9 @@ type taskUpstream struct {
 	modern bool
 	id     string // its task id: "up-1" unless set
 	hang   bool   // tasks/get never answers
+	// ask, if set, makes the task input_required, and tasks/result
+	// stream an elicitation whose message is ask, then wait.
+	ask string
 	mu     sync.Mutex
 	names  map[string]string
 	params map[string]string
@@ -473,6 +476,9 @@ func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(body, &m)
 	u.mu.Lock()
 	u.names[m.Method], u.params[m.Method] = r.Header.Get("Mcp-Name"), string(m.Params)
+	if m.Method == "" {
+		u.params["response"] = string(body)
+	}
 	u.mu.Unlock()
 	if m.ID == nil {
 		w.WriteHeader(http.StatusAccepted)
@@ -502,6 +508,16 @@ func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		result = `{"task":{` + task + `,"ttl":null,"pollInterval":100}}`
 	case m.Method == "tasks/get" && u.modern:
 		result = `{"resultType":"complete","taskId":"up-1","status":"completed","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttlMs":null,"result":` + link + `}}`
+	case m.Method == "tasks/get" && u.ask != "":
+		result = `{` + strings.Replace(task, "working", "input_required", 1) + `,"ttl":null}`
+	case m.Method == "tasks/result" && u.ask != "":
+		w.Header().Set("Content-Type", "text/event-stream")
+		ask, _ := json.Marshal(u.ask)
+		fmt.Fprintf(w, "data: %s\n\n", `{"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"mode":"form","message":`+string(ask)+
+			`,"requestedSchema":{"type":"object","properties":{}},"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"`+id+`"}}}}`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		return
 	case m.Method == "tasks/get" && u.hang:
 		<-r.Context().Done()
 		return
@@ -771,5 +787,50 @@ func TestTaskListNotHeldUp(t *testing.T) {
 	tasks, _ := field(m, "result", "tasks").([]any)
 	if len(tasks) != 1 || !strings.Contains(b, ids[0]) || strings.Contains(b, ids[1]) {
 		t.Errorf("tasks/list: %s", b)
+	}
+}
+
+// TestTaskInputBounded: the request for input a 2025-11-25 upstream's
+// task waits on reaches a 2026-07-28 client as inputRequests and its
+// answer the upstream as the response to its request; one over the bound
+// a task record keeps (256 KiB) is refused to the upstream, and the task
+// shown as working.
+func TestTaskInputBounded(t *testing.T) {
+	small, smallURL := newTaskUpstream(t, false)
+	small.ask = "your name?"
+	big, bigURL := newTaskUpstream(t, false)
+	big.ask = strings.Repeat("x", 300<<10)
+	url := startGateway(t, []upstreamSpec{{name: "small", url: smallURL}, {name: "big", url: bigURL}})
+	const caps = `{"elicitation":{"form":{}},"extensions":{"io.modelcontextprotocol/tasks":{}}}`
+	get := func(name string) (string, map[string]any) {
+		resp, b := do(t, post2026Task(t, url, "", 1, "tools/call", `"name":"`+name+`","arguments":{}`, caps, name))
+		gid := str(decodeAnswer(t, resp, b), "result", "taskId")
+		resp, b = do(t, post2026Task(t, url, "", 2, "tasks/get", `"taskId":"`+gid+`"`, caps, gid))
+		return gid, decodeAnswer(t, resp, b)
+	}
+	gid, m := get("small__job")
+	reqs, _ := field(m, "result", "inputRequests").(map[string]any)
+	if str(m, "result", "status") != "input_required" || len(reqs) != 1 {
+		t.Fatalf("tasks/get: %v", m)
+	}
+	for key, r := range reqs {
+		if str(r.(map[string]any), "params", "message") != "your name?" {
+			t.Errorf("input request %v", r)
+		}
+		resp, b := do(t, post2026Task(t, url, "", 3, "tasks/update", `"taskId":"`+gid+`","inputResponses":{"`+key+`":{"action":"accept","content":{"name":"Ada"}}}`, caps, gid))
+		if decodeAnswer(t, resp, b)["result"] == nil {
+			t.Fatalf("tasks/update: %s", b)
+		}
+	}
+	if _, resp := small.seen("response"); !strings.Contains(resp, `"id":"e1"`) || !strings.Contains(resp, `"Ada"`) {
+		t.Errorf("the upstream got %s", resp)
+	}
+
+	_, m = get("big__job")
+	if str(m, "result", "status") != "working" || field(m, "result", "inputRequests") != nil {
+		t.Errorf("an input request over the bound: %v", m)
+	}
+	if _, resp := big.seen("response"); !strings.Contains(resp, `"id":"e1"`) || !strings.Contains(resp, `"error"`) {
+		t.Errorf("the upstream got %.200s", resp)
 	}
 }
