@@ -443,7 +443,7 @@ type taskUpstream struct {
 	hang   bool   // tasks/get never answers
 	// ask, if set, makes the task input_required, and tasks/result
 	// stream an elicitation whose message is ask, then wait.
-	ask string
+	ask    string
 	mu     sync.Mutex
 	names  map[string]string
 	params map[string]string
