@@ -47,6 +47,10 @@ const (
 // bytes, and a longer one is unknown without asking the store.
 const maxTaskIDLen = 64
 
+// minReplacedID is the shortest upstream task id replaced inside an
+// error's text; see taskError.
+const minReplacedID = 8
+
 // maxUpstreamTaskIDLen bounds an upstream's task id the gateway records:
 // the id is the upstream's choice, and kept in the store.
 const maxUpstreamTaskIDLen = 256
@@ -338,11 +342,22 @@ func (rq *Request) taskError(ctx context.Context, err error, t *session.Task, me
 		return err
 	}
 	e := *je
-	e.Message = strings.ReplaceAll(e.Message, t.UpstreamTaskID, t.ID)
-	if len(e.Data) > 0 {
-		e.Data = json.RawMessage(strings.ReplaceAll(string(e.Data), t.UpstreamTaskID, t.ID))
-		if !json.Valid(e.Data) {
+	up := t.UpstreamTaskID
+	if len(up) < minReplacedID {
+		// Replacing so short an id would mangle the text around it.
+		if strings.Contains(e.Message, up) {
+			e.Message = "Task " + t.ID + ": the upstream refused the request"
+		}
+		if strings.Contains(string(e.Data), up) {
 			e.Data = nil
+		}
+	} else {
+		e.Message = strings.ReplaceAll(e.Message, up, t.ID)
+		if len(e.Data) > 0 {
+			e.Data = json.RawMessage(strings.ReplaceAll(string(e.Data), up, t.ID))
+			if !json.Valid(e.Data) {
+				e.Data = nil
+			}
 		}
 	}
 	if method == "tasks/get" && e.Code == jsonrpc.CodeInvalidParams {

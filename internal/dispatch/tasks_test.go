@@ -1,9 +1,11 @@
 package dispatch
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
 )
@@ -64,5 +66,21 @@ func TestExposeCallResult(t *testing.T) {
 	o, _ = jsonx.ParseValidObject([]byte(`{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up"}}}`))
 	if got := string(exposeCallResult(o, tk, up, false)); got != `{"content":[]}` {
 		t.Errorf("inlined: %s", got)
+	}
+}
+
+// TestTaskError: an upstream's error names the gateway's task id, never
+// the upstream's, without mangling the text around a short one.
+func TestTaskError(t *testing.T) {
+	rq := &Request{}
+	long := &session.Task{ID: "task-g", UpstreamTaskID: "786512e2-9e0d"}
+	err := rq.taskError(t.Context(), &jsonrpc.Error{Code: -32602, Message: "Cannot cancel task 786512e2-9e0d: already terminal", Data: json.RawMessage(`{"id":"786512e2-9e0d"}`)}, long, "tasks/cancel")
+	if je := err.(*jsonrpc.Error); je.Message != "Cannot cancel task task-g: already terminal" || string(je.Data) != `{"id":"task-g"}` {
+		t.Errorf("long id: %+v", je)
+	}
+	short := &session.Task{ID: "task-g", UpstreamTaskID: "1"}
+	err = rq.taskError(t.Context(), &jsonrpc.Error{Code: -32602, Message: "Task 1 is terminal (1 of 1)", Data: json.RawMessage(`1`)}, short, "tasks/cancel")
+	if je := err.(*jsonrpc.Error); strings.Contains(je.Message, "1") || je.Data != nil {
+		t.Errorf("short id: %+v", je)
 	}
 }
