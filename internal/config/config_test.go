@@ -88,7 +88,7 @@ func TestLoadExample(t *testing.T) {
 			Store:           "memory",
 			IdleTTL:         Duration(30 * time.Minute),
 			MaxSessions:     100000,
-			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Tasks: defaultTasks,
 			Redis: defaultRedis,
 		},
 		Upstreams: []Upstream{{
@@ -199,7 +199,7 @@ func TestParseDefaults(t *testing.T) {
 			Store:           "memory",
 			IdleTTL:         Duration(30 * time.Minute),
 			MaxSessions:     100000,
-			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Tasks: defaultTasks,
 			Redis: defaultRedis,
 		},
 		Auth:      defaultAuth,
@@ -287,7 +287,7 @@ limits:
 		t.Errorf("Server mismatch (-want +got):\n%s", diff)
 	}
 	wantSessions := Sessions{Store: "memory", IdleTTL: Duration(time.Hour), MaxSessions: 10,
-		MaxPerPrincipal: 3, MaxPerTenant: 4, MailboxMessages: 5, MailboxBytes: 6000, Redis: defaultRedis}
+		MaxPerPrincipal: 3, MaxPerTenant: 4, MailboxMessages: 5, MailboxBytes: 6000, Redis: defaultRedis, Tasks: defaultTasks}
 	if diff := cmp.Diff(wantSessions, got.Sessions); diff != "" {
 		t.Errorf("Sessions mismatch (-want +got):\n%s", diff)
 	}
@@ -578,6 +578,15 @@ func TestParseProblems(t *testing.T) {
 			name: "negative max sessions",
 			yaml: "sessions:\n  max_sessions: -5\n",
 			want: []string{"test.yaml:2: sessions.max_sessions: must be positive"},
+		},
+		{
+			name: "task bounds",
+			yaml: "sessions:\n  tasks:\n    max_per_principal: 0\n    max_ttl: -1s\n    list_page_size: 5000\n",
+			want: []string{
+				"test.yaml:3: sessions.tasks.max_per_principal: must be positive",
+				"test.yaml:4: sessions.tasks.max_ttl: must be positive",
+				"test.yaml:5: sessions.tasks.list_page_size: must be at most 1000",
+			},
 		},
 		{
 			name: "unknown store",
@@ -1230,7 +1239,7 @@ func TestParseFull(t *testing.T) {
 			Store:           "redis",
 			IdleTTL:         Duration(30 * time.Minute),
 			MaxSessions:     100000,
-			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Tasks: defaultTasks,
 			Redis: Redis{
 				Addrs:      []string{"redis-0.redis:26379", "[::1]:26379"},
 				MasterName: "mymaster",
@@ -1985,3 +1994,6 @@ func TestRedisSecretNeverLeaks(t *testing.T) {
 		}
 	})
 }
+
+// defaultTasks is sessions.tasks with every default applied.
+var defaultTasks = Tasks{MaxPerPrincipal: 100, MaxPerTenant: 10000, MaxTasks: 100000, MaxTTL: Duration(time.Hour), ListPageSize: 50}

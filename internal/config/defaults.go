@@ -20,6 +20,11 @@ const (
 	DefaultMaxPerTenant      = 10_000
 	DefaultMailboxMessages   = 64
 	DefaultMailboxBytes      = 8 << 20 // 8 MiB
+	DefaultTasksPerPrincipal = 100
+	DefaultTasksPerTenant    = 10_000
+	DefaultMaxTasks          = 100_000
+	DefaultTaskMaxTTL        = time.Hour
+	DefaultTaskListPageSize  = 50
 	DefaultStreamsPerPrinc   = 32
 	DefaultStreamsPerTenant  = 10_000
 	DefaultBatchMessages     = 50
@@ -161,6 +166,11 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&ss.MaxPerTenant, DefaultMaxPerTenant)
 	setDefault(&ss.MailboxMessages, DefaultMailboxMessages)
 	setDefault(&ss.MailboxBytes, DefaultMailboxBytes)
+	setDefault(&ss.Tasks.MaxPerPrincipal, DefaultTasksPerPrincipal)
+	setDefault(&ss.Tasks.MaxPerTenant, DefaultTasksPerTenant)
+	setDefault(&ss.Tasks.MaxTasks, DefaultMaxTasks)
+	setDefault(&ss.Tasks.MaxTTL, Duration(DefaultTaskMaxTTL))
+	setDefault(&ss.Tasks.ListPageSize, DefaultTaskListPageSize)
 
 	redisDefaults(&ss.Redis)
 	if c.Budgets.Redis != nil {

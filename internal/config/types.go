@@ -173,6 +173,25 @@ type Sessions struct {
 	MailboxBytes int64 `yaml:"mailbox_bytes" cfg:"positive"`
 	// Redis configures the Redis store (store: redis).
 	Redis Redis `yaml:"redis"`
+	// Tasks bounds the tasks the gateway routes, kept in the same store.
+	Tasks Tasks `yaml:"tasks"`
+}
+
+// Tasks bounds the records the gateway keeps of the tasks upstreams create
+// for clients (2025-11-25 basic/utilities/tasks, the 2026-07-28 Tasks
+// extension).
+type Tasks struct {
+	// MaxPerPrincipal bounds the live tasks of one principal. Default 100.
+	MaxPerPrincipal int `yaml:"max_per_principal" cfg:"positive"`
+	// MaxPerTenant bounds the live tasks of one tenant. Default 10000.
+	MaxPerTenant int `yaml:"max_per_tenant" cfg:"positive"`
+	// MaxTasks bounds the memory store's tasks. Default 100000.
+	MaxTasks int `yaml:"max_tasks" cfg:"positive"`
+	// MaxTTL bounds how long a task is kept from its creation, whatever
+	// ttl the upstream gives it. Default 1h.
+	MaxTTL Duration `yaml:"max_ttl"`
+	// ListPageSize is the most tasks one tasks/list page holds. Default 50.
+	ListPageSize int `yaml:"list_page_size" cfg:"positive"`
 }
 
 // Redis configures the Redis session store. One config serves a single

@@ -220,6 +220,14 @@ func (v *validator) sessions(s *Sessions) {
 	nonNegative(v, "sessions.max_per_tenant", s.MaxPerTenant)
 	nonNegative(v, "sessions.mailbox_messages", s.MailboxMessages)
 	nonNegative(v, "sessions.mailbox_bytes", s.MailboxBytes)
+	nonNegative(v, "sessions.tasks.max_per_principal", s.Tasks.MaxPerPrincipal)
+	nonNegative(v, "sessions.tasks.max_per_tenant", s.Tasks.MaxPerTenant)
+	nonNegative(v, "sessions.tasks.max_tasks", s.Tasks.MaxTasks)
+	nonNegative(v, "sessions.tasks.max_ttl", s.Tasks.MaxTTL)
+	nonNegative(v, "sessions.tasks.list_page_size", s.Tasks.ListPageSize)
+	if s.Tasks.ListPageSize > maxTaskListPage {
+		v.addf("sessions.tasks.list_page_size", "must be at most %d", maxTaskListPage)
+	}
 	v.redis("sessions.redis", &s.Redis)
 }
 
@@ -446,6 +454,10 @@ func (v *validator) httpURL(path, s string) {
 		v.addf(path, "must not contain credentials (user:password@); put them in headers")
 	}
 }
+
+// maxTaskListPage bounds a tasks/list page: each task on it is refreshed
+// from its upstream.
+const maxTaskListPage = 1000
 
 // nonNegative reports a negative size or duration. Zero means "default"
 // here; the decoder rejects an explicit zero in a file.

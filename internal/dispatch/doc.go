@@ -40,6 +40,13 @@
 // id is stored with compare-and-swap. A 2026-07-28 caller has no session:
 // the gateway keeps a record per principal instead (stateless.go).
 //
+// # Tasks
+//
+// A task an upstream creates on a tools/call is recorded in the session
+// store's [session.TaskStore] under an id of the gateway's, bound to the
+// principal, and its tasks/* requests are routed to the upstream session
+// that created it (tasks.go).
+//
 // # Pass-through
 //
 // Params and results stay raw JSON; dispatch rewrites only the member it

@@ -372,8 +372,14 @@ func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.U
 		}
 		switch msg.Kind {
 		case jsonrpc.KindNotification:
+			// A task's status, and the related-task _meta of the rest,
+			// name the gateway's task id (tasks.go); nil: a task the
+			// session's principal does not hold.
+			if raw = l.rq.exposeTaskNote(ctx, up, us, msg, raw); raw == nil {
+				continue
+			}
 			switch {
-			case msg.Method == "notifications/message":
+			case msg.Method == "notifications/message", msg.Method == "notifications/tasks/status":
 				l.notify(raw)
 			case msg.Method == "notifications/resources/updated":
 				l.notify(rewriteUpdated(raw, msg, up.cat.Prefix))
@@ -384,6 +390,7 @@ func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.U
 				}
 			}
 		case jsonrpc.KindRequest:
+			l.rq.exposeTaskRequest(ctx, up, us, msg)
 			l.h.bridge.UpstreamRequest(ctx, l.who, l, up.client, us, msg)
 		}
 	}

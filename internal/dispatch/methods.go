@@ -79,6 +79,7 @@ func (rq *Request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 	if out["resources"] != nil && !rq.Stateless && slices.ContainsFunc(ups, rq.offersSubscribe) {
 		out["resources"] = json.RawMessage(`{"listChanged":true,"subscribe":true}`)
 	}
+	rq.taskCapabilities(ups, out)
 	return out
 }
 
@@ -589,6 +590,11 @@ func namedCall(k catalog.Kind) methodFunc {
 				return res, nil
 			}
 		}
+		if k == catalog.Tools {
+			if err := rq.augmentTask(ctx, up, it, p); err != nil {
+				return nil, err
+			}
+		}
 		p.SetString("name", orig)
 		// The resource URIs inside the result are exposed, so that the
 		// client can read them back through the gateway (see
@@ -600,6 +606,9 @@ func namedCall(k catalog.Kind) methodFunc {
 			})
 		}
 		return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+			if out, ok, err := rq.taskCreated(ctx, c, up, res); ok {
+				return out, err
+			}
 			// Only noted, for metrics and the audit log: a tool error is
 			// a result like any other to the client.
 			if o, err := jsonx.ParseValidObject(res); err == nil && string(o.Get("isError")) == "true" {

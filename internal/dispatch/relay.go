@@ -129,6 +129,9 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 			if msg.Method == "notifications/resources/updated" {
 				raw = rewriteUpdated(raw, msg, up.cat.Prefix)
 			}
+			if raw = rq.exposeTaskNote(ctx, up, resp.us, msg, raw); raw == nil {
+				continue // about a task the caller does not hold
+			}
 			if msg.Method == "notifications/message" && rq.Stateless && !rq.wantsLog(msg) {
 				// 2026-07-28: no log messages for requests that did not
 				// ask for them (_meta logLevel), nor below the level
@@ -139,6 +142,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 				return nil, resp.us, err // the client is gone
 			}
 		case jsonrpc.KindRequest:
+			rq.exposeTaskRequest(ctx, up, resp.us, msg)
 			who := rq.caller()
 			_, _, lacks := rq.h.bridge.Lacks(who, msg)
 			if c.cancelParked != nil && !lacks {

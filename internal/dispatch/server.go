@@ -73,6 +73,7 @@ type Server struct {
 	// (limits.stdio_processes).
 	processes *pipe.Limit
 	store     session.Store
+	tasks     session.TaskStore // beside store: see tasks.go
 	log       *slog.Logger
 	version   string
 	httpc     *http.Client
@@ -177,6 +178,7 @@ func New(opts Options) (*Server, error) {
 	}
 	h := &Server{
 		store:            opts.Store,
+		tasks:            taskStoreOf(opts.Store),
 		log:              log,
 		version:          opts.Version,
 		httpc:            opts.HTTPClient,

@@ -77,6 +77,14 @@ func init() {
 		"resources/subscribe":   {serve: uriCall, session: true},
 		"resources/unsubscribe": {serve: uriCall, session: true},
 		"logging/setLevel":      {serve: setLevel, session: true},
+		// Tasks (tasks.go): 2025-11-25 basic/utilities/tasks in
+		// sessions; the 2026-07-28 Tasks extension has no tasks/result
+		// nor tasks/list, and adds tasks/update.
+		"tasks/get":    {serve: taskMethod, session: true, stateless: true},
+		"tasks/result": {serve: taskMethod, session: true},
+		"tasks/cancel": {serve: taskMethod, session: true, stateless: true},
+		"tasks/list":   {serve: listTasks, session: true},
+		"tasks/update": {serve: taskMethod, stateless: true},
 		// New in 2026-07-28.
 		"server/discover":      {serve: discover, stateless: true, cache: cacheList},
 		"subscriptions/listen": {stateless: true},

@@ -33,6 +33,9 @@ func NameKey(method string) string {
 		return "name"
 	case "resources/read":
 		return "uri"
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		// The Tasks extension, "Streamable HTTP: Routing Headers".
+		return "taskId"
 	}
 	return ""
 }

@@ -27,6 +27,12 @@
 // short-lived queues under caller-chosen keys, independent of session
 // records: [Memory] and [Redis] implement both interfaces, and a mailbox key
 // never names or touches a session.
+//
+// # Tasks
+//
+// A [TaskStore] maps the gateway's task ids to the principal that created
+// each task and the upstream session that runs it (tasks.go): [MemoryTasks]
+// in process, [RedisTasks] beside a [Redis] store's sessions.
 package session
 
 import (

@@ -472,6 +472,9 @@ const (
 	LimitUpstreamStreams = "upstream_streams"
 	LimitStreamQueue     = "stream_queue"
 	LimitBusQueue        = "bus_queue"
+	LimitTasksPrincipal  = "tasks_per_principal"
+	LimitTasksTenant     = "tasks_per_tenant"
+	LimitTasks           = "max_tasks"
 	// LimitStdioProcesses is limits.stdio_processes; LimitMaxProcesses
 	// is upstreams[].stdio.max_processes.
 	LimitStdioProcesses = "stdio_processes"
@@ -482,7 +485,8 @@ var limitNames = set(LimitBodyBytes, LimitReadBodyTimeout, LimitSessions, LimitS
 	LimitSessionsTenant, LimitStreamsPrincipal, LimitStreamsTenant, LimitBatchMessages, LimitClientInfo,
 	LimitClientCapabilities, LimitMailboxMessages, LimitMailboxBytes, LimitUnsolicitedAnswer,
 	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime, LimitStdioProcesses, LimitMaxProcesses,
-	LimitUpstreamStreams, LimitStreamQueue, LimitBusQueue)
+	LimitUpstreamStreams, LimitStreamQueue, LimitBusQueue,
+	LimitTasksPrincipal, LimitTasksTenant, LimitTasks)
 
 // LimitRejection records a request or an upstream answer refused at a
 // limit: mcpgw_limit_rejections_total{limit,tenant}. limit is one of the

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"fmt"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -27,20 +28,21 @@ func EverythingCommand(t testing.TB) []string {
 // the test, and returns its SSE endpoint URL (http://127.0.0.1:PORT/sse).
 func StartEverythingSSE(t testing.TB) string {
 	t.Helper()
-	return "http://" + startEverything(t, "sse") + "/sse"
+	return startEverything(t, "sse", "/sse")
 }
 
 // StartEverythingHTTP runs @modelcontextprotocol/server-everything in its
 // Streamable HTTP mode on a free loopback port, stopped at the end of the
-// test, and returns its MCP endpoint URL (http://127.0.0.1:PORT/mcp).
+// test, and returns its MCP endpoint URL (http://127.0.0.1:PORT/mcp). Each
+// of its sessions is a server of its own (with its own tasks).
 func StartEverythingHTTP(t testing.TB) string {
 	t.Helper()
-	return "http://" + startEverything(t, "streamableHttp") + "/mcp"
+	return startEverything(t, "streamableHttp", "/mcp")
 }
 
-// startEverything runs server-everything in mode (sse, streamableHttp)
-// and returns the address it listens on once it does.
-func startEverything(t testing.TB, mode string) string {
+// startEverything runs server-everything in mode on a free loopback port
+// and returns the URL of path there.
+func startEverything(t testing.TB, mode, path string) string {
 	t.Helper()
 	dir := NodeDir(t)
 	port := FreePort(t)
@@ -79,5 +81,5 @@ func startEverything(t testing.TB, mode string) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return addr
+	return fmt.Sprintf("http://%s%s", addr, path)
 }
