@@ -842,3 +842,46 @@ func TestTaskInputBounded(t *testing.T) {
 		t.Errorf("the upstream got %.200s", resp)
 	}
 }
+
+// TestTaskStatusOnTheSessionStream: the status notifications an upstream
+// sends on its own GET stream reach the session's GET stream with the
+// gateway's task id, never the upstream's.
+func TestTaskStatusOnTheSessionStream(t *testing.T) {
+	url := startGateway(t, nil, everythingUpstream(testkit.StartEverythingHTTP(t)))
+	resp, b := do(t, post(t, url, "", initBody))
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: %d %s", resp.StatusCode, b)
+	}
+	do(t, post(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	// A log level gives the session something to hear from the upstream's
+	// own stream.
+	do(t, post(t, url, sid, rpcBody(2, "logging/setLevel", `{"level":"error"}`)))
+	lines := openStreamLines(t, url, sid)
+	created := rpcResult(t, url, "", sid, rpcBody(3, "tools/call",
+		`{"name":"`+researchTool+`","arguments":{"topic":"tides"},"task":{"ttl":60000}}`))
+	gid := str(created, "result", "task", "taskId")
+	if !strings.HasPrefix(gid, "task-") {
+		t.Fatalf("created: %v", created)
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("the GET stream ended")
+			}
+			if upstreamTaskID.MatchString(line) {
+				t.Fatalf("an upstream's task id on the session stream: %s", line)
+			}
+			if strings.Contains(line, "notifications/tasks/status") {
+				if !strings.Contains(line, `"taskId":"`+gid+`"`) {
+					t.Fatalf("status without the gateway's id: %s", line)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("no notifications/tasks/status on the session's GET stream")
+		}
+	}
+}
