@@ -1,5 +1,7 @@
 package gateway_test
 
+//lint:file-ignore SA1019 roots and sampling are deprecated only from 2026-07-28; the gateway still relays them, and these tests use them
+
 import (
 	"context"
 	"io"

@@ -1,5 +1,7 @@
 package gateway_test
 
+//lint:file-ignore SA1019 sampling is deprecated only from 2026-07-28; the gateway still relays it, and a test here uses it
+
 import (
 	"context"
 	"net/http"

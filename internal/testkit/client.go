@@ -37,6 +37,7 @@ type ConnectOptions struct {
 	ElicitationHandler func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 	// CreateMessageHandler, if non-nil, answers sampling/createMessage
 	// (and the client declares the sampling capability).
+	//lint:ignore SA1019 sampling is deprecated only from 2026-07-28; the gateway still relays it
 	CreateMessageHandler func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error)
 	// ElicitationCompleteHandler, if non-nil, receives
 	// notifications/elicitation/complete.
@@ -65,8 +66,9 @@ func Connect(t testing.TB, url string, opts *ConnectOptions) *mcp.ClientSession 
 		ElicitationHandler:         opts.ElicitationHandler,
 		ToolListChangedHandler:     opts.ToolListChangedHandler,
 		ElicitationCompleteHandler: opts.ElicitationCompleteHandler,
-		CreateMessageHandler:       opts.CreateMessageHandler,
-		Capabilities:               opts.Capabilities,
+		//lint:ignore SA1019 sampling is deprecated only from 2026-07-28; the gateway still relays it
+		CreateMessageHandler: opts.CreateMessageHandler,
+		Capabilities:         opts.Capabilities,
 	})
 	version := opts.ProtocolVersion
 	if version == "" {

@@ -197,10 +197,10 @@ type Client struct {
 	// hc.
 	streamHC  *http.Client
 	ownStream *http.Transport
-	log     *slog.Logger
-	maxMsg  int
-	inject  func(context.Context, http.Header)
-	creds   Credentials
+	log       *slog.Logger
+	maxMsg    int
+	inject    func(context.Context, http.Header)
+	creds     Credentials
 	// setupErr makes every request fail: the configured URL does not
 	// parse, or the TLS files no longer load.
 	setupErr error
