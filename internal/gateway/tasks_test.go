@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -703,7 +705,7 @@ func TestTaskInputRequired(t *testing.T) {
 // the elicitation server-everything asks on tasks/result's stream as
 // inputRequests (naming the gateway's task id), tasks/update answers it,
 // and the task completes with the answer. Without the elicitation
-// capability, the request is refused to the upstream and the task goes on.
+// capability, the upstream is not asked to elicit, and the task goes on.
 func TestTasksExtensionInput(t *testing.T) {
 	ev := testkit.StartEverythingHTTP(t)
 	edits := []func(*config.Config){everythingUpstream(ev), redisStore(t)}
@@ -762,11 +764,24 @@ func TestTasksExtensionInput(t *testing.T) {
 		t.Errorf("result: %s", all)
 	}
 
+	// Without the capability, the upstream session is not announced it
+	// (announce.go): the upstream does not ask, and the task goes on.
 	caps = withTasks
 	create()
 	m = poll("completed")
-	if all, _ := json.Marshal(m); !strings.Contains(string(all), "elicitation unavailable") {
+	if all, _ := json.Marshal(m); strings.Contains(string(all), "snake") || m["error"] != nil {
 		t.Errorf("without elicitation: %s", all)
+	}
+
+	// An upstream that asks anyway is refused, and the task goes on.
+	target, _ := neturl.Parse(ev)
+	proxy := httptest.NewServer(testkit.AssumeCapable(httputil.NewSingleHostReverseProxy(&neturl.URL{Scheme: target.Scheme, Host: target.Host})))
+	t.Cleanup(proxy.Close)
+	url = startGateway(t, nil, everythingUpstream(proxy.URL+target.Path))
+	create()
+	m = poll("completed")
+	if all, _ := json.Marshal(m); !strings.Contains(string(all), "elicitation unavailable") {
+		t.Errorf("without elicitation, from an upstream that asks anyway: %s", all)
 	}
 }
 
