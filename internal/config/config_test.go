@@ -84,7 +84,7 @@ func TestLoadExample(t *testing.T) {
 			Store:           "memory",
 			IdleTTL:         Duration(30 * time.Minute),
 			MaxSessions:     100000,
-			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Events: defaultEvents,
 			Redis: defaultRedis,
 		},
 		Upstreams: []Upstream{{
@@ -175,7 +175,7 @@ func TestLoadMissingFile(t *testing.T) {
 var defaultLimits = Limits{
 	StreamsPerPrincipal: 32, StreamsPerTenant: 10000, BatchMessages: 50,
 	ClientInfoBytes: 8 << 10, ClientCapabilitiesBytes: 64 << 10,
-	ParkedCallsPerPrincipal: 16, ListPages: 100, ListBytes: 16 << 20, StdioProcesses: 256,
+	ParkedCallsPerPrincipal: 16, DetachedCallsPerPrincipal: 16, ListPages: 100, ListBytes: 16 << 20, StdioProcesses: 256,
 }
 
 func TestParseDefaults(t *testing.T) {
@@ -194,7 +194,7 @@ func TestParseDefaults(t *testing.T) {
 			Store:           "memory",
 			IdleTTL:         Duration(30 * time.Minute),
 			MaxSessions:     100000,
-			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Events: defaultEvents,
 			Redis: defaultRedis,
 		},
 		Auth:      defaultAuth,
@@ -281,12 +281,12 @@ limits:
 		t.Errorf("Server mismatch (-want +got):\n%s", diff)
 	}
 	wantSessions := Sessions{Store: "memory", IdleTTL: Duration(time.Hour), MaxSessions: 10,
-		MaxPerPrincipal: 3, MaxPerTenant: 4, MailboxMessages: 5, MailboxBytes: 6000, Redis: defaultRedis}
+		MaxPerPrincipal: 3, MaxPerTenant: 4, MailboxMessages: 5, MailboxBytes: 6000, Events: defaultEvents, Redis: defaultRedis}
 	if diff := cmp.Diff(wantSessions, got.Sessions); diff != "" {
 		t.Errorf("Sessions mismatch (-want +got):\n%s", diff)
 	}
 	wantLimits := Limits{StreamsPerPrincipal: 1, StreamsPerTenant: 2, BatchMessages: 3, ClientInfoBytes: 4,
-		ClientCapabilitiesBytes: 5, ParkedCallsPerPrincipal: 16, ListPages: 6, ListBytes: 7, StdioProcesses: 256}
+		ClientCapabilitiesBytes: 5, ParkedCallsPerPrincipal: 16, DetachedCallsPerPrincipal: 16, ListPages: 6, ListBytes: 7, StdioProcesses: 256}
 	if diff := cmp.Diff(wantLimits, got.Limits); diff != "" {
 		t.Errorf("Limits mismatch (-want +got):\n%s", diff)
 	}
@@ -1224,7 +1224,7 @@ func TestParseFull(t *testing.T) {
 			Store:           "redis",
 			IdleTTL:         Duration(30 * time.Minute),
 			MaxSessions:     100000,
-			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Events: defaultEvents,
 			Redis: Redis{
 				Addrs:      []string{"redis-0.redis:26379", "[::1]:26379"},
 				MasterName: "mymaster",
@@ -1978,3 +1978,7 @@ func TestRedisSecretNeverLeaks(t *testing.T) {
 		}
 	})
 }
+
+// defaultEvents are the defaults of sessions.events.
+var defaultEvents = Events{PerStream: 1000, BytesPerStream: 1 << 20, TTL: Duration(2 * time.Minute),
+	StreamsPerSession: 16, MaxStreams: 10_000, MaxBytes: 256 << 20}

@@ -4,3 +4,6 @@ import "github.com/mcpgw/gateway/internal/session"
 
 // StoreOf returns g's session store, for tests that look inside it.
 func StoreOf(g *Gateway) session.Store { return g.store }
+
+// EventLogOf returns g's event log, for tests that look inside it.
+func EventLogOf(g *Gateway) session.EventLog { return g.events }

@@ -104,6 +104,7 @@ type Metrics struct {
 	authFail *prometheus.CounterVec
 	denials  *prometheus.CounterVec
 	streams  prometheus.Gauge
+	resume   resumeMetrics
 	reloads  *prometheus.CounterVec
 	gen      prometheus.Gauge
 	lastOK   prometheus.Gauge
@@ -254,6 +255,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		sessions, m.streams, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.schemas, m.pinned, m.tokens, m.logSup,
 		m.budgets, m.quotas, m.circuits, m.procs, m.exits,
 	)
+	m.resume = newResumeMetrics(reg)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
 	}
@@ -451,6 +453,7 @@ const (
 	LimitListPages          = "list_pages"
 	LimitListBytes          = "list_bytes"
 	LimitListTime           = "list_time"
+	LimitDetachedCalls      = "detached_calls_per_principal"
 	// LimitStdioProcesses is limits.stdio_processes; LimitMaxProcesses
 	// is upstreams[].stdio.max_processes.
 	LimitStdioProcesses = "stdio_processes"
@@ -460,7 +463,8 @@ const (
 var limitNames = set(LimitBodyBytes, LimitReadBodyTimeout, LimitSessions, LimitSessionsPrincipal,
 	LimitSessionsTenant, LimitStreamsPrincipal, LimitStreamsTenant, LimitBatchMessages, LimitClientInfo,
 	LimitClientCapabilities, LimitMailboxMessages, LimitMailboxBytes, LimitUnsolicitedAnswer,
-	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime, LimitStdioProcesses, LimitMaxProcesses)
+	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime, LimitStdioProcesses, LimitMaxProcesses,
+	LimitDetachedCalls)
 
 // LimitRejection records a request or an upstream answer refused at a
 // limit: mcpgw_limit_rejections_total{limit,tenant}. limit is one of the

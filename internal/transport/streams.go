@@ -187,6 +187,11 @@ type streamHooks struct {
 	alive func(ctx context.Context) bool
 	// ended, if set, is sent when the gateway ends the stream.
 	ended []byte
+	// log, if set, gives the stream's events ids (resume.go).
+	log *streamLog
+	// replay, if set, writes a resumed stream's logged events before
+	// anything else, and reports whether the stream goes on.
+	replay func(out *responder) bool
 }
 
 // runStream registers a stream under key for rq's principal and serves it
@@ -212,8 +217,12 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 	}
 	out := newResponder(w)
 	out.onSSE = h.metrics.SSEStreamOpened
+	out.log = hooks.log
 	out.startSSE()
 	defer h.metrics.SSEStreamClosed()
+	if hooks.replay != nil && !hooks.replay(out) {
+		return
+	}
 	if hooks.first != nil && out.Event(hooks.first) != nil {
 		return
 	}
@@ -263,13 +272,21 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 
 // serveStream serves a session's GET stream.
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *dispatch.Request) {
+	h.runStream(w, r, rq, rq.Session.ID, jsonrpc.ID{}, "", h.getStreamHooks(rq, h.newStreamLog(r, rq, 'g'), nil))
+}
+
+// getStreamHooks are the hooks of a session's GET stream, logged by l and
+// resumed by replay (either may be nil).
+func (h *Handler) getStreamHooks(rq *dispatch.Request, l *streamLog, replay func(*responder) bool) streamHooks {
 	id := rq.Session.ID
-	h.runStream(w, r, rq, id, jsonrpc.ID{}, "", streamHooks{
+	return streamHooks{
+		log:    l,
+		replay: replay,
 		alive: func(ctx context.Context) bool {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
 			_, err := h.store.Get(ctx, id)
 			return !errors.Is(err, session.ErrNotFound) // deleted, maybe on another replica
 		},
-	})
+	}
 }

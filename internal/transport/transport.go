@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics, if nil, means no metrics.
 	Metrics *telemetry.Metrics
+	// Events, if set, logs the SSE events of session streams, which makes
+	// them resumable (resume.go).
+	Events session.EventLog
 }
 
 // Handler is the MCP endpoint.
@@ -36,6 +40,13 @@ type Handler struct {
 	log     *slog.Logger
 	metrics *telemetry.Metrics
 	streams streams
+
+	events   session.EventLog // nil: streams are not resumable
+	detached detachedCalls
+	// drainCtx is cancelled by Drain: resumed streams that follow a
+	// call end with it.
+	drainCtx  context.Context
+	drainStop context.CancelFunc
 }
 
 // New returns the endpoint of srv. It tells the streams it holds when an
@@ -45,7 +56,8 @@ func New(srv *dispatch.Server, opts Options) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{srv: srv, store: srv.Store(), log: log, metrics: opts.Metrics}
+	h := &Handler{srv: srv, store: srv.Store(), log: log, metrics: opts.Metrics, events: opts.Events}
+	h.drainCtx, h.drainStop = context.WithCancel(context.Background())
 	srv.OnListChanged(h.upstreamListChanged)
 	return h
 }
@@ -93,7 +105,10 @@ func (h *Handler) SetConfig(cfg *config.Config, publish func(*Snapshot)) {
 // its drain delay is over, as it stops accepting connections: the load
 // balancers have taken it out of rotation by then. Requests in flight are
 // not affected.
-func (h *Handler) Drain() { h.streams.drain() }
+func (h *Handler) Drain() {
+	h.drainStop()
+	h.streams.drain()
+}
 
 // Current returns the generation in force.
 func (h *Handler) Current() *Snapshot { return &Snapshot{h: h, st: h.srv.Current()} }
@@ -400,6 +415,10 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, rq *dispatch.
 		return
 	}
 	if !h.loadSession(w, r, rq) {
+		return
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" && h.events != nil {
+		h.serveResume(w, r, rq, id)
 		return
 	}
 	h.serveStream(w, r, rq)
