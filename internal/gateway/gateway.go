@@ -239,6 +239,9 @@ func (g *Gateway) Handler() http.Handler { return g.mux }
 func (g *Gateway) Close() error {
 	g.stopWatch()
 	err := errors.Join(g.server.Close(), g.store.Close())
+	if c, ok := g.events.(interface{ Close() error }); ok {
+		err = errors.Join(err, c.Close())
+	}
 	g.limiter.Close() // last: the closes above may log
 	return err
 }

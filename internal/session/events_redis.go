@@ -44,11 +44,14 @@ import (
 // log never held) from one whose successors were dropped (an id at or
 // before the last dropped one), and returns the entries after the
 // cursor. With nothing yet to return and a wait, it then blocks in XREAD
-// on the store's pool of blocking connections (see "Mailboxes" in the
-// Redis doc comment), which returns as soon as an entry is added.
+// on a pool of blocking connections of its own, made like the store's
+// pool for mailbox Takes (see "Mailboxes" in the Redis doc comment), so
+// that streams that follow a call never starve those Takes; it returns as
+// soon as an entry is added. Call [RedisEvents.Close] to close that pool.
 type RedisEvents struct {
-	r   *Redis
-	lim EventLimits
+	r        *Redis
+	lim      EventLimits
+	blocking redis.UniversalClient
 }
 
 var _ EventLog = (*RedisEvents)(nil)
@@ -56,7 +59,29 @@ var _ EventLog = (*RedisEvents)(nil)
 // NewRedisEvents returns the event log kept in r's Redis, with limits lim
 // (MaxStreams and MaxBytes do not apply: Redis's maxmemory does).
 func NewRedisEvents(r *Redis, lim EventLimits) *RedisEvents {
-	return &RedisEvents{r: r, lim: lim.withDefaults()}
+	return &RedisEvents{r: r, lim: lim.withDefaults(), blocking: cloneClient(r.blocking)}
+}
+
+// Close closes the log's own connections (not the store's).
+func (e *RedisEvents) Close() error {
+	if e.blocking == e.r.blocking {
+		return nil
+	}
+	return e.blocking.Close()
+}
+
+// cloneClient returns a new client with c's options, or c itself for a
+// kind of client it does not know.
+func cloneClient(c redis.UniversalClient) redis.UniversalClient {
+	switch c := c.(type) {
+	case *redis.Client:
+		o := *c.Options()
+		return redis.NewClient(&o)
+	case *redis.ClusterClient:
+		o := *c.Options()
+		return redis.NewClusterClient(&o)
+	}
+	return c
 }
 
 var (
@@ -226,7 +251,7 @@ func (e *RedisEvents) Read(ctx context.Context, sid, stream, after string, wait 
 	wait = ceilMillis(wait)
 	bctx, cancel := context.WithTimeout(ctx, wait+e.r.callTimeout)
 	defer cancel()
-	res, err := e.r.blocking.XRead(bctx, &redis.XReadArgs{Streams: []string{k, after}, Count: maxEventsPerRead, Block: wait}).Result()
+	res, err := e.blocking.XRead(bctx, &redis.XReadArgs{Streams: []string{k, after}, Count: maxEventsPerRead, Block: wait}).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, nil

@@ -30,7 +30,9 @@ func eventLogCases() []eventLogCase {
 		}},
 		{"redis", func(t *testing.T, lim session.EventLimits) (session.EventLog, func(time.Duration)) {
 			s := newRedisEnv(t).store(session.RedisOptions{})
-			return session.NewRedisEvents(s, lim), time.Sleep
+			e := session.NewRedisEvents(s, lim)
+			t.Cleanup(func() { e.Close() })
+			return e, time.Sleep
 		}},
 	}
 }
@@ -254,6 +256,7 @@ func TestMemoryEventsFlood(t *testing.T) {
 func TestRedisEventsFlood(t *testing.T) {
 	env := newRedisEnv(t)
 	log := session.NewRedisEvents(env.store(session.RedisOptions{}), session.EventLimits{EventsPerStream: 100, BytesPerStream: 32 << 10})
+	defer log.Close()
 	sid := session.NewID()
 	mustOpen(t, log, sid, "f")
 	msg := strings.Repeat("n", 1000)

@@ -234,17 +234,34 @@ func (h *Handler) replayLogged(ctx context.Context, out *responder, sid, stream,
 
 // followCall serves a resumed POST stream: the logged events after cursor,
 // then those of the call as they are logged, wherever it runs, up to its
-// response. It ends early when the client goes, the log is gone, the
+// response. It counts as a server-to-client stream of the principal
+// (limits.streams_per_principal), under a key of its own, so that a
+// second resume of the same stream replaces it (no message is sent on
+// two streams). It ends early when the client goes, the log is gone, the
 // call cannot run any longer (the request timeout), or this replica
 // drains (with a retry field, so that the client resumes elsewhere).
 func (h *Handler) followCall(w http.ResponseWriter, r *http.Request, rq *dispatch.Request, stream, cursor string, evs []session.Event) {
+	lim := rq.State().Config().Limits
+	s, limit, max := h.streams.open(rq.Session.ID+"/"+stream, dispatch.PrincipalKey(rq), rq.Principal().Tenant,
+		streamCaps{perPrincipal: lim.StreamsPerPrincipal, perTenant: lim.StreamsPerTenant})
+	if s == nil {
+		h.tooMany(w, r, rq, jsonrpc.ID{}, "", limit, int64(max))
+		return
+	}
+	defer h.streams.remove(s)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	out := newResponder(w)
 	out.onSSE = h.metrics.SSEStreamOpened
 	out.startSSE()
 	defer h.metrics.SSEStreamClosed()
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	defer context.AfterFunc(h.drainCtx, cancel)()
 	deadline := time.Now().Add(rq.State().Config().Server.RequestTimeout.D())
 	lastWrite := time.Now()
 	for {
@@ -255,11 +272,11 @@ func (h *Handler) followCall(w http.ResponseWriter, r *http.Request, rq *dispatc
 		if cursor, ok = h.replayLogged(ctx, out, rq.Session.ID, stream, cursor, evs); !ok {
 			return
 		}
-		if h.drainCtx.Err() != nil {
+		if s.drained.Load() {
 			_ = out.Retry(drainRetry)
 			return
 		}
-		if time.Now().After(deadline) {
+		if ctx.Err() != nil || time.Now().After(deadline) {
 			return
 		}
 		if time.Since(lastWrite) >= heartbeat {
@@ -269,9 +286,8 @@ func (h *Handler) followCall(w http.ResponseWriter, r *http.Request, rq *dispatc
 			lastWrite = time.Now()
 		}
 		var err error
-		evs, err = h.events.Read(ctx, rq.Session.ID, stream, cursor, resumeWait)
-		if err != nil {
-			if h.drainCtx.Err() != nil {
+		if evs, err = h.events.Read(ctx, rq.Session.ID, stream, cursor, resumeWait); err != nil {
+			if s.drained.Load() {
 				_ = out.Retry(drainRetry)
 			}
 			return

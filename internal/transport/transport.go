@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -43,10 +42,6 @@ type Handler struct {
 
 	events   session.EventLog // nil: streams are not resumable
 	detached detachedCalls
-	// drainCtx is cancelled by Drain: resumed streams that follow a
-	// call end with it.
-	drainCtx  context.Context
-	drainStop context.CancelFunc
 }
 
 // New returns the endpoint of srv. It tells the streams it holds when an
@@ -57,7 +52,6 @@ func New(srv *dispatch.Server, opts Options) *Handler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{srv: srv, store: srv.Store(), log: log, metrics: opts.Metrics, events: opts.Events}
-	h.drainCtx, h.drainStop = context.WithCancel(context.Background())
 	srv.OnListChanged(h.upstreamListChanged)
 	return h
 }
@@ -105,10 +99,7 @@ func (h *Handler) SetConfig(cfg *config.Config, publish func(*Snapshot)) {
 // its drain delay is over, as it stops accepting connections: the load
 // balancers have taken it out of rotation by then. Requests in flight are
 // not affected.
-func (h *Handler) Drain() {
-	h.drainStop()
-	h.streams.drain()
-}
+func (h *Handler) Drain() { h.streams.drain() }
 
 // Current returns the generation in force.
 func (h *Handler) Current() *Snapshot { return &Snapshot{h: h, st: h.srv.Current()} }
