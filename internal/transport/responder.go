@@ -34,8 +34,11 @@ type responder struct {
 	// onSSE, if set, is called once when the response becomes a stream.
 	onSSE func()
 	// log, if set, gives the stream's events ids and logs them, so that
-	// the client can resume it (see resume.go). A JSON body costs nothing.
-	log *streamLog
+	// the client can resume it (see resume.go). With logTo set, startSSE
+	// makes it: a JSON body costs nothing.
+	log    *streamLog
+	logTo  logTarget
+	hangUp hangUp // see callContext
 
 	mu      sync.Mutex
 	sse     bool
@@ -117,6 +120,9 @@ func (r *responder) startSSE() {
 	r.sse, r.written = true, true
 	if r.onSSE != nil {
 		r.onSSE()
+	}
+	if r.log == nil {
+		r.log = r.logTo.newLog()
 	}
 	if r.log != nil {
 		// 2025-11-25 basic/transports, "Sending Messages to the Server"

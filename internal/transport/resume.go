@@ -73,15 +73,32 @@ const (
 	logOff              // the log failed: events go out without ids
 )
 
-// newStreamLog returns the log of a new stream of kind ('p' or 'g') of
-// rq's session, or nil when the gateway keeps no event log.
-func (h *Handler) newStreamLog(r *http.Request, rq *dispatch.Request, kind byte) *streamLog {
+// A logTarget says where a stream's log goes, for a responder to make it
+// when its answer becomes a stream.
+type logTarget struct {
+	h    *Handler
+	r    *http.Request
+	rq   *dispatch.Request
+	kind byte // 'p' or 'g'
+}
+
+// logTarget returns the log target of rq's streams, the zero one when the gateway
+// keeps no event log or rq has no session (2026-07-28).
+func (h *Handler) logTarget(r *http.Request, rq *dispatch.Request, kind byte) logTarget {
 	if h.events == nil || rq.Stateless || rq.Session == nil {
+		return logTarget{}
+	}
+	return logTarget{h: h, r: r, rq: rq, kind: kind}
+}
+
+// newLog returns the log of a new stream, nil for the zero logTarget.
+func (t logTarget) newLog() *streamLog {
+	if t.h == nil {
 		return nil
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &streamLog{log: h.events, ctx: context.WithoutCancel(r.Context()), sid: rq.Session.ID, stream: string(kind) + hex.EncodeToString(b[:])}
+	return &streamLog{log: t.h.events, ctx: context.WithoutCancel(t.r.Context()), sid: t.rq.Session.ID, stream: string(t.kind) + hex.EncodeToString(b[:])}
 }
 
 // appendPriming opens the log and appends the priming event: an id and no
@@ -325,35 +342,65 @@ func (d *detachedCalls) release(principal string) {
 // callContext returns the context of a POSTed request whose answer out
 // writes: when the client hangs up, the call goes on if its stream is
 // resumable and the principal's detached calls are below the limit, and
-// is cancelled otherwise. done must be called when the call is over.
-func (h *Handler) callContext(r *http.Request, rq *dispatch.Request, out *responder) (ctx context.Context, done func()) {
-	if out.log == nil {
-		return r.Context(), func() {}
+// is cancelled otherwise. out.hangUp.done must be called when the call is
+// over. The watch lives in the responder, so that a call answered with
+// a JSON body allocates little for it.
+func (h *Handler) callContext(r *http.Request, rq *dispatch.Request, out *responder) context.Context {
+	if out.logTo.h == nil {
+		return r.Context()
 	}
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	principal := dispatch.PrincipalKey(rq)
-	var held bool
-	fin := make(chan struct{})
-	stop := context.AfterFunc(r.Context(), func() {
-		defer close(fin)
-		if out.log.resumable() {
-			if h.detached.take(principal, rq.State().Config().Limits.DetachedCallsPerPrincipal) {
-				held = true
-				h.metrics.CallDetached(1)
-				return
-			}
-			h.srv.LimitHit(ctx, rq, telemetry.LimitDetachedCalls, "")
+	w := &out.hangUp
+	w.h, w.r, w.rq, w.out = h, r, rq, out
+	var ctx context.Context
+	ctx, w.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
+	w.fired.Add(1)
+	w.stop = context.AfterFunc(r.Context(), w.fire)
+	return ctx
+}
+
+// hangUp watches a call's client: see callContext.
+type hangUp struct {
+	h      *Handler
+	r      *http.Request
+	rq     *dispatch.Request
+	out    *responder
+	cancel context.CancelCauseFunc // nil: nothing watched
+	stop   func() bool
+	fired  sync.WaitGroup // done when fire returns
+	held   bool           // a detached call is counted
+}
+
+func (w *hangUp) fire() {
+	defer w.fired.Done()
+	if w.out.resumable() {
+		if w.h.detached.take(dispatch.PrincipalKey(w.rq), w.rq.State().Config().Limits.DetachedCallsPerPrincipal) {
+			w.held = true
+			w.h.metrics.CallDetached(1)
+			return
 		}
-		cancel(context.Cause(r.Context()))
-	})
-	return ctx, func() {
-		if !stop() {
-			<-fin
-			if held {
-				h.detached.release(principal)
-				h.metrics.CallDetached(-1)
-			}
-		}
-		cancel(nil)
+		w.h.srv.LimitHit(context.WithoutCancel(w.r.Context()), w.rq, telemetry.LimitDetachedCalls, "")
 	}
+	w.cancel(context.Cause(w.r.Context()))
+}
+
+func (w *hangUp) done() {
+	if w.cancel == nil {
+		return
+	}
+	if !w.stop() {
+		w.fired.Wait()
+		if w.held {
+			w.h.detached.release(dispatch.PrincipalKey(w.rq))
+			w.h.metrics.CallDetached(-1)
+		}
+	}
+	w.cancel(nil)
+}
+
+// resumable reports whether the client was given an id to resume the
+// stream from.
+func (r *responder) resumable() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.log.resumable()
 }

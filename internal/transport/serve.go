@@ -37,7 +37,7 @@ func (h *Handler) serveRequest(w http.ResponseWriter, r *http.Request, rq *dispa
 	out := newResponder(w)
 	out.publicURL = rq.State().Config().Server.PublicURL
 	out.onSSE = h.metrics.SSEStreamOpened
-	out.log = h.newStreamLog(r, rq, 'p')
+	out.logTo = h.logTarget(r, rq, 'p')
 	out.deferHeaders()
 	defer out.finish()
 	defer func() {
@@ -45,8 +45,8 @@ func (h *Handler) serveRequest(w http.ResponseWriter, r *http.Request, rq *dispa
 			h.metrics.SSEStreamClosed()
 		}
 	}()
-	ctx, done := h.callContext(r, rq, out)
-	defer done()
+	ctx := h.callContext(r, rq, out)
+	defer out.hangUp.done()
 	if final := h.srv.Serve(ctx, rq, msg, out, m); final != nil {
 		out.final(http.StatusOK, final)
 	}
