@@ -7,3 +7,7 @@ func StoreOf(g *Gateway) session.Store { return g.store }
 
 // EventLogOf returns g's event log, for tests that look inside it.
 func EventLogOf(g *Gateway) session.EventLog { return g.events }
+
+// DrainStreams does what a drain does to g's server-to-client streams once
+// its drain delay is over (see Run).
+func DrainStreams(g *Gateway) { g.edge.Drain() }

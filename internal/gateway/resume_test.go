@@ -599,3 +599,82 @@ func TestEventLogFlood(t *testing.T) {
 		}
 	})
 }
+
+// TestDrainMovesStreamsLosingNothing: a replica that drains ends its GET
+// stream and the stream resuming a call each with a retry field; resumed
+// with their last ids on another replica, they lose nothing: the call's
+// events go on, each once, up to its result.
+func TestDrainMovesStreamsLosingNothing(t *testing.T) {
+	up := startSlowUpstream(t)
+	store := redisStore(t)
+	g1, one := startGatewayG(t, []upstreamSpec{{name: "slow", url: up.url}}, store)
+	two := startGateway(t, []upstreamSpec{{name: "slow", url: up.url}}, store)
+	sid := initialize(t, one)
+
+	get := readSSE(resumeGET(t, context.Background(), one, sid, "").Body)
+	getPrime, _ := next(t, get)
+
+	// A call on replica two, cut after its first progress event, is
+	// resumed on replica one.
+	events, hangUp := startCall(t, two, sid, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow__slow","arguments":{"steps":8,"delay_ms":200},"_meta":{"progressToken":"p"}}}`)
+	next(t, events) // priming
+	first, _ := next(t, events)
+	hangUp()
+	seen := []string{first.data}
+	resp := resumeGET(t, context.Background(), one, sid, first.id)
+	if resp.StatusCode != 200 {
+		t.Fatalf("resume on replica one: %d", resp.StatusCode)
+	}
+	followed := readSSE(resp.Body)
+	last := first.id
+	for range 2 {
+		ev, _ := next(t, followed)
+		seen = append(seen, ev.data)
+		last = ev.id
+	}
+
+	gateway.DrainStreams(g1)
+	for _, s := range []struct {
+		name string
+		ch   <-chan sseEvent
+	}{{"GET stream", get}, {"resumed call", followed}} {
+		var retry string
+		for ev := range s.ch {
+			if ev.retry != "" {
+				retry = ev.retry
+				continue
+			}
+			if s.name == "resumed call" {
+				seen = append(seen, ev.data)
+				last = ev.id
+			}
+		}
+		if retry != "1000" {
+			t.Errorf("%s: ended by the drain without retry: 1000 (got %q)", s.name, retry)
+		}
+	}
+
+	// Both resume on replica two.
+	resp = resumeGET(t, context.Background(), two, sid, last)
+	if resp.StatusCode != 200 {
+		t.Fatalf("resume of the call on replica two: %d", resp.StatusCode)
+	}
+	for ev := range readSSE(resp.Body) {
+		seen = append(seen, ev.data)
+	}
+	if len(seen) != 9 || !strings.Contains(seen[8], `"done"`) {
+		t.Fatalf("the call's events across the drain: %d %q, want 8 progress and the result", len(seen), seen)
+	}
+	for i, d := range seen[:8] {
+		if !strings.Contains(d, fmt.Sprintf(`"progress":%d`, i+1)) {
+			t.Errorf("event %d: %s, want progress %d: each once, in order", i, d, i+1)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp = resumeGET(t, ctx, two, sid, getPrime.id)
+	if resp.StatusCode != 200 {
+		t.Fatalf("resume of the GET stream on replica two: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+}
