@@ -34,6 +34,11 @@ type Event struct {
 	Data []byte
 	// Final marks the stream's last event: nothing follows it.
 	Final bool
+	// Lost marks the end [EventLog.Read] makes up for a stream whose
+	// writer stopped renewing its lease (the replica serving the call
+	// died): Final is set, and Data is the owner given to Open (the
+	// request's id), so that the reader can answer in its place.
+	Lost bool
 }
 
 // EventLimits bound an [EventLog]. Zero or negative fields take the
@@ -53,6 +58,9 @@ type EventLimits struct {
 	// (a Redis log is bounded by Redis's maxmemory instead).
 	MaxStreams int
 	MaxBytes   int64
+	// Lease is how long the writer of a call's stream is taken to be
+	// alive after its last Append or Touch (default EventLease).
+	Lease time.Duration
 }
 
 // Defaults for [EventLimits]; they match the config package's.
@@ -64,6 +72,12 @@ const (
 	DefaultEventMaxStreams              = 10_000
 	DefaultEventMaxBytes          int64 = 256 << 20
 )
+
+// EventLease is how long, by default, the writer of a call's stream is
+// taken to be alive after its last Append or Touch: it should touch more
+// often.
+// Replicas' clocks must agree to well within it.
+const EventLease = 6 * time.Second
 
 // maxEventStreamID bounds a stream id's length, and maxEventsPerRead the
 // events one Read returns.
@@ -91,6 +105,9 @@ func (l EventLimits) withDefaults() EventLimits {
 	if l.MaxBytes <= 0 {
 		l.MaxBytes = DefaultEventMaxBytes
 	}
+	if l.Lease <= 0 {
+		l.Lease = EventLease
+	}
 	return l
 }
 
@@ -105,7 +122,15 @@ type EventLog interface {
 	// that event's cursor. If the session holds StreamsPerSession logs
 	// already, its oldest is dropped. It fails with ErrFull when the store
 	// holds as many logs or bytes as it may.
-	Open(ctx context.Context, sid, stream string) (cursor string, err error)
+	//
+	// With a non-empty owner, the stream is a call's: its writer holds a
+	// lease (EventLimits.Lease), renewed by each Append and by Touch, and a Read
+	// that finds no final event and an expired lease reports the stream
+	// lost (see Event.Lost), owner its Data.
+	Open(ctx context.Context, sid, stream string, owner []byte) (cursor string, err error)
+	// Touch renews the lease of a call's stream. A log that expired or
+	// was dropped is left so.
+	Touch(ctx context.Context, sid, stream string) error
 	// Append logs data as the stream's next event, final if nothing may
 	// follow it, refreshing the log's expiry, and returns the event's
 	// cursor. It returns ErrNotFound if the log expired or was dropped,

@@ -44,6 +44,8 @@ type memLog struct {
 	next    uint64
 	size    int64
 	expires time.Time
+	owner   []byte    // a call's: see EventLog.Open
+	lease   time.Time // with an owner: when the writer is taken for dead
 	// wake is closed, and replaced, by each Append, waking the Reads
 	// that wait.
 	wake chan struct{}
@@ -82,7 +84,7 @@ func (m *MemoryEvents) Bytes() int64 {
 }
 
 // Open implements [EventLog.Open].
-func (m *MemoryEvents) Open(ctx context.Context, sid, stream string) (string, error) {
+func (m *MemoryEvents) Open(ctx context.Context, sid, stream string, owner []byte) (string, error) {
 	if err := checkEventStream(sid, stream); err != nil {
 		return "", err
 	}
@@ -104,6 +106,9 @@ func (m *MemoryEvents) Open(ctx context.Context, sid, stream string) (string, er
 		m.dropLocked(oldest, m.logs[oldest])
 	}
 	l := &memLog{events: []memEvent{{}}, first: 1, next: 2, expires: now.Add(m.lim.TTL), wake: make(chan struct{})}
+	if len(owner) > 0 {
+		l.owner, l.lease = slices.Clone(owner), now.Add(m.lim.Lease)
+	}
 	m.logs[k] = l
 	m.bySession[sid] = append(m.bySession[sid], stream)
 	return "1", nil
@@ -141,9 +146,23 @@ func (m *MemoryEvents) Append(ctx context.Context, sid, stream string, data []by
 		return "", fmt.Errorf("%w: %d bytes of events", ErrFull, m.lim.MaxBytes)
 	}
 	l.expires = now.Add(m.lim.TTL)
+	if l.owner != nil {
+		l.lease = now.Add(m.lim.Lease)
+	}
 	close(l.wake)
 	l.wake = make(chan struct{})
 	return strconv.FormatUint(seq, 10), nil
+}
+
+// Touch implements [EventLog.Touch].
+func (m *MemoryEvents) Touch(ctx context.Context, sid, stream string) error {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.liveLocked(eventKey{sid, stream}, now); l != nil && l.owner != nil {
+		l.lease = now.Add(m.lim.Lease)
+	}
+	return nil
 }
 
 // Read implements [EventLog.Read]. The events' Data must not be modified.
@@ -168,6 +187,11 @@ func (m *MemoryEvents) Read(ctx context.Context, sid, stream, after string, wait
 			return nil, ErrEventsGone
 		}
 		from := int(cur + 1 - l.first)
+		if from == len(l.events) && l.owner != nil && (len(l.events) == 0 || !l.events[len(l.events)-1].final) && !m.now().Before(l.lease) {
+			owner := l.owner
+			m.mu.Unlock()
+			return []Event{{Final: true, Lost: true, Data: owner}}, nil
+		}
 		if from < len(l.events) || wait <= 0 {
 			evs := make([]Event, 0, min(len(l.events)-from, maxEventsPerRead))
 			for i := from; i < len(l.events) && len(evs) < maxEventsPerRead; i++ {

@@ -87,11 +87,15 @@ func cloneClient(c redis.UniversalClient) redis.UniversalClient {
 var (
 	// redisEventsOpen starts a log. KEYS: the session's list, the log, its
 	// hash. ARGV: stream, ttl ms, streams per session, maxlen, the log key
-	// of the session's streams without the stream (to drop the oldest).
+	// of the session's streams without the stream (to drop the oldest),
+	// owner ("" for none), lease end (Unix ms).
 	redisEventsOpen = redis.NewScript(`
 redis.call('DEL', KEYS[2], KEYS[3])
 local id = redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[4], '*', 'd', '')
 redis.call('HSET', KEYS[3], 'n', 0)
+if ARGV[6] ~= '' then
+	redis.call('HSET', KEYS[3], 'o', ARGV[6], 'a', ARGV[7])
+end
 redis.call('LREM', KEYS[1], 0, ARGV[1])
 redis.call('RPUSH', KEYS[1], ARGV[1])
 while redis.call('LLEN', KEYS[1]) > tonumber(ARGV[3]) do
@@ -106,10 +110,14 @@ return id
 
 	// redisEventsAppend adds an event. KEYS: the log, its hash, the
 	// session's list. ARGV: data, final ("1" or "0"), maxlen, max bytes,
-	// ttl ms. Returns the entry's id, or nil if the log does not exist.
+	// ttl ms, lease end (Unix ms). Returns the entry's id, or nil if the
+	// log does not exist.
 	redisEventsAppend = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then
 	return false
+end
+if redis.call('HEXISTS', KEYS[2], 'o') == 1 then
+	redis.call('HSET', KEYS[2], 'a', ARGV[6])
 end
 local function drop()
 	local e = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
@@ -153,9 +161,20 @@ end
 return id
 `)
 
+	// redisEventsTouch renews a call's lease. KEYS: the log's hash. ARGV:
+	// lease end (Unix ms).
+	redisEventsTouch = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], 'o') == 1 then
+	redis.call('HSET', KEYS[1], 'a', ARGV[1])
+end
+return 1
+`)
+
 	// redisEventsRead reads after a cursor. KEYS: the log, its hash.
-	// ARGV: cursor, count. Returns {0} for an unknown cursor, {1} when
-	// entries after it were dropped, {2, entries} otherwise.
+	// ARGV: cursor, count, now (Unix ms). Returns {0} for an unknown
+	// cursor, {1} when entries after it were dropped, {3, owner} when
+	// there is nothing after it and the call's writer is lost, {2,
+	// entries} otherwise.
 	redisEventsRead = redis.NewScript(`
 local function before(a, b)
 	local am, as = string.match(a, '^(%d+)-(%d+)$')
@@ -182,6 +201,24 @@ local r = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', tonumber(ARGV[2])
 if #r > 0 and r[1][1] == ARGV[1] then
 	table.remove(r, 1)
 end
+if #r == 0 then
+	local lease = redis.call('HMGET', KEYS[2], 'o', 'a')
+	if lease[1] and tonumber(lease[2]) < tonumber(ARGV[3]) then
+		local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+		local final = false
+		if #last > 0 then
+			local f = last[1][2]
+			for i = 1, #f, 2 do
+				if f[i] == 'f' then
+					final = true
+				end
+			end
+		end
+		if not final then
+			return {3, lease[1]}
+		end
+	end
+end
 return {2, r}
 `)
 )
@@ -194,7 +231,7 @@ func (e *RedisEvents) logKey(sid, stream string) string {
 }
 
 // Open implements [EventLog.Open].
-func (e *RedisEvents) Open(ctx context.Context, sid, stream string) (string, error) {
+func (e *RedisEvents) Open(ctx context.Context, sid, stream string, owner []byte) (string, error) {
 	if err := checkEventStream(sid, stream); err != nil {
 		return "", err
 	}
@@ -202,7 +239,8 @@ func (e *RedisEvents) Open(ctx context.Context, sid, stream string) (string, err
 	defer cancel()
 	k := e.logKey(sid, stream)
 	id, err := redisEventsOpen.Run(ctx, e.r.client, []string{e.r.key(sid) + ":evs", k, k + ":m"},
-		stream, e.lim.TTL.Milliseconds(), e.lim.StreamsPerSession, e.lim.EventsPerStream, e.r.key(sid)+":ev:").Text()
+		stream, e.lim.TTL.Milliseconds(), e.lim.StreamsPerSession, e.lim.EventsPerStream, e.r.key(sid)+":ev:",
+		owner, e.leaseEnd()).Text()
 	switch {
 	case redis.IsOOMError(err):
 		return "", fmt.Errorf("%w: %w", ErrFull, err)
@@ -225,7 +263,7 @@ func (e *RedisEvents) Append(ctx context.Context, sid, stream string, data []byt
 		f = "1"
 	}
 	id, err := redisEventsAppend.Run(ctx, e.r.client, []string{k, k + ":m", e.r.key(sid) + ":evs"},
-		data, f, e.lim.EventsPerStream, e.lim.BytesPerStream, e.lim.TTL.Milliseconds()).Text()
+		data, f, e.lim.EventsPerStream, e.lim.BytesPerStream, e.lim.TTL.Milliseconds(), e.leaseEnd()).Text()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return "", ErrNotFound
@@ -236,6 +274,22 @@ func (e *RedisEvents) Append(ctx context.Context, sid, stream string, data []byt
 	}
 	return id, nil
 }
+
+// Touch implements [EventLog.Touch].
+func (e *RedisEvents) Touch(ctx context.Context, sid, stream string) error {
+	if err := checkEventStream(sid, stream); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.r.callTimeout)
+	defer cancel()
+	if err := redisEventsTouch.Run(ctx, e.r.client, []string{e.logKey(sid, stream) + ":m"}, e.leaseEnd()).Err(); err != nil {
+		return unavailable("touch event log", err)
+	}
+	return nil
+}
+
+// leaseEnd is when a lease renewed now ends, in Unix ms.
+func (e *RedisEvents) leaseEnd() int64 { return time.Now().Add(e.lim.Lease).UnixMilli() }
 
 // Read implements [EventLog.Read]. A wait is rounded up to whole
 // milliseconds.
@@ -272,7 +326,7 @@ func (e *RedisEvents) Read(ctx context.Context, sid, stream, after string, wait 
 func (e *RedisEvents) readNow(ctx context.Context, k, after string) ([]Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.r.callTimeout)
 	defer cancel()
-	res, err := redisEventsRead.Run(ctx, e.r.client, []string{k, k + ":m"}, after, maxEventsPerRead).Slice()
+	res, err := redisEventsRead.Run(ctx, e.r.client, []string{k, k + ":m"}, after, maxEventsPerRead, time.Now().UnixMilli()).Slice()
 	if err != nil {
 		return nil, unavailable("read events", err)
 	}
@@ -282,6 +336,9 @@ func (e *RedisEvents) readNow(ctx context.Context, k, after string) ([]Event, er
 		return nil, ErrNotFound
 	case 1:
 		return nil, ErrEventsGone
+	case 3:
+		owner, _ := res[1].(string)
+		return []Event{{Final: true, Lost: true, Data: []byte(owner)}}, nil
 	}
 	entries, _ := res[1].([]any)
 	evs := make([]Event, 0, len(entries))

@@ -39,7 +39,7 @@ func eventLogCases() []eventLogCase {
 
 func mustOpen(t *testing.T, log session.EventLog, sid, stream string) string {
 	t.Helper()
-	c, err := log.Open(context.Background(), sid, stream)
+	c, err := log.Open(context.Background(), sid, stream, nil)
 	if err != nil {
 		t.Fatalf("Open(%s, %s): %v", sid, stream, err)
 	}
@@ -225,7 +225,7 @@ func TestMemoryEventsFlood(t *testing.T) {
 	var opened []stream
 	for i := range 200 {
 		st := stream{session.NewID(), "s" + strconv.Itoa(i)}
-		if _, err := log.Open(ctx, st.sid, st.name); err != nil {
+		if _, err := log.Open(ctx, st.sid, st.name, nil); err != nil {
 			full = err
 			break
 		}
@@ -282,5 +282,48 @@ func TestRedisEventsFlood(t *testing.T) {
 	}
 	if n := env.raw.XLen(context.Background(), env.key(sid)+":ev:g").Val(); n != 100 {
 		t.Fatalf("XLEN of a stream flooded with small events = %d, want 100", n)
+	}
+}
+
+// TestEventLogLease: a call's stream whose writer stops appending and
+// touching is reported lost to a reader waiting at its end, with the
+// owner given to Open; one that ended is not; Touch keeps it alive.
+func TestEventLogLease(t *testing.T) {
+	for _, tc := range eventLogCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			log, sleep := tc.make(t, session.EventLimits{Lease: 300 * time.Millisecond})
+			sid := session.NewID()
+			if _, err := log.Open(ctx, sid, "c", []byte(`"req-7"`)); err != nil {
+				t.Fatal(err)
+			}
+			c := mustAppend(t, log, sid, "c", "progress", false)
+			sleep(200 * time.Millisecond)
+			if err := log.Touch(ctx, sid, "c"); err != nil {
+				t.Fatal(err)
+			}
+			sleep(200 * time.Millisecond)
+			if evs, err := log.Read(ctx, sid, "c", c, 0); err != nil || len(evs) != 0 {
+				t.Fatalf("Read of a live call: %v, %v", evs, err)
+			}
+			sleep(200 * time.Millisecond)
+			evs, err := log.Read(ctx, sid, "c", c, 0)
+			if err != nil || len(evs) != 1 || !evs[0].Lost || !evs[0].Final || string(evs[0].Data) != `"req-7"` {
+				t.Fatalf("Read of a lost call: %+v, %v", evs, err)
+			}
+			// Ended: never lost. Without an owner: never lost.
+			if _, err := log.Open(ctx, sid, "d", []byte("1")); err != nil {
+				t.Fatal(err)
+			}
+			end := mustAppend(t, log, sid, "d", "result", true)
+			g := mustOpen(t, log, sid, "g")
+			sleep(400 * time.Millisecond)
+			if evs, err := log.Read(ctx, sid, "d", end, 0); err != nil || len(evs) != 0 {
+				t.Fatalf("Read after a final event: %v, %v", evs, err)
+			}
+			if evs, err := log.Read(ctx, sid, "g", g, 0); err != nil || len(evs) != 0 {
+				t.Fatalf("Read of a stream without an owner: %v, %v", evs, err)
+			}
+		})
 	}
 }

@@ -65,6 +65,11 @@ type streamLog struct {
 	state atomic.Int32 // logNew, logOn or logOff
 	gone  atomic.Bool  // the client is gone: events are logged only
 	ended bool         // the final event is logged
+
+	// A call's stream: owner is its request's id, and calls renews its
+	// lease while it runs.
+	owner []byte
+	calls *liveCalls
 }
 
 const (
@@ -79,16 +84,17 @@ type logTarget struct {
 	h    *Handler
 	r    *http.Request
 	rq   *dispatch.Request
-	kind byte // 'p' or 'g'
+	kind byte       // 'p' or 'g'
+	id   jsonrpc.ID // a POST's request
 }
 
 // logTarget returns the log target of rq's streams, the zero one when the gateway
 // keeps no event log or rq has no session (2026-07-28).
-func (h *Handler) logTarget(r *http.Request, rq *dispatch.Request, kind byte) logTarget {
+func (h *Handler) logTarget(r *http.Request, rq *dispatch.Request, kind byte, id jsonrpc.ID) logTarget {
 	if h.events == nil || rq.Stateless || rq.Session == nil {
 		return logTarget{}
 	}
-	return logTarget{h: h, r: r, rq: rq, kind: kind}
+	return logTarget{h: h, r: r, rq: rq, kind: kind, id: id}
 }
 
 // newLog returns the log of a new stream, nil for the zero logTarget.
@@ -98,7 +104,11 @@ func (t logTarget) newLog() *streamLog {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &streamLog{log: t.h.events, ctx: context.WithoutCancel(t.r.Context()), sid: t.rq.Session.ID, stream: string(t.kind) + hex.EncodeToString(b[:])}
+	l := &streamLog{log: t.h.events, ctx: context.WithoutCancel(t.r.Context()), sid: t.rq.Session.ID, stream: string(t.kind) + hex.EncodeToString(b[:])}
+	if t.kind == 'p' {
+		l.owner, l.calls = t.id.Raw(), &t.h.calls
+	}
+	return l
 }
 
 // appendPriming opens the log and appends the priming event: an id and no
@@ -108,13 +118,16 @@ func (l *streamLog) appendPriming(dst []byte) []byte {
 	if l == nil || l.state.Load() != logNew {
 		return dst
 	}
-	c, err := l.log.Open(l.ctx, l.sid, l.stream)
+	c, err := l.log.Open(l.ctx, l.sid, l.stream, l.owner)
 	if err != nil {
 		l.state.Store(logOff)
 		return dst
 	}
 	l.cursor = c
 	l.state.Store(logOn)
+	if l.calls != nil {
+		l.calls.add(l)
+	}
 	dst = appendID(dst, l.stream, c)
 	return append(dst, "data:\n\n"...)
 }
@@ -129,9 +142,13 @@ func (l *streamLog) appendID(dst, msg []byte, final bool) []byte {
 	c, err := l.log.Append(l.ctx, l.sid, l.stream, msg, final)
 	if err != nil {
 		l.state.Store(logOff)
+		l.calls.remove(l)
 		return dst
 	}
 	l.cursor, l.ended = c, final
+	if final {
+		l.calls.remove(l)
+	}
 	return appendID(dst, l.stream, c)
 }
 
@@ -163,15 +180,25 @@ func appendID(dst []byte, stream, cursor string) []byte {
 
 // replay writes a logged event, with its id, to a resumed stream. An
 // event without data (the priming event, the end of a stream without a
-// response) is not written.
+// response) is not written. A lost call's end becomes an error response
+// to its request, without an id: it is not in the log.
 func (r *responder) replay(stream string, ev session.Event) error {
 	if len(ev.Data) == 0 {
 		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.buf = appendID(r.buf[:0], stream, ev.Cursor)
-	r.buf = appendEvent(r.buf, ev.Data)
+	if ev.Lost {
+		id, err := jsonrpc.RawID(ev.Data)
+		if err != nil {
+			return nil
+		}
+		r.buf = appendEvent(r.buf[:0], jsonrpc.AppendError(nil, id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: "Internal error: the call was lost: the replica serving it stopped"}))
+	} else {
+		r.buf = appendID(r.buf[:0], stream, ev.Cursor)
+		r.buf = appendEvent(r.buf, ev.Data)
+	}
 	if _, err := r.w.Write(r.buf); err != nil {
 		return err
 	}
@@ -308,6 +335,64 @@ func (h *Handler) followCall(w http.ResponseWriter, r *http.Request, rq *dispatc
 				_ = out.Retry(drainRetry)
 			}
 			return
+		}
+	}
+}
+
+// liveCalls are the streams of the calls this replica runs, whose leases
+// it renews (see session.EventLog.Open), so that a resume elsewhere can
+// tell a call that is slow from one whose replica died. One goroutine
+// renews them all, while there are any.
+type liveCalls struct {
+	mu      sync.Mutex
+	m       map[*streamLog]struct{}
+	running bool
+}
+
+// touchEvery is how often the leases are renewed: well within their
+// length.
+const touchEvery = session.EventLease / 3
+
+func (c *liveCalls) add(l *streamLog) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[*streamLog]struct{})
+	}
+	c.m[l] = struct{}{}
+	if !c.running {
+		c.running = true
+		go c.renew()
+	}
+}
+
+func (c *liveCalls) remove(l *streamLog) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, l)
+}
+
+// renew renews the leases until there are none to renew.
+func (c *liveCalls) renew() {
+	t := time.NewTicker(touchEvery)
+	defer t.Stop()
+	for range t.C {
+		c.mu.Lock()
+		if len(c.m) == 0 {
+			c.running = false
+			c.mu.Unlock()
+			return
+		}
+		list := make([]*streamLog, 0, len(c.m))
+		for l := range c.m {
+			list = append(list, l)
+		}
+		c.mu.Unlock()
+		for _, l := range list {
+			_ = l.log.Touch(l.ctx, l.sid, l.stream) // a failed renewal: the next may do
 		}
 	}
 }

@@ -37,7 +37,7 @@ func (h *Handler) serveRequest(w http.ResponseWriter, r *http.Request, rq *dispa
 	out := newResponder(w)
 	out.publicURL = rq.State().Config().Server.PublicURL
 	out.onSSE = h.metrics.SSEStreamOpened
-	out.logTo = h.logTarget(r, rq, 'p')
+	out.logTo = h.logTarget(r, rq, 'p', msg.ID)
 	out.deferHeaders()
 	defer out.finish()
 	defer func() {

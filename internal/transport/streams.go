@@ -272,7 +272,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 
 // serveStream serves a session's GET stream.
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *dispatch.Request) {
-	h.runStream(w, r, rq, rq.Session.ID, jsonrpc.ID{}, "", h.getStreamHooks(rq, h.logTarget(r, rq, 'g').newLog(), nil))
+	h.runStream(w, r, rq, rq.Session.ID, jsonrpc.ID{}, "", h.getStreamHooks(rq, h.logTarget(r, rq, 'g', jsonrpc.ID{}).newLog(), nil))
 }
 
 // getStreamHooks are the hooks of a session's GET stream, logged by l and

@@ -42,6 +42,7 @@ type Handler struct {
 
 	events   session.EventLog // nil: streams are not resumable
 	detached detachedCalls
+	calls    liveCalls
 }
 
 // New returns the endpoint of srv. It tells the streams it holds when an
