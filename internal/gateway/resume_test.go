@@ -678,3 +678,30 @@ func TestDrainMovesStreamsLosingNothing(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestResumeStreamsBounded: streams that resume a call count with the
+// principal's GET streams against limits.streams_per_principal, so that
+// a client cannot hold unbounded followers.
+func TestResumeStreamsBounded(t *testing.T) {
+	up := startSlowUpstream(t)
+	url := startGateway(t, []upstreamSpec{{name: "slow", url: up.url}}, func(c *config.Config) {
+		c.Limits.StreamsPerPrincipal = 1
+	})
+	sid := initialize(t, url)
+	events, hangUp := startCall(t, url, sid, slowCall)
+	prime, _ := next(t, events)
+	hangUp()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := resumeGET(t, ctx, url, sid, prime.id)
+	if first.StatusCode != 200 {
+		t.Fatalf("first resume: %d", first.StatusCode)
+	}
+	defer first.Body.Close()
+	resp := resumeGET(t, ctx, url, sid, "")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), "streams_per_principal") {
+		t.Fatalf("a GET stream beside a resumed call over the limit of 1: %d %s", resp.StatusCode, b)
+	}
+}
