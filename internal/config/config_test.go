@@ -1981,4 +1981,4 @@ func TestRedisSecretNeverLeaks(t *testing.T) {
 
 // defaultEvents are the defaults of sessions.events.
 var defaultEvents = Events{PerStream: 1000, BytesPerStream: 1 << 20, TTL: Duration(2 * time.Minute),
-	StreamsPerSession: 16, MaxStreams: 10_000, MaxBytes: 256 << 20}
+	StreamsPerSession: 16, MaxStreams: 100_000, MaxBytes: 256 << 20}

@@ -32,7 +32,7 @@ const (
 	DefaultEventBytes        = 1 << 20 // 1 MiB, per stream
 	DefaultEventTTL          = 2 * time.Minute
 	DefaultEventStreams      = 16 // per session
-	DefaultEventMaxStreams   = 10_000
+	DefaultEventMaxStreams   = 100_000
 	DefaultEventMaxBytes     = 256 << 20 // 256 MiB
 	DefaultListBytes         = 16 << 20  // 16 MiB
 	DefaultLists             = ListsShared

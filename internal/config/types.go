@@ -143,7 +143,7 @@ type Events struct {
 	// more drops its oldest. Default 16.
 	StreamsPerSession int `yaml:"streams_per_session" cfg:"positive"`
 	// MaxStreams and MaxBytes bound all the logs of the memory store
-	// (Redis is bounded by its maxmemory). Defaults 10000 and 256 MiB.
+	// (Redis is bounded by its maxmemory). Defaults 100000 and 256 MiB.
 	MaxStreams int   `yaml:"max_streams" cfg:"positive"`
 	MaxBytes   int64 `yaml:"max_bytes" cfg:"positive"`
 }

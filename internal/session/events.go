@@ -69,7 +69,7 @@ const (
 	DefaultEventBytesPerStream    int64 = 1 << 20
 	DefaultEventTTL                     = 2 * time.Minute
 	DefaultEventStreamsPerSession       = 16
-	DefaultEventMaxStreams              = 10_000
+	DefaultEventMaxStreams              = 100_000
 	DefaultEventMaxBytes          int64 = 256 << 20
 )
 
@@ -128,8 +128,9 @@ type EventLog interface {
 	// that finds no final event and an expired lease reports the stream
 	// lost (see Event.Lost), owner its Data.
 	Open(ctx context.Context, sid, stream string, owner []byte) (cursor string, err error)
-	// Touch renews the lease of a call's stream. A log that expired or
-	// was dropped is left so.
+	// Touch keeps a log as if an event was appended: it renews its
+	// expiry, and a call's lease. A log that expired or was dropped is
+	// left so.
 	Touch(ctx context.Context, sid, stream string) error
 	// Append logs data as the stream's next event, final if nothing may
 	// follow it, refreshing the log's expiry, and returns the event's

@@ -159,7 +159,12 @@ func (m *MemoryEvents) Touch(ctx context.Context, sid, stream string) error {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l := m.liveLocked(eventKey{sid, stream}, now); l != nil && l.owner != nil {
+	l := m.liveLocked(eventKey{sid, stream}, now)
+	if l == nil {
+		return nil
+	}
+	l.expires = now.Add(m.lim.TTL)
+	if l.owner != nil {
 		l.lease = now.Add(m.lim.Lease)
 	}
 	return nil

@@ -161,11 +161,18 @@ end
 return id
 `)
 
-	// redisEventsTouch renews a call's lease. KEYS: the log's hash. ARGV:
-	// lease end (Unix ms).
+	// redisEventsTouch keeps a log: it renews a call's lease and the
+	// log's expiry. KEYS: the log, its hash, the session's list. ARGV:
+	// lease end (Unix ms), ttl ms.
 	redisEventsTouch = redis.NewScript(`
-if redis.call('HEXISTS', KEYS[1], 'o') == 1 then
-	redis.call('HSET', KEYS[1], 'a', ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+	return 0
+end
+if redis.call('HEXISTS', KEYS[2], 'o') == 1 then
+	redis.call('HSET', KEYS[2], 'a', ARGV[1])
+end
+for i = 1, 3 do
+	redis.call('PEXPIRE', KEYS[i], ARGV[2])
 end
 return 1
 `)
@@ -282,7 +289,8 @@ func (e *RedisEvents) Touch(ctx context.Context, sid, stream string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.r.callTimeout)
 	defer cancel()
-	if err := redisEventsTouch.Run(ctx, e.r.client, []string{e.logKey(sid, stream) + ":m"}, e.leaseEnd()).Err(); err != nil {
+	k := e.logKey(sid, stream)
+	if err := redisEventsTouch.Run(ctx, e.r.client, []string{k, k + ":m", e.r.key(sid) + ":evs"}, e.leaseEnd(), e.lim.TTL.Milliseconds()).Err(); err != nil {
 		return unavailable("touch event log", err)
 	}
 	return nil

@@ -176,6 +176,16 @@ func TestEventLogBounds(t *testing.T) {
 			if _, err := log.Append(ctx, sid, "b", []byte("x"), false); !errors.Is(err, session.ErrNotFound) {
 				t.Fatalf("Append to expired log b: %v, want ErrNotFound", err)
 			}
+			// Touch keeps a log that sends nothing (an idle GET stream).
+			d := mustOpen(t, log, sid, "d")
+			sleep(200 * time.Millisecond)
+			if err := log.Touch(ctx, sid, "d"); err != nil {
+				t.Fatal(err)
+			}
+			sleep(200 * time.Millisecond)
+			if _, err := log.Read(ctx, sid, "d", d, 0); err != nil {
+				t.Fatalf("a touched log: %v", err)
+			}
 		})
 	}
 }

@@ -164,6 +164,14 @@ func (l *streamLog) end() {
 // stream from, and the log still keeps it whole.
 func (l *streamLog) resumable() bool { return l != nil && l.state.Load() == logOn }
 
+// touch keeps the log of an open stream that sends nothing from
+// expiring.
+func (l *streamLog) touch() {
+	if l != nil && l.state.Load() == logOn {
+		_ = l.log.Touch(l.ctx, l.sid, l.stream) // a failure: the next may do
+	}
+}
+
 // detach notes that the client is gone: events are only logged from now on.
 func (l *streamLog) detach() { l.gone.Store(true) }
 

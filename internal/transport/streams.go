@@ -245,6 +245,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 				return
 			}
 			_ = rc.Flush()
+			hooks.log.touch()
 			if hooks.alive != nil && !hooks.alive(r.Context()) {
 				return
 			}
