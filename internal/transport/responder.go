@@ -128,6 +128,9 @@ func (r *responder) startSSE() {
 		// 2025-11-25 basic/transports, "Sending Messages to the Server"
 		// 6: an event with an id and empty data first, which the client
 		// can resume from before anything else is sent.
+		if r.buf == nil {
+			r.buf = getEventBuf() // the last event's too, see lastEvent
+		}
 		r.buf = r.log.appendPriming(r.buf[:0])
 		_, _ = r.w.Write(r.buf)
 	}
@@ -216,7 +219,10 @@ func (r *responder) lastEvent(build func(dst []byte) []byte, msg func() []byte) 
 	}
 	r.buf = r.buf[:0]
 	if r.log != nil {
-		r.buf = r.log.appendID(r.buf, msg(), true)
+		// The message is made once, for the log and the event.
+		m := msg()
+		r.buf = r.log.appendID(r.buf, m, true)
+		build = func(dst []byte) []byte { return appendEvent(dst, m) }
 	}
 	if !r.log.detached() {
 		r.buf = build(r.buf)
