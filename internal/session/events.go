@@ -146,6 +146,8 @@ type EventLog interface {
 	// cursor), and ErrEventsGone when events after the cursor were dropped.
 	// The returned events are the caller's to keep.
 	Read(ctx context.Context, sid, stream, after string, wait time.Duration) ([]Event, error)
+	// End drops every log of the session: it was deleted.
+	End(ctx context.Context, sid string) error
 }
 
 // checkEventStream reports why sid and stream cannot name a log.

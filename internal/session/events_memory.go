@@ -222,6 +222,17 @@ func (m *MemoryEvents) Read(ctx context.Context, sid, stream, after string, wait
 	}
 }
 
+// End implements [EventLog.End].
+func (m *MemoryEvents) End(ctx context.Context, sid string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, stream := range slices.Clone(m.bySession[sid]) {
+		k := eventKey{sid, stream}
+		m.dropLocked(k, m.logs[k])
+	}
+	return nil
+}
+
 // liveLocked returns the log under k, or nil if there is none or it
 // expired (then it is freed).
 func (m *MemoryEvents) liveLocked(k eventKey, now time.Time) *memLog {

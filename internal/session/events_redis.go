@@ -177,6 +177,16 @@ end
 return 1
 `)
 
+	// redisEventsEnd drops a session's logs. KEYS: the session's list.
+	// ARGV: the log key of the session's streams without the stream.
+	redisEventsEnd = redis.NewScript(`
+for _, s in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+	redis.call('DEL', ARGV[1] .. s, ARGV[1] .. s .. ':m')
+end
+redis.call('DEL', KEYS[1])
+return 1
+`)
+
 	// redisEventsRead reads after a cursor. KEYS: the log, its hash.
 	// ARGV: cursor, count, now (Unix ms). Returns {0} for an unknown
 	// cursor, {1} when entries after it were dropped, {3, owner} when
@@ -280,6 +290,19 @@ func (e *RedisEvents) Append(ctx context.Context, sid, stream string, data []byt
 		return "", unavailable("append event", err)
 	}
 	return id, nil
+}
+
+// End implements [EventLog.End].
+func (e *RedisEvents) End(ctx context.Context, sid string) error {
+	if err := checkEventStream(sid, "x"); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.r.callTimeout)
+	defer cancel()
+	if err := redisEventsEnd.Run(ctx, e.r.client, []string{e.r.key(sid) + ":evs"}, e.r.key(sid)+":ev:").Err(); err != nil {
+		return unavailable("end event logs", err)
+	}
+	return nil
 }
 
 // Touch implements [EventLog.Touch].

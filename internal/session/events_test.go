@@ -108,6 +108,17 @@ func TestEventLog(t *testing.T) {
 			if _, err := log.Append(context.Background(), other, "p1", []byte("x"), false); !errors.Is(err, session.ErrNotFound) {
 				t.Errorf("Append to another session's stream: %v, want ErrNotFound", err)
 			}
+			// End drops the session's logs, and no other session's.
+			o := mustOpen(t, log, other, "p1")
+			if err := log.End(context.Background(), sid); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := log.Read(context.Background(), sid, "p1", start, 0); !errors.Is(err, session.ErrNotFound) {
+				t.Errorf("Read of an ended session's log: %v, want ErrNotFound", err)
+			}
+			if _, err := log.Read(context.Background(), other, "p1", o, 0); err != nil {
+				t.Errorf("Read of another session's log after End: %v", err)
+			}
 		})
 	}
 }

@@ -426,6 +426,11 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, rq *dispat
 		return
 	}
 	h.streams.end(rq.Session.ID)
+	if h.events != nil {
+		if err := h.events.End(r.Context(), rq.Session.ID); err != nil {
+			h.storeFailed(r, "event log", err) // the logs expire by themselves
+		}
+	}
 	h.srv.EndSession(r.Context(), rq)
 	w.WriteHeader(http.StatusNoContent)
 }
