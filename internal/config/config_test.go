@@ -88,7 +88,7 @@ func TestLoadExample(t *testing.T) {
 			Store:           "memory",
 			IdleTTL:         Duration(30 * time.Minute),
 			MaxSessions:     100000,
-			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Tasks: defaultTasks,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Tasks: defaultTasks, Events: defaultEvents,
 			Redis: defaultRedis,
 		},
 		Upstreams: []Upstream{{
@@ -180,7 +180,7 @@ func TestLoadMissingFile(t *testing.T) {
 var defaultLimits = Limits{
 	StreamsPerPrincipal: 32, StreamsPerTenant: 10000, BatchMessages: 50,
 	ClientInfoBytes: 8 << 10, ClientCapabilitiesBytes: 64 << 10,
-	ParkedCallsPerPrincipal: 16, ListPages: 100, ListBytes: 16 << 20, StdioProcesses: 256, UpstreamStreams: 10_000,
+	ParkedCallsPerPrincipal: 16, DetachedCallsPerPrincipal: 16, ListPages: 100, ListBytes: 16 << 20, StdioProcesses: 256, UpstreamStreams: 10_000,
 }
 
 func TestParseDefaults(t *testing.T) {
@@ -199,7 +199,7 @@ func TestParseDefaults(t *testing.T) {
 			Store:           "memory",
 			IdleTTL:         Duration(30 * time.Minute),
 			MaxSessions:     100000,
-			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Tasks: defaultTasks,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Tasks: defaultTasks, Events: defaultEvents,
 			Redis: defaultRedis,
 		},
 		Auth:      defaultAuth,
@@ -287,12 +287,12 @@ limits:
 		t.Errorf("Server mismatch (-want +got):\n%s", diff)
 	}
 	wantSessions := Sessions{Store: "memory", IdleTTL: Duration(time.Hour), MaxSessions: 10,
-		MaxPerPrincipal: 3, MaxPerTenant: 4, MailboxMessages: 5, MailboxBytes: 6000, Redis: defaultRedis, Tasks: defaultTasks}
+		MaxPerPrincipal: 3, MaxPerTenant: 4, MailboxMessages: 5, MailboxBytes: 6000, Events: defaultEvents, Redis: defaultRedis, Tasks: defaultTasks}
 	if diff := cmp.Diff(wantSessions, got.Sessions); diff != "" {
 		t.Errorf("Sessions mismatch (-want +got):\n%s", diff)
 	}
 	wantLimits := Limits{StreamsPerPrincipal: 1, StreamsPerTenant: 2, BatchMessages: 3, ClientInfoBytes: 4,
-		ClientCapabilitiesBytes: 5, ParkedCallsPerPrincipal: 16, ListPages: 6, ListBytes: 7, StdioProcesses: 256, UpstreamStreams: 10_000}
+		ClientCapabilitiesBytes: 5, ParkedCallsPerPrincipal: 16, DetachedCallsPerPrincipal: 16, ListPages: 6, ListBytes: 7, StdioProcesses: 256, UpstreamStreams: 10_000}
 	if diff := cmp.Diff(wantLimits, got.Limits); diff != "" {
 		t.Errorf("Limits mismatch (-want +got):\n%s", diff)
 	}
@@ -1239,7 +1239,7 @@ func TestParseFull(t *testing.T) {
 			Store:           "redis",
 			IdleTTL:         Duration(30 * time.Minute),
 			MaxSessions:     100000,
-			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Tasks: defaultTasks,
+			MaxPerPrincipal: 100, MaxPerTenant: 10000, MailboxMessages: 64, MailboxBytes: 8 << 20, Tasks: defaultTasks, Events: defaultEvents,
 			Redis: Redis{
 				Addrs:      []string{"redis-0.redis:26379", "[::1]:26379"},
 				MasterName: "mymaster",
@@ -1997,3 +1997,7 @@ func TestRedisSecretNeverLeaks(t *testing.T) {
 
 // defaultTasks is sessions.tasks with every default applied.
 var defaultTasks = Tasks{MaxPerPrincipal: 100, MaxPerTenant: 10000, MaxTasks: 100000, MaxTTL: Duration(time.Hour), ListPageSize: 50}
+
+// defaultEvents are the defaults of sessions.events.
+var defaultEvents = Events{PerStream: 1000, BytesPerStream: 1 << 20, TTL: Duration(2 * time.Minute),
+	StreamsPerSession: 16, MaxStreams: 100_000, MaxBytes: 256 << 20}

@@ -32,7 +32,14 @@ const (
 	DefaultClientCapsBytes   = 64 << 10 // 64 KiB
 	DefaultListPages         = 100
 	DefaultParkedCalls       = 16
-	DefaultListBytes         = 16 << 20 // 16 MiB
+	DefaultDetachedCalls     = 16
+	DefaultEventsPerStream   = 1000
+	DefaultEventBytes        = 1 << 20 // 1 MiB, per stream
+	DefaultEventTTL          = 2 * time.Minute
+	DefaultEventStreams      = 16 // per session
+	DefaultEventMaxStreams   = 100_000
+	DefaultEventMaxBytes     = 256 << 20 // 256 MiB
+	DefaultListBytes         = 16 << 20  // 16 MiB
 	DefaultLists             = ListsShared
 	DefaultUpstreamTimeout   = 30 * time.Second
 	DefaultLeeway            = 30 * time.Second
@@ -171,6 +178,13 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&ss.Tasks.MaxTasks, DefaultMaxTasks)
 	setDefault(&ss.Tasks.MaxTTL, Duration(DefaultTaskMaxTTL))
 	setDefault(&ss.Tasks.ListPageSize, DefaultTaskListPageSize)
+	ev := &ss.Events
+	setDefault(&ev.PerStream, DefaultEventsPerStream)
+	setDefault(&ev.BytesPerStream, DefaultEventBytes)
+	setDefault(&ev.TTL, Duration(DefaultEventTTL))
+	setDefault(&ev.StreamsPerSession, DefaultEventStreams)
+	setDefault(&ev.MaxStreams, DefaultEventMaxStreams)
+	setDefault(&ev.MaxBytes, DefaultEventMaxBytes)
 
 	redisDefaults(&ss.Redis)
 	if c.Budgets.Redis != nil {
@@ -245,6 +259,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&l.ClientInfoBytes, DefaultClientInfoBytes)
 	setDefault(&l.ClientCapabilitiesBytes, DefaultClientCapsBytes)
 	setDefault(&l.ParkedCallsPerPrincipal, DefaultParkedCalls)
+	setDefault(&l.DetachedCallsPerPrincipal, DefaultDetachedCalls)
 	setDefault(&l.ListPages, DefaultListPages)
 	setDefault(&l.ListBytes, DefaultListBytes)
 	setDefault(&l.StdioProcesses, DefaultStdioProcesses)

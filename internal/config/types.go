@@ -171,6 +171,9 @@ type Sessions struct {
 	MailboxMessages int `yaml:"mailbox_messages" cfg:"positive"`
 	// MailboxBytes bounds the bytes one mailbox holds. Default 8 MiB.
 	MailboxBytes int64 `yaml:"mailbox_bytes" cfg:"positive"`
+	// Events bounds the log of SSE events kept so that clients can
+	// resume their streams (Last-Event-ID).
+	Events Events `yaml:"events"`
 	// Redis configures the Redis store (store: redis).
 	Redis Redis `yaml:"redis"`
 	// Tasks bounds the tasks the gateway routes, kept in the same store.
@@ -192,6 +195,28 @@ type Tasks struct {
 	MaxTTL Duration `yaml:"max_ttl"`
 	// ListPageSize is the most tasks one tasks/list page holds. Default 50.
 	ListPageSize int `yaml:"list_page_size" cfg:"positive"`
+}
+
+// Events bounds the event log behind resumable streams (2025-11-25
+// basic/transports, "Resumability and Redelivery"): each stream's recent
+// events, in the session store (a ring in memory, a Redis Stream in Redis).
+type Events struct {
+	// PerStream bounds the events one stream's log keeps; older ones are
+	// dropped. Default 1000.
+	PerStream int `yaml:"per_stream" cfg:"positive"`
+	// BytesPerStream bounds the bytes one stream's log keeps; older
+	// events are dropped. Default 1 MiB.
+	BytesPerStream int64 `yaml:"bytes_per_stream" cfg:"positive"`
+	// TTL is how long a stream's log is kept after its last event.
+	// Default 2m.
+	TTL Duration `yaml:"ttl"`
+	// StreamsPerSession bounds the logs one session keeps; opening one
+	// more drops its oldest. Default 16.
+	StreamsPerSession int `yaml:"streams_per_session" cfg:"positive"`
+	// MaxStreams and MaxBytes bound all the logs of the memory store
+	// (Redis is bounded by its maxmemory). Defaults 100000 and 256 MiB.
+	MaxStreams int   `yaml:"max_streams" cfg:"positive"`
+	MaxBytes   int64 `yaml:"max_bytes" cfg:"positive"`
 }
 
 // Redis configures the Redis session store. One config serves a single
@@ -718,6 +743,11 @@ type Limits struct {
 	// waiting, on one replica, for a 2026-07-28 client's answer to an
 	// upstream's request for input (input_required). Default 16.
 	ParkedCallsPerPrincipal int `yaml:"parked_calls_per_principal" cfg:"positive"`
+	// DetachedCallsPerPrincipal bounds the calls of one principal that go
+	// on, on one replica, after their client hung up from a resumable
+	// stream (the events go to the event log for a resume); beyond it, a
+	// hang-up cancels the call. Default 16.
+	DetachedCallsPerPrincipal int `yaml:"detached_calls_per_principal" cfg:"positive"`
 	// ListPages bounds the pages of one upstream list. Default 100.
 	ListPages int `yaml:"list_pages" cfg:"positive"`
 	// ListBytes bounds the bytes of one upstream list, all pages together.

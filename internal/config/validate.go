@@ -161,6 +161,7 @@ func (v *validator) limits(l *Limits) {
 	nonNegative(v, "limits.client_info_bytes", l.ClientInfoBytes)
 	nonNegative(v, "limits.client_capabilities_bytes", l.ClientCapabilitiesBytes)
 	nonNegative(v, "limits.parked_calls_per_principal", l.ParkedCallsPerPrincipal)
+	nonNegative(v, "limits.detached_calls_per_principal", l.DetachedCallsPerPrincipal)
 	nonNegative(v, "limits.list_pages", l.ListPages)
 	nonNegative(v, "limits.list_bytes", l.ListBytes)
 	nonNegative(v, "limits.upstream_streams", l.UpstreamStreams)
@@ -227,6 +228,16 @@ func (v *validator) sessions(s *Sessions) {
 	nonNegative(v, "sessions.tasks.list_page_size", s.Tasks.ListPageSize)
 	if s.Tasks.ListPageSize > maxTaskListPage {
 		v.addf("sessions.tasks.list_page_size", "must be at most %d", maxTaskListPage)
+	}
+	ev := &s.Events
+	nonNegative(v, "sessions.events.per_stream", ev.PerStream)
+	nonNegative(v, "sessions.events.bytes_per_stream", ev.BytesPerStream)
+	nonNegative(v, "sessions.events.ttl", ev.TTL)
+	nonNegative(v, "sessions.events.streams_per_session", ev.StreamsPerSession)
+	nonNegative(v, "sessions.events.max_streams", ev.MaxStreams)
+	nonNegative(v, "sessions.events.max_bytes", ev.MaxBytes)
+	if ev.MaxBytes > 0 && ev.BytesPerStream > ev.MaxBytes {
+		v.addf("sessions.events.bytes_per_stream", "%d exceeds sessions.events.max_bytes (%d)", ev.BytesPerStream, ev.MaxBytes)
 	}
 	v.redis("sessions.redis", &s.Redis)
 }

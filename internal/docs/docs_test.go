@@ -539,11 +539,13 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.LogSuppressed("session store")
 	m.UpstreamProcess("fs")(1, false)
 	m.UpstreamProcess("fs")(-1, true)
+	m.StreamResumed(telemetry.ResumeOK)
+	m.CallDetached(1)
 	return []string{
 		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial",
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed", "UpstreamStream",
 		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "SchemaViolation", "QuarantinedItems", "TokenFetch", "LogSuppressed",
-		"BudgetRefusal", "QuotaUsed", "CircuitOpen", "UpstreamProcess",
+		"BudgetRefusal", "QuotaUsed", "CircuitOpen", "UpstreamProcess", "StreamResumed", "CallDetached",
 		"Handler", // serves, records nothing
 	}
 }

@@ -76,6 +76,7 @@ type Gateway struct {
 	limiter *telemetry.LogLimiter // log's handler
 	opts    Options
 	store   store
+	events  session.EventLog   // the SSE events kept for resumes
 	server  *dispatch.Server   // the methods, the catalog, the upstreams
 	edge    *transport.Handler // the MCP endpoint in front of server
 	mux     http.Handler
@@ -119,6 +120,12 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	log = slog.New(limiter)
 	var expire atomic.Pointer[dispatch.Server]
 	var store store
+	var events session.EventLog
+	ev := cfg.Sessions.Events
+	evLimits := session.EventLimits{
+		EventsPerStream: ev.PerStream, BytesPerStream: ev.BytesPerStream, TTL: ev.TTL.D(),
+		StreamsPerSession: ev.StreamsPerSession, MaxStreams: ev.MaxStreams, MaxBytes: ev.MaxBytes,
+	}
 	switch cfg.Sessions.Store {
 	case config.StoreRedis:
 		// Records expire inside Redis; their upstream sessions expire on
@@ -132,7 +139,9 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 			return nil, err
 		}
 		store = rs
+		events = session.NewRedisEvents(rs, evLimits)
 	default:
+		events = session.NewMemoryEvents(evLimits, nil)
 		// Sessions that expire in the store end their upstream sessions
 		// too. The hook runs in the store's sweeper: Expire only queues
 		// the work for the server's bounded pool of workers.
@@ -166,8 +175,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	expire.Store(srv)
-	edge := transport.New(srv, transport.Options{Logger: log, Metrics: metrics})
-	g := &Gateway{log: log, limiter: limiter, opts: opts, store: store, server: srv, edge: edge, metrics: metrics}
+	edge := transport.New(srv, transport.Options{Logger: log, Metrics: metrics, Events: events})
+	g := &Gateway{log: log, limiter: limiter, opts: opts, store: store, events: events, server: srv, edge: edge, metrics: metrics}
 	v, err := g.verifierFor(cfg, nil)
 	if err != nil {
 		g.Close()
@@ -261,6 +270,9 @@ func (g *Gateway) Handler() http.Handler { return g.mux }
 func (g *Gateway) Close() error {
 	g.stopWatch()
 	err := errors.Join(g.server.Close(), g.store.Close())
+	if c, ok := g.events.(interface{ Close() error }); ok {
+		err = errors.Join(err, c.Close())
+	}
 	g.limiter.Close() // last: the closes above may log
 	return err
 }

@@ -395,12 +395,20 @@ func TestCancellationReachesUpstream(t *testing.T) {
 	}
 }
 
+// TestClientDisconnectCancelsUpstream: closing a 2026-07-28 request's
+// stream cancels it (basic/transports/streamable-http, "Cancellation").
+// A 2025-11-25 stream is resumable, and a hang-up leaves its call running
+// (see TestHangUpBound).
 func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	a := testkit.NewUpstream(t, "alpha")
 	url := startGateway(t, []upstreamSpec{spec(a)})
-	sid := initialize(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
-	req := post(t, url, sid, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"alpha__block","_meta":{"progressToken":1}}}`)
+	req := post(t, url, "", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"alpha__block","_meta":{`+
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"0"},`+
+		`"io.modelcontextprotocol/clientCapabilities":{},"progressToken":1}}}`)
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "alpha__block")
 	req = req.WithContext(ctx)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -409,8 +417,8 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	defer resp.Body.Close()
 	// Read the first event (the "blocked" progress), then hang up.
 	buf := make([]byte, 512)
-	if _, err := resp.Body.Read(buf); err != nil {
-		t.Fatal(err)
+	if n, err := resp.Body.Read(buf); err != nil {
+		t.Fatalf("%d %s: %v", resp.StatusCode, buf[:n], err)
 	}
 	cancel()
 	select {

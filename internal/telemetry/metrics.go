@@ -105,6 +105,7 @@ type Metrics struct {
 	denials  *prometheus.CounterVec
 	streams  prometheus.Gauge
 	listens  prometheus.Gauge
+	resume   resumeMetrics
 	reloads  *prometheus.CounterVec
 	gen      prometheus.Gauge
 	lastOK   prometheus.Gauge
@@ -259,6 +260,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		sessions, m.streams, m.listens, m.reloads, m.gen, m.lastOK, m.limits, m.names, m.schemas, m.pinned, m.tokens, m.logSup,
 		m.budgets, m.quotas, m.circuits, m.procs, m.exits,
 	)
+	m.resume = newResumeMetrics(reg)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
 	}
@@ -475,6 +477,7 @@ const (
 	LimitTasksPrincipal  = "tasks_per_principal"
 	LimitTasksTenant     = "tasks_per_tenant"
 	LimitTasks           = "max_tasks"
+	LimitDetachedCalls   = "detached_calls_per_principal"
 	// LimitStdioProcesses is limits.stdio_processes; LimitMaxProcesses
 	// is upstreams[].stdio.max_processes.
 	LimitStdioProcesses = "stdio_processes"
@@ -486,7 +489,8 @@ var limitNames = set(LimitBodyBytes, LimitReadBodyTimeout, LimitSessions, LimitS
 	LimitClientCapabilities, LimitMailboxMessages, LimitMailboxBytes, LimitUnsolicitedAnswer,
 	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime, LimitStdioProcesses, LimitMaxProcesses,
 	LimitUpstreamStreams, LimitStreamQueue, LimitBusQueue,
-	LimitTasksPrincipal, LimitTasksTenant, LimitTasks)
+	LimitTasksPrincipal, LimitTasksTenant, LimitTasks,
+	LimitDetachedCalls)
 
 // LimitRejection records a request or an upstream answer refused at a
 // limit: mcpgw_limit_rejections_total{limit,tenant}. limit is one of the

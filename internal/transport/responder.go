@@ -33,6 +33,12 @@ type responder struct {
 	publicURL string
 	// onSSE, if set, is called once when the response becomes a stream.
 	onSSE func()
+	// log, if set, gives the stream's events ids and logs them, so that
+	// the client can resume it (see resume.go). With logTo set, startSSE
+	// makes it: a JSON body costs nothing.
+	log    *streamLog
+	logTo  logTarget
+	hangUp hangUp // see callContext
 
 	mu      sync.Mutex
 	sse     bool
@@ -76,6 +82,7 @@ func (r *responder) finish() {
 	defer r.mu.Unlock()
 	r.finished = true
 	r.flushedLocked()
+	r.log.end()
 }
 
 // flushedLocked notes that the headers are out (or need not be flushed).
@@ -114,6 +121,19 @@ func (r *responder) startSSE() {
 	if r.onSSE != nil {
 		r.onSSE()
 	}
+	if r.log == nil {
+		r.log = r.logTo.newLog()
+	}
+	if r.log != nil {
+		// 2025-11-25 basic/transports, "Sending Messages to the Server"
+		// 6: an event with an id and empty data first, which the client
+		// can resume from before anything else is sent.
+		if r.buf == nil {
+			r.buf = getEventBuf() // the last event's too, see lastEvent
+		}
+		r.buf = r.log.appendPriming(r.buf[:0])
+		_, _ = r.w.Write(r.buf)
+	}
 	if r.lazyHeaders {
 		r.unflushed = true
 		r.headerTimer = time.AfterFunc(sseHeaderDelay, r.flushHeaders)
@@ -135,15 +155,30 @@ func (r *responder) Event(msg []byte) error {
 	if !r.sse {
 		return nil // a JSON body was written already; nothing can follow it
 	}
-	r.buf = appendEvent(r.buf[:0], msg)
+	r.buf = r.log.appendID(r.buf[:0], msg, false)
+	if r.log.detached() {
+		return nil // logged for a resume; the connection is gone
+	}
+	r.buf = appendEvent(r.buf, msg)
 	if _, err := r.w.Write(r.buf); err != nil {
-		return fmt.Errorf("%w: %w", dispatch.ErrClientGone, err)
+		return r.gone(err)
 	}
 	r.flushedLocked()
 	if err := r.rc.Flush(); err != nil {
-		return fmt.Errorf("%w: %w", dispatch.ErrClientGone, err)
+		return r.gone(err)
 	}
 	return nil
+}
+
+// gone handles a failed write: the client is gone, unless the stream is
+// logged, when the events go on to the log for the client to resume
+// (2025-11-25 basic/transports: disconnection is no cancellation).
+func (r *responder) gone(err error) error {
+	if r.log.resumable() {
+		r.log.detach()
+		return nil
+	}
+	return fmt.Errorf("%w: %w", dispatch.ErrClientGone, err)
 }
 
 // Retry writes an SSE block with only a retry field, d in milliseconds,
@@ -176,14 +211,23 @@ func (r *responder) Retry(d time.Duration) error {
 // not flushed: the handler returns right after it, and net/http then
 // flushes it together with the end of the chunked body, one write to the
 // connection instead of two. The event buffer goes back to its pool.
-func (r *responder) lastEvent(build func(dst []byte) []byte) {
+func (r *responder) lastEvent(build func(dst []byte) []byte, msg func() []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.buf == nil {
 		r.buf = getEventBuf()
 	}
-	r.buf = build(r.buf[:0])
-	_, _ = r.w.Write(r.buf)
+	r.buf = r.buf[:0]
+	if r.log != nil {
+		// The message is made once, for the log and the event.
+		m := msg()
+		r.buf = r.log.appendID(r.buf, m, true)
+		build = func(dst []byte) []byte { return appendEvent(dst, m) }
+	}
+	if !r.log.detached() {
+		r.buf = build(r.buf)
+		_, _ = r.w.Write(r.buf)
+	}
 	r.flushedLocked() // the handler's return flushes
 	putEventBuf(r.buf)
 	r.buf = nil
@@ -257,18 +301,18 @@ func appendResultEvent(dst []byte, id jsonrpc.ID, result json.RawMessage) []byte
 // else as an application/json body with the given status. Nothing may be
 // written after it.
 func (r *responder) final(status int, msg []byte) {
-	r.last(func(dst []byte) []byte { return appendEvent(dst, msg) }, func() { writeJSON(r.w, status, msg) })
+	r.last(func(dst []byte) []byte { return appendEvent(dst, msg) }, func() []byte { return msg }, func() { writeJSON(r.w, status, msg) })
 }
 
 // last writes the response message: with event, as the stream's last
-// event, or, when nothing was written yet, with body, as the whole body,
-// r.mu held.
-func (r *responder) last(event func(dst []byte) []byte, body func()) {
+// event (msg returns the message, for the log), or, when nothing was
+// written yet, with body, as the whole body, r.mu held.
+func (r *responder) last(event func(dst []byte) []byte, msg func() []byte, body func()) {
 	r.mu.Lock()
 	sse, written := r.sse, r.written
 	r.mu.Unlock()
 	if sse {
-		r.lastEvent(event)
+		r.lastEvent(event, msg)
 		return
 	}
 	if written {
@@ -284,7 +328,9 @@ func (r *responder) last(event func(dst []byte) []byte, body func()) {
 // three parts, so that a large result (a cached list) is not copied into a
 // new envelope for every response.
 func (r *responder) Result(id jsonrpc.ID, result json.RawMessage) {
-	r.last(func(dst []byte) []byte { return appendResultEvent(dst, id, result) }, func() { r.writeResult(id, result) })
+	r.last(func(dst []byte) []byte { return appendResultEvent(dst, id, result) },
+		func() []byte { return jsonrpc.AppendResult(nil, id, result) },
+		func() { r.writeResult(id, result) })
 }
 
 // writeResult writes a success response as the whole body.

@@ -37,6 +37,7 @@ func (h *Handler) serveRequest(w http.ResponseWriter, r *http.Request, rq *dispa
 	out := newResponder(w)
 	out.publicURL = rq.State().Config().Server.PublicURL
 	out.onSSE = h.metrics.SSEStreamOpened
+	out.logTo = h.logTarget(r, rq, 'p', msg.ID)
 	out.deferHeaders()
 	defer out.finish()
 	defer func() {
@@ -44,7 +45,9 @@ func (h *Handler) serveRequest(w http.ResponseWriter, r *http.Request, rq *dispa
 			h.metrics.SSEStreamClosed()
 		}
 	}()
-	if final := h.srv.Serve(r.Context(), rq, msg, out, m); final != nil {
+	ctx := h.callContext(r, rq, out)
+	defer out.hangUp.done()
+	if final := h.srv.Serve(ctx, rq, msg, out, m); final != nil {
 		out.final(http.StatusOK, final)
 	}
 }

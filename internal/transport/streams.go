@@ -193,6 +193,11 @@ type streamHooks struct {
 	// more messages for it, the shape each goes through (nil drops it),
 	// and stop, which ends them and waits.
 	source func() (msgs <-chan []byte, shape func([]byte) []byte, stop func())
+	// log, if set, gives the stream's events ids (resume.go).
+	log *streamLog
+	// replay, if set, writes a resumed stream's logged events before
+	// anything else, and reports whether the stream goes on.
+	replay func(out *responder) bool
 }
 
 // runStream registers a stream under key for rq's principal and serves it
@@ -218,8 +223,12 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 	}
 	out := newResponder(w)
 	out.onSSE = h.metrics.SSEStreamOpened
+	out.log = hooks.log
 	out.startSSE()
 	defer h.metrics.SSEStreamClosed()
+	if hooks.replay != nil && !hooks.replay(out) {
+		return
+	}
 	if hooks.first != nil && out.Event(hooks.first) != nil {
 		return
 	}
@@ -253,6 +262,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 				return
 			}
 			_ = rc.Flush()
+			hooks.log.touch()
 			if hooks.alive != nil && !hooks.alive(r.Context()) {
 				return
 			}
@@ -282,8 +292,17 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 // and what dispatch relays from the session's upstream streams and the
 // session bus (see dispatch.Server.Listen).
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *dispatch.Request) {
+	h.runStream(w, r, rq, rq.Session.ID, jsonrpc.ID{}, "", h.getStreamHooks(r, rq, h.logTarget(r, rq, 'g', jsonrpc.ID{}).newLog(), nil))
+}
+
+// getStreamHooks are the hooks of a session's GET stream r, logged by l
+// and resumed by replay (either may be nil): it relays what dispatch
+// hears for the session outside any request (dispatch.Server.Listen).
+func (h *Handler) getStreamHooks(r *http.Request, rq *dispatch.Request, l *streamLog, replay func(*responder) bool) streamHooks {
 	id := rq.Session.ID
-	h.runStream(w, r, rq, id, jsonrpc.ID{}, "", streamHooks{
+	return streamHooks{
+		log:    l,
+		replay: replay,
 		source: func() (<-chan []byte, func([]byte) []byte, func()) { return h.srv.Listen(r.Context(), rq) },
 		alive: func(ctx context.Context) bool {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -291,5 +310,5 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *dispat
 			_, err := h.store.Get(ctx, id)
 			return !errors.Is(err, session.ErrNotFound) // deleted, maybe on another replica
 		},
-	})
+	}
 }

@@ -27,6 +27,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics, if nil, means no metrics.
 	Metrics *telemetry.Metrics
+	// Events, if set, logs the SSE events of session streams, which makes
+	// them resumable (resume.go).
+	Events session.EventLog
 }
 
 // Handler is the MCP endpoint.
@@ -36,6 +39,10 @@ type Handler struct {
 	log     *slog.Logger
 	metrics *telemetry.Metrics
 	streams streams
+
+	events   session.EventLog // nil: streams are not resumable
+	detached detachedCalls
+	calls    liveCalls
 }
 
 // New returns the endpoint of srv. It tells the streams it holds when an
@@ -45,7 +52,7 @@ func New(srv *dispatch.Server, opts Options) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{srv: srv, store: srv.Store(), log: log, metrics: opts.Metrics}
+	h := &Handler{srv: srv, store: srv.Store(), log: log, metrics: opts.Metrics, events: opts.Events}
 	srv.OnListChanged(h.upstreamListChanged)
 	return h
 }
@@ -402,6 +409,10 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, rq *dispatch.
 	if !h.loadSession(w, r, rq) {
 		return
 	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" && h.events != nil {
+		h.serveResume(w, r, rq, id)
+		return
+	}
 	h.serveStream(w, r, rq)
 }
 
@@ -415,6 +426,11 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, rq *dispat
 		return
 	}
 	h.streams.end(rq.Session.ID)
+	if h.events != nil {
+		if err := h.events.End(r.Context(), rq.Session.ID); err != nil {
+			h.storeFailed(r, "event log", err) // the logs expire by themselves
+		}
+	}
 	h.srv.EndSession(r.Context(), rq)
 	w.WriteHeader(http.StatusNoContent)
 }
