@@ -68,25 +68,37 @@ func ExposeContentBlocks(blocks json.RawMessage, prefix string) (json.RawMessage
 	if prefix == "" || !bytes.Contains(blocks, resourceWord) {
 		return blocks, false
 	}
+	return rewriteElements(blocks, func(block []byte) ([]byte, bool) { return exposeBlock(block, prefix) })
+}
+
+// rewriteElements returns arr, a JSON array, with each element that fn
+// rewrites (fn's second result true) replaced by fn's first, and whether
+// any was; every other byte, and arr itself when none was, stays as it
+// came. Only the elements that mention a resource are given to fn.
+func rewriteElements(arr []byte, fn func(elem []byte) ([]byte, bool)) ([]byte, bool) {
 	var out []byte
 	last := 0
-	err := jsonx.EachElement(blocks, func(start, end int) error {
-		b, ok := exposeBlock(blocks[start:end], prefix)
+	err := jsonx.EachElement(arr, func(start, end int) error {
+		elem := arr[start:end]
+		if !bytes.Contains(elem, resourceWord) {
+			return nil
+		}
+		b, ok := fn(elem)
 		if !ok {
 			return nil
 		}
 		if out == nil {
-			out = make([]byte, 0, len(blocks)+len(blocks)/8)
+			out = make([]byte, 0, len(arr)+len(arr)/8)
 		}
-		out = append(out, blocks[last:start]...)
+		out = append(out, arr[last:start]...)
 		out = append(out, b...)
 		last = end
 		return nil
 	})
 	if err != nil || out == nil {
-		return blocks, false
+		return arr, false
 	}
-	return append(out, blocks[last:]...), true
+	return append(out, arr[last:]...), true
 }
 
 // exposeBlock exposes the URI of one ContentBlock, if it is a
@@ -132,38 +144,28 @@ func ExposePromptMessages(messages json.RawMessage, prefix string) (json.RawMess
 	if prefix == "" || !bytes.Contains(messages, resourceWord) {
 		return messages, false
 	}
-	var out []byte
-	last := 0
-	err := jsonx.EachElement(messages, func(start, end int) error {
-		elem := messages[start:end]
-		if !bytes.Contains(elem, resourceWord) {
-			return nil
-		}
-		m, err := jsonx.ParseValidObject(elem)
-		if err != nil {
-			return nil
-		}
-		c := m.Get("content")
-		if c == nil {
-			return nil
-		}
-		b, ok := exposeBlock(c, prefix)
-		if !ok {
-			return nil
-		}
-		m.Set("content", b)
-		if out == nil {
-			out = make([]byte, 0, len(messages)+len(messages)/8)
-		}
-		out = append(out, messages[last:start]...)
-		out = m.AppendTo(out)
-		last = end
-		return nil
+	return rewriteElements(messages, func(elem []byte) ([]byte, bool) {
+		return rewriteMember(elem, "content", func(c []byte) ([]byte, bool) { return exposeBlock(c, prefix) })
 	})
-	if err != nil || out == nil {
-		return messages, false
+}
+
+// rewriteMember returns obj, a JSON object, with its member name
+// rewritten by fn, and whether it was.
+func rewriteMember(obj []byte, name string, fn func(v []byte) ([]byte, bool)) ([]byte, bool) {
+	o, err := jsonx.ParseValidObject(obj)
+	if err != nil {
+		return nil, false
 	}
-	return append(out, messages[last:]...), true
+	v := o.Get(name)
+	if v == nil {
+		return nil, false
+	}
+	b, ok := fn(v)
+	if !ok {
+		return nil, false
+	}
+	o.Set(name, b)
+	return o.Bytes(), true
 }
 
 // ExposeUIMeta returns meta, a _meta object, with the MCP Apps link to a
@@ -248,63 +250,23 @@ func ExposeSamplingParams(params json.RawMessage, prefix string) json.RawMessage
 	if prefix == "" || !bytes.Contains(params, resourceWord) {
 		return params
 	}
-	p, err := jsonx.ParseValidObject(params)
-	if err != nil {
-		return params
-	}
-	messages := p.Get("messages")
-	var out []byte
-	last := 0
-	err = jsonx.EachElement(messages, func(start, end int) error {
-		elem := messages[start:end]
-		if !bytes.Contains(elem, resourceWord) {
-			return nil
-		}
-		m, err := jsonx.ParseValidObject(elem)
-		if err != nil {
-			return nil
-		}
-		c, ok := exposeSamplingContent(m.Get("content"), prefix)
-		if !ok {
-			return nil
-		}
-		m.Set("content", c)
-		out = append(out, messages[last:start]...)
-		out = m.AppendTo(out)
-		last = end
-		return nil
+	out, ok := rewriteMember(params, "messages", func(messages []byte) ([]byte, bool) {
+		return rewriteElements(messages, func(elem []byte) ([]byte, bool) {
+			return rewriteMember(elem, "content", func(c []byte) ([]byte, bool) { return exposeSamplingContent(c, prefix) })
+		})
 	})
-	if err != nil || out == nil {
+	if !ok {
 		return params
 	}
-	p.Set("messages", append(out, messages[last:]...))
-	return p.Bytes()
+	return out
 }
 
 // exposeSamplingContent exposes the URIs in one SamplingContent, or in an
 // array of them, and reports whether anything changed.
-func exposeSamplingContent(c json.RawMessage, prefix string) (json.RawMessage, bool) {
+func exposeSamplingContent(c []byte, prefix string) ([]byte, bool) {
 	c = bytes.TrimSpace(c)
-	if len(c) == 0 {
-		return c, false
-	}
-	if c[0] == '[' {
-		var out []byte
-		last := 0
-		err := jsonx.EachElement(c, func(start, end int) error {
-			b, ok := exposeToolResult(c[start:end], prefix)
-			if !ok {
-				return nil
-			}
-			out = append(out, c[last:start]...)
-			out = append(out, b...)
-			last = end
-			return nil
-		})
-		if err != nil || out == nil {
-			return c, false
-		}
-		return append(out, c[last:]...), true
+	if len(c) > 0 && c[0] == '[' {
+		return rewriteElements(c, func(elem []byte) ([]byte, bool) { return exposeToolResult(elem, prefix) })
 	}
 	return exposeToolResult(c, prefix)
 }
@@ -312,7 +274,7 @@ func exposeSamplingContent(c json.RawMessage, prefix string) (json.RawMessage, b
 // exposeToolResult exposes the URIs of the content blocks of a
 // tool_result SamplingContent.
 func exposeToolResult(block []byte, prefix string) ([]byte, bool) {
-	if !bytes.Contains(block, resourceWord) {
+	if !bytes.Contains(block, resourceWord) || !bytes.Contains(block, []byte("tool_result")) {
 		return nil, false
 	}
 	o, err := jsonx.ParseValidObject(block)
@@ -322,10 +284,5 @@ func exposeToolResult(block []byte, prefix string) ([]byte, bool) {
 	if typ, _ := o.GetString("type"); typ != "tool_result" {
 		return nil, false
 	}
-	inner, ok := ExposeContentBlocks(o.Get("content"), prefix)
-	if !ok {
-		return nil, false
-	}
-	o.Set("content", inner)
-	return o.Bytes(), true
+	return rewriteMember(block, "content", func(blocks []byte) ([]byte, bool) { return ExposeContentBlocks(blocks, prefix) })
 }
