@@ -202,7 +202,8 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, rq *dispat
 			ToolsListChanged      bool     `json:"toolsListChanged"`
 			PromptsListChanged    bool     `json:"promptsListChanged"`
 			ResourcesListChanged  bool     `json:"resourcesListChanged"`
-			ResourceSubscriptions []string `json:"resourceSubscriptions"`
+			ResourceSubscriptions []string        `json:"resourceSubscriptions"`
+			TaskIDs               json.RawMessage `json:"taskIds"`
 		} `json:"notifications"`
 	}
 	if len(msg.Params) > 0 && json.Unmarshal(msg.Params, &params) != nil {
@@ -210,9 +211,19 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, rq *dispat
 		return
 	}
 	n := params.Notifications
-	// Resource update subscriptions are not relayed: they are left out of
-	// the acknowledgment, as the revision says for unsupported types.
-	agreed := map[string]bool{}
+	if n.TaskIDs != nil {
+		// The Tasks extension's filter: a caller that did not declare the
+		// extension is told so; one that did is agreed no task ids (task
+		// notifications are not relayed: it polls tasks/get).
+		if ce := rq.ListenTasksError(); ce != nil {
+			e := ce.RPCError()
+			writeJSON(w, http.StatusBadRequest, jsonrpc.AppendError(nil, msg.ID, e))
+			return
+		}
+	}
+	// Types the gateway does not relay are left out of the acknowledgment,
+	// as the revision says for unsupported types.
+	agreed := map[string]any{}
 	if n.ToolsListChanged {
 		agreed["toolsListChanged"] = true
 	}
@@ -231,6 +242,27 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, rq *dispat
 		b, _ := json.Marshal(p)
 		return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, method, b)
 	}
+	var hooks streamHooks
+	if len(n.ResourceSubscriptions) > 0 {
+		uris, updates, stop := h.srv.SubscribeResources(r.Context(), rq, n.ResourceSubscriptions)
+		defer stop()
+		if len(uris) > 0 {
+			agreed["resourceSubscriptions"] = uris
+			hooks.source = func() (<-chan []byte, func([]byte) []byte, func()) {
+				return updates, func(raw []byte) []byte {
+					m, err := jsonrpc.Decode(raw)
+					if err != nil {
+						return nil
+					}
+					var p struct {
+						URI string `json:"uri"`
+					}
+					_ = json.Unmarshal(m.Params, &p)
+					return tag(m.Method, map[string]any{"uri": p.URI})
+				}, func() {}
+			}
+		}
+	}
 	wanted := map[string]string{
 		"notifications/tools/list_changed":     "toolsListChanged",
 		"notifications/prompts/list_changed":   "promptsListChanged",
@@ -240,15 +272,14 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, rq *dispat
 	// A graceful closure, when the gateway ends the subscription, is a
 	// response to the listen request.
 	closed, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{protocol.MetaSubscriptionID: subID}})
-	h.runStream(w, r, rq, "listen:"+session.NewID(), msg.ID, msg.Method, streamHooks{
-		first: tag("notifications/subscriptions/acknowledged", map[string]any{"notifications": agreed}),
-		shape: func(raw []byte) []byte {
-			m, err := jsonrpc.Decode(raw)
-			if err != nil || !agreed[wanted[m.Method]] {
-				return nil
-			}
-			return tag(m.Method, nil)
-		},
-		ended: jsonrpc.AppendResult(nil, msg.ID, closed),
-	})
+	hooks.first = tag("notifications/subscriptions/acknowledged", map[string]any{"notifications": agreed})
+	hooks.shape = func(raw []byte) []byte {
+		m, err := jsonrpc.Decode(raw)
+		if err != nil || agreed[wanted[m.Method]] != true {
+			return nil
+		}
+		return tag(m.Method, nil)
+	}
+	hooks.ended = jsonrpc.AppendResult(nil, msg.ID, closed)
+	h.runStream(w, r, rq, "listen:"+session.NewID(), msg.ID, msg.Method, hooks)
 }

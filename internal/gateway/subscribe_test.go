@@ -1,0 +1,170 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/gateway/internal/config"
+)
+
+// TestStatelessResourceSubscriptions: a 2026-07-28 client's
+// subscriptions/listen with resourceSubscriptions is agreed for the
+// resources of a 2025-11-25 upstream that offers subscriptions, and gets
+// their updates, with the gateway's URIs, tagged with its subscription,
+// and nothing of another resource; a URI the tenant may not see, or of no
+// upstream, is not agreed. Closing the stream ends the upstream
+// subscription. Task notifications asked for without the Tasks extension
+// are refused with -32021.
+func TestStatelessResourceSubscriptions(t *testing.T) {
+	subscribed, unsubscribed := make(chan string, 256), make(chan struct{}, 4)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "up"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, r *mcp.SubscribeRequest) error {
+			subscribed <- r.Params.URI
+			return nil
+		},
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	for _, name := range []string{"a", "b", "secret"} {
+		uri := "test://up/" + name
+		srv.AddResource(&mcp.Resource{URI: uri, Name: name}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: name}}}, nil
+		})
+	}
+	hs := newSDKServer(t, srv, func() { unsubscribed <- struct{}{} })
+	url := startGateway(t, []upstreamSpec{{name: "up", url: hs}}, func(c *config.Config) {
+		c.Tenants = []config.Tenant{{ID: "default", Upstreams: []config.TenantUpstream{{Name: "up", Resources: config.Rules{Deny: []string{"test://up/secret"}}}}}}
+	})
+	// The tenant's resources, as a 2026-07-28 client sees them.
+	if resp, body := do(t, post2026(t, url, 1, "resources/list", "")); resp.StatusCode != 200 || !strings.Contains(body, `"up+test://up/a"`) {
+		t.Fatalf("resources/list: %d %s", resp.StatusCode, body)
+	}
+
+	// Task notifications without the extension: -32021.
+	resp, body := do(t, post2026(t, url, 2, "subscriptions/listen", `"notifications":{"taskIds":["task-1"]}`))
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "-32021") || !strings.Contains(body, "io.modelcontextprotocol/tasks") {
+		t.Errorf("taskIds without the extension: %d %s", resp.StatusCode, body)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req := post2026(t, url, 42, "subscriptions/listen",
+		`"notifications":{"resourceSubscriptions":["up+test://up/a","up+test://up/secret","up+test://up/none","other://x"]}`).WithContext(ctx)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- d
+			}
+		}
+		close(events)
+	}()
+	next := func() string {
+		t.Helper()
+		select {
+		case e := <-events:
+			return e
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event on the subscription")
+			return ""
+		}
+	}
+	validate := schemaValidator(t)
+	ack := next()
+	validate("SubscriptionsAcknowledgedNotification", ack)
+	// up+test://up/none is the upstream's to judge, as a resources/read
+	// of it would be: this one accepts any subscription.
+	if !strings.Contains(ack, `"up+test://up/a"`) || strings.Contains(ack, "secret") || strings.Contains(ack, "other://") ||
+		!strings.Contains(ack, `"io.modelcontextprotocol/subscriptionId":42`) {
+		t.Fatalf("acknowledgment: %s", ack)
+	}
+	for range 2 {
+		select {
+		case got := <-subscribed:
+			if got != "test://up/a" && got != "test://up/none" {
+				t.Fatalf("the upstream was subscribed to %s", got)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the upstream was not subscribed")
+		}
+	}
+	for _, uri := range []string{"test://up/b", "test://up/secret", "test://up/a"} {
+		_ = srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+	}
+	ev := next()
+	validate("ResourceUpdatedNotification", ev)
+	if !strings.Contains(ev, `"uri":"up+test://up/a"`) || !strings.Contains(ev, `"io.modelcontextprotocol/subscriptionId":42`) {
+		t.Errorf("update: %s", ev)
+	}
+	select {
+	case e := <-events:
+		t.Errorf("an update not subscribed to: %s", e)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	// Closing the stream ends the upstream session it subscribed on.
+	cancel()
+	select {
+	case <-unsubscribed:
+	case <-time.After(5 * time.Second):
+		t.Error("the upstream session of the subscription was not ended")
+	}
+
+	// A client asking for more resources than a listen may hold is agreed
+	// the bound's worth, and the upstream subscribed to no more.
+	var many []string
+	for i := range 200 {
+		many = append(many, fmt.Sprintf("%q", fmt.Sprintf("up+test://up/n%d", i)))
+	}
+	for len(subscribed) > 0 {
+		<-subscribed
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	resp2, err := http.DefaultClient.Do(post2026(t, url, 43, "subscriptions/listen",
+		`"notifications":{"resourceSubscriptions":[`+strings.Join(many, ",")+`]}`).WithContext(ctx2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp2.Body.Close()
+	sc := bufio.NewScanner(resp2.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			if n := strings.Count(d, "up+test://up/n"); n != 64 {
+				t.Errorf("%d resources agreed of 200, want the bound, 64", n)
+			}
+			break
+		}
+	}
+}
+
+// newSDKServer serves srv over Streamable HTTP and returns its URL; ended
+// is called when a client deletes its session.
+func newSDKServer(t *testing.T, srv *mcp.Server, ended func()) string {
+	t.Helper()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			defer ended()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	return hs.URL
+}
