@@ -199,9 +199,9 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *dis
 func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, rq *dispatch.Request, msg *jsonrpc.Message) {
 	var params struct {
 		Notifications struct {
-			ToolsListChanged      bool     `json:"toolsListChanged"`
-			PromptsListChanged    bool     `json:"promptsListChanged"`
-			ResourcesListChanged  bool     `json:"resourcesListChanged"`
+			ToolsListChanged      bool            `json:"toolsListChanged"`
+			PromptsListChanged    bool            `json:"promptsListChanged"`
+			ResourcesListChanged  bool            `json:"resourcesListChanged"`
 			ResourceSubscriptions []string        `json:"resourceSubscriptions"`
 			TaskIDs               json.RawMessage `json:"taskIds"`
 		} `json:"notifications"`
