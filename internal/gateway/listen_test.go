@@ -413,12 +413,14 @@ func TestListenStopsWhenTheUpstreamIsGone(t *testing.T) {
 	if err := g.Reload(&next); err != nil {
 		t.Fatal(err)
 	}
-	n := len(alice.Logs())
 	u.logAll("after")            // ends the relay
 	waitUpstreamStreams(t, g, 1) // other's
 	u.logAll("after")
 	time.Sleep(200 * time.Millisecond)
-	if got := alice.Logs(); len(got) != n {
-		t.Errorf("messages after the upstream was taken from the tenant: %v", got[n:])
+	// ("before" messages of the loop above may still be arriving.)
+	for _, got := range alice.Logs() {
+		if strings.Contains(got, "after") {
+			t.Errorf("a message after the upstream was taken from the tenant: %v", got)
+		}
 	}
 }
