@@ -32,12 +32,26 @@ const (
 // that can answer them) offers each client through the gateway the tools it
 // offers it directly, and no client is shown a tool another's capabilities
 // unlocked, whichever listed first. The same holds for 2026-07-28 callers,
-// whose capabilities are per request.
+// whose capabilities are per request; and across replicas (Redis,
+// round-robin load balancer), where each replica keeps its listings apart
+// and the stateless callers' upstream sessions are shared per declared set.
 func TestUpstreamsAreAnnouncedTheClientsCapabilities(t *testing.T) {
 	evURL := testkit.StartEverythingHTTP(t)
-	url := startGateway(t, nil, func(c *config.Config) {
+	ev := func(c *config.Config) {
 		c.Upstreams = append(c.Upstreams, config.Upstream{Name: "ev", URL: evURL})
+	}
+	t.Run("one replica", func(t *testing.T) { testAnnounced(t, startGateway(t, nil, ev)) })
+	t.Run("two replicas", func(t *testing.T) {
+		store := redisStore(t)
+		lb := testkit.StartLB(t, []string{
+			strings.TrimSuffix(startGateway(t, nil, ev, store), "/mcp"),
+			strings.TrimSuffix(startGateway(t, nil, ev, store), "/mcp"),
+		})
+		testAnnounced(t, lb.URL+"/mcp")
 	})
+}
+
+func testAnnounced(t *testing.T, url string) {
 	ctx := context.Background()
 	tools := func(cs *mcp.ClientSession) []string {
 		t.Helper()
