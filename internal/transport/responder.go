@@ -50,6 +50,8 @@ type responder struct {
 	lazyHeaders bool
 	unflushed   bool // headers written, not flushed
 	headerTimer *time.Timer
+	// streamTimer starts a stream that Stream deferred (see Stream).
+	streamTimer *time.Timer
 	finished    bool // the handler is done with w: nothing may touch it
 }
 
@@ -81,8 +83,19 @@ func (r *responder) finish() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.finished = true
+	r.stopStreamTimerLocked()
 	r.flushedLocked()
 	r.log.end()
+}
+
+// stopStreamTimerLocked cancels a stream start Stream deferred: the
+// answer has begun otherwise, or is over. r.mu must be held; a timer
+// already firing waits for it, then finds the answer written.
+func (r *responder) stopStreamTimerLocked() {
+	if r.streamTimer != nil {
+		r.streamTimer.Stop()
+		r.streamTimer = nil
+	}
 }
 
 // flushedLocked notes that the headers are out (or need not be flushed).
@@ -109,7 +122,13 @@ func (r *responder) flushHeaders() {
 func (r *responder) startSSE() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.written || r.discard {
+	r.startSSELocked()
+}
+
+// startSSELocked is startSSE with r.mu held.
+func (r *responder) startSSELocked() {
+	r.stopStreamTimerLocked()
+	if r.written || r.discard || r.finished {
 		return
 	}
 	h := r.w.Header()
@@ -309,19 +328,18 @@ func (r *responder) final(status int, msg []byte) {
 // written yet, with body, as the whole body, r.mu held.
 func (r *responder) last(event func(dst []byte) []byte, msg func() []byte, body func()) {
 	r.mu.Lock()
+	// Decided under one hold of the lock: a deferred stream start (see
+	// Stream) must not slip in between.
+	r.stopStreamTimerLocked()
 	sse, written := r.sse, r.written
+	if !sse && !written {
+		r.written = true
+		body()
+	}
 	r.mu.Unlock()
 	if sse {
 		r.lastEvent(event, msg)
-		return
 	}
-	if written {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.written = true
-	body()
 }
 
 // Result writes a success response. As a JSON body it is written in
@@ -349,8 +367,43 @@ func (r *responder) writeResult(id jsonrpc.ID, result json.RawMessage) {
 	_, _ = r.w.Write([]byte{'}'})
 }
 
-// Stream implements dispatch.Out: the upstream streams, so does the answer.
-func (r *responder) Stream() { r.startSSE() }
+// Stream implements dispatch.Out: the upstream streams, so may the
+// answer. A POST's answer (see deferHeaders) becomes a stream at its
+// first event, or sseHeaderDelay after Stream, whichever comes first: an
+// upstream that streams nothing but its result within that time is
+// answered with an application/json body, which needs no event ids, no
+// priming event and no event log (a Redis round trip for each), and
+// which no client can lose half of. A slower call gets its stream and its
+// priming event then, so that a client whose connection drops can resume
+// it (see resume.go).
+func (r *responder) Stream() {
+	if !r.lazyHeaders {
+		r.startSSE()
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.written || r.discard || r.finished || r.streamTimer != nil {
+		return
+	}
+	r.streamTimer = time.AfterFunc(sseHeaderDelay, r.startDeferred)
+}
+
+// startDeferred starts the stream Stream deferred, and flushes its
+// headers and priming event at once: the client has waited already.
+func (r *responder) startDeferred() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.streamTimer == nil {
+		return // stopped: the answer began, or is over
+	}
+	r.streamTimer = nil
+	r.startSSELocked()
+	if r.unflushed && !r.finished {
+		r.flushedLocked()
+		_ = r.rc.Flush()
+	}
+}
 
 // Collects implements dispatch.Out: a collector sends nothing before the
 // response.
