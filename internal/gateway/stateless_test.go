@@ -525,8 +525,18 @@ func TestStatelessSameIDsInFlight(t *testing.T) {
 		})
 	}
 	waitFor(t, func() bool { return a.Count("tools/call") == 2 })
-	a.Release()
-	wg.Wait()
+	// A call the upstream received may not have taken the gate yet:
+	// release until both are answered.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for released := false; !released; {
+		a.Release()
+		select {
+		case <-done:
+			released = true
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	for i, b := range bodies {
 		if !strings.Contains(b, `"released"`) {
 			t.Errorf("call %d: %s", i, b)
