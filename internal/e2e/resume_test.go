@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net/http"
@@ -9,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/gateway/internal/testkit"
 )
 
 // TestSIGTERMDrainResumesElsewhere: on the binary, a call runs on one
@@ -31,12 +32,12 @@ func TestSIGTERMDrainResumesElsewhere(t *testing.T) {
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__gate","_meta":{"progressToken":"g"}}}`)
 	priming := nextEvent(t, call)
 	waiting := nextEvent(t, call)
-	if priming.id == "" || !strings.Contains(waiting.data, `"waiting"`) {
+	if priming.ID == "" || !strings.Contains(waiting.Data, `"waiting"`) {
 		t.Fatalf("the call's first events: %+v %+v", priming, waiting)
 	}
 	hangUp()
 
-	follow := sseRequest(t, context.Background(), http.MethodGet, c.replicas[victim].Endpoint, token, sid, waiting.id, "")
+	follow := sseRequest(t, context.Background(), http.MethodGet, c.replicas[victim].Endpoint, token, sid, waiting.ID, "")
 	get := sseRequest(t, context.Background(), http.MethodGet, c.replicas[victim].Endpoint, token, sid, "", "")
 	getPrime := nextEvent(t, get)
 
@@ -51,7 +52,7 @@ func TestSIGTERMDrainResumesElsewhere(t *testing.T) {
 		for ev := range ch {
 			rest = append(rest, ev)
 		}
-		if len(rest) != 1 || rest[0].retry != "1000" {
+		if len(rest) != 1 || rest[0].Retry != "1000" {
 			t.Errorf("%s on the draining replica ended with %+v, want only retry: 1000", name, rest)
 		}
 	}
@@ -64,15 +65,15 @@ func TestSIGTERMDrainResumesElsewhere(t *testing.T) {
 		t.Errorf("the victim did not exit cleanly: %v", err)
 	}
 
-	resumed := sseRequest(t, context.Background(), http.MethodGet, c.endpoint, token, sid, waiting.id, "")
-	getBack := sseRequest(t, context.Background(), http.MethodGet, c.endpoint, token, sid, getPrime.id, "")
+	resumed := sseRequest(t, context.Background(), http.MethodGet, c.endpoint, token, sid, waiting.ID, "")
+	getBack := sseRequest(t, context.Background(), http.MethodGet, c.endpoint, token, sid, getPrime.ID, "")
 	time.Sleep(300 * time.Millisecond)
 	c.alpha.Release()
 	var rest []event
 	for ev := range resumed {
 		rest = append(rest, ev)
 	}
-	if len(rest) != 1 || !strings.Contains(rest[0].data, `"released"`) || !strings.HasPrefix(rest[0].id, strings.Split(waiting.id, ".")[0]+".") {
+	if len(rest) != 1 || !strings.Contains(rest[0].Data, `"released"`) || !strings.HasPrefix(rest[0].ID, strings.Split(waiting.ID, ".")[0]+".") {
 		t.Fatalf("the call resumed elsewhere: %+v, want its result only, under its stream's id", rest)
 	}
 	select {
@@ -84,7 +85,7 @@ func TestSIGTERMDrainResumesElsewhere(t *testing.T) {
 }
 
 // event is one SSE event.
-type event struct{ id, data, retry string }
+type event = testkit.SSEEvent
 
 // sseRequest sends a request whose answer is an SSE stream, with
 // Last-Event-ID lastID if not empty, and returns its events, closed at
@@ -118,32 +119,7 @@ func sseRequest(t *testing.T, ctx context.Context, method, url, token, sid, last
 		resp.Body.Close()
 		t.Fatalf("%s %s: %d %s", method, url, resp.StatusCode, b)
 	}
-	ch := make(chan event, 64)
-	go func() {
-		defer close(ch)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
-		var ev event
-		seen := false
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if seen {
-					ch <- ev
-				}
-				ev, seen = event{}, false
-			case strings.HasPrefix(line, "id: "):
-				ev.id, seen = strings.TrimPrefix(line, "id: "), true
-			case strings.HasPrefix(line, "retry: "):
-				ev.retry, seen = strings.TrimPrefix(line, "retry: "), true
-			case strings.HasPrefix(line, "data:"):
-				ev.data, seen = ev.data+strings.TrimSpace(strings.TrimPrefix(line, "data:")), true
-			}
-		}
-	}()
-	return ch
+	return testkit.ReadSSE(resp.Body)
 }
 
 func nextEvent(t *testing.T, ch <-chan event) event {

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -84,42 +83,10 @@ func startSlowUpstream(t *testing.T) *slowUpstream {
 }
 
 // sseEvent is one event of a raw SSE stream.
-type sseEvent struct{ id, data, retry string }
+type sseEvent = testkit.SSEEvent
 
-// readSSE returns the events of an SSE body as they arrive, closed at its
-// end (or when it breaks).
-func readSSE(body io.ReadCloser) <-chan sseEvent {
-	ch := make(chan sseEvent, 1024)
-	go func() {
-		defer close(ch)
-		defer body.Close()
-		sc := bufio.NewScanner(body)
-		sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
-		var ev sseEvent
-		seen := false
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if seen {
-					ch <- ev
-				}
-				ev, seen = sseEvent{}, false
-			case strings.HasPrefix(line, ":"):
-			case strings.HasPrefix(line, "id: "):
-				ev.id, seen = strings.TrimPrefix(line, "id: "), true
-			case strings.HasPrefix(line, "retry: "):
-				ev.retry, seen = strings.TrimPrefix(line, "retry: "), true
-			case strings.HasPrefix(line, "data:"):
-				ev.data += strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")
-				seen = true
-			case strings.HasPrefix(line, "event:"):
-				seen = true
-			}
-		}
-	}()
-	return ch
-}
+// readSSE returns the events of an SSE body as they arrive (testkit.ReadSSE).
+var readSSE = testkit.ReadSSE
 
 // next returns the next event of ch, failing the test after 10s.
 func next(t *testing.T, ch <-chan sseEvent) (sseEvent, bool) {
@@ -350,17 +317,17 @@ func testResumeRawPOSTStream(t *testing.T, up *slowUpstream, url, other string) 
 	sid := initialize(t, url)
 	events, hangUp := startCall(t, url, sid, slowCall)
 	prime, _ := next(t, events)
-	if prime.id == "" || prime.data != "" || !strings.HasPrefix(prime.id, "p") {
+	if prime.ID == "" || prime.Data != "" || !strings.HasPrefix(prime.ID, "p") {
 		t.Fatalf("first event %+v, want a priming event: an id and no data", prime)
 	}
-	stream, _, _ := strings.Cut(prime.id, ".")
+	stream, _, _ := strings.Cut(prime.ID, ".")
 	var last string
 	for range 2 {
 		ev, _ := next(t, events)
-		if !strings.HasPrefix(ev.id, stream+".") || !strings.Contains(ev.data, "notifications/progress") {
+		if !strings.HasPrefix(ev.ID, stream+".") || !strings.Contains(ev.Data, "notifications/progress") {
 			t.Fatalf("event %+v", ev)
 		}
-		last = ev.id
+		last = ev.ID
 	}
 	hangUp()
 	time.Sleep(500 * time.Millisecond) // an event or two go to the log only
@@ -371,10 +338,10 @@ func testResumeRawPOSTStream(t *testing.T, up *slowUpstream, url, other string) 
 	}
 	var got []string
 	for ev := range readSSE(resp.Body) {
-		if !strings.HasPrefix(ev.id, stream+".") {
+		if !strings.HasPrefix(ev.ID, stream+".") {
 			t.Errorf("resumed event %+v has no id of the stream %s", ev, stream)
 		}
-		got = append(got, ev.data)
+		got = append(got, ev.Data)
 	}
 	if len(got) != 7 || !strings.Contains(got[6], `"result"`) || !strings.Contains(got[6], `"done"`) {
 		t.Fatalf("resumed stream: %d events %q, want progress 3 to 8 and the result", len(got), got)
@@ -412,7 +379,7 @@ func TestResumeErrors(t *testing.T) {
 	events, _ := startCall(t, url, sid, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow__slow","arguments":{"steps":8,"delay_ms":1},"_meta":{"progressToken":"p"}}}`)
 	var ids []string
 	for ev := range events {
-		ids = append(ids, ev.id)
+		ids = append(ids, ev.ID)
 	}
 	if len(ids) != 10 {
 		t.Fatalf("%d events, want the priming one, 8 progress and the result", len(ids))
@@ -465,15 +432,15 @@ func TestResumeGETStream(t *testing.T) {
 	resp := resumeGET(t, ctx, one, sid, "")
 	events := readSSE(resp.Body)
 	prime, _ := next(t, events)
-	if !strings.HasPrefix(prime.id, "g") || prime.data != "" {
+	if !strings.HasPrefix(prime.ID, "g") || prime.Data != "" {
 		t.Fatalf("first event of a GET stream: %+v", prime)
 	}
-	stream, _, _ := strings.Cut(prime.id, ".")
+	stream, _, _ := strings.Cut(prime.ID, ".")
 	cancel()
 
 	// Resumed on replica two, from the priming event.
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	resp = resumeGET(t, ctx2, two, sid, prime.id)
+	resp = resumeGET(t, ctx2, two, sid, prime.ID)
 	if resp.StatusCode != 200 {
 		t.Fatalf("resume on replica two: %d", resp.StatusCode)
 	}
@@ -493,7 +460,7 @@ func TestResumeGETStream(t *testing.T) {
 		if !ok {
 			t.Fatal("the resumed GET stream ended")
 		}
-		if !strings.HasPrefix(ev.id, stream+".") || !strings.Contains(ev.data, "list_changed") {
+		if !strings.HasPrefix(ev.ID, stream+".") || !strings.Contains(ev.Data, "list_changed") {
 			t.Fatalf("event on the resumed GET stream: %+v", ev)
 		}
 		got = append(got, ev)
@@ -501,7 +468,7 @@ func TestResumeGETStream(t *testing.T) {
 	cancel2()
 
 	// The client saw only the first; it resumes on replica one.
-	resp = resumeGET(t, context.Background(), one, sid, got[0].id)
+	resp = resumeGET(t, context.Background(), one, sid, got[0].ID)
 	if resp.StatusCode != 200 {
 		t.Fatalf("resume on replica one: %d", resp.StatusCode)
 	}
@@ -583,7 +550,7 @@ func TestEventLogFlood(t *testing.T) {
 		var stream string
 		for ev := range events {
 			if stream == "" {
-				stream, _, _ = strings.Cut(ev.id, ".")
+				stream, _, _ = strings.Cut(ev.ID, ".")
 			}
 		}
 		cfg := &config.Config{}
@@ -620,17 +587,17 @@ func TestDrainMovesStreamsLosingNothing(t *testing.T) {
 	next(t, events) // priming
 	first, _ := next(t, events)
 	hangUp()
-	seen := []string{first.data}
-	resp := resumeGET(t, context.Background(), one, sid, first.id)
+	seen := []string{first.Data}
+	resp := resumeGET(t, context.Background(), one, sid, first.ID)
 	if resp.StatusCode != 200 {
 		t.Fatalf("resume on replica one: %d", resp.StatusCode)
 	}
 	followed := readSSE(resp.Body)
-	last := first.id
+	last := first.ID
 	for range 2 {
 		ev, _ := next(t, followed)
-		seen = append(seen, ev.data)
-		last = ev.id
+		seen = append(seen, ev.Data)
+		last = ev.ID
 	}
 
 	gateway.DrainStreams(g1)
@@ -640,13 +607,13 @@ func TestDrainMovesStreamsLosingNothing(t *testing.T) {
 	}{{"GET stream", get}, {"resumed call", followed}} {
 		var retry string
 		for ev := range s.ch {
-			if ev.retry != "" {
-				retry = ev.retry
+			if ev.Retry != "" {
+				retry = ev.Retry
 				continue
 			}
 			if s.name == "resumed call" {
-				seen = append(seen, ev.data)
-				last = ev.id
+				seen = append(seen, ev.Data)
+				last = ev.ID
 			}
 		}
 		if retry != "1000" {
@@ -660,7 +627,7 @@ func TestDrainMovesStreamsLosingNothing(t *testing.T) {
 		t.Fatalf("resume of the call on replica two: %d", resp.StatusCode)
 	}
 	for ev := range readSSE(resp.Body) {
-		seen = append(seen, ev.data)
+		seen = append(seen, ev.Data)
 	}
 	if len(seen) != 9 || !strings.Contains(seen[8], `"done"`) {
 		t.Fatalf("the call's events across the drain: %d %q, want 8 progress and the result", len(seen), seen)
@@ -672,7 +639,7 @@ func TestDrainMovesStreamsLosingNothing(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	resp = resumeGET(t, ctx, two, sid, getPrime.id)
+	resp = resumeGET(t, ctx, two, sid, getPrime.ID)
 	if resp.StatusCode != 200 {
 		t.Fatalf("resume of the GET stream on replica two: %d", resp.StatusCode)
 	}
@@ -693,7 +660,7 @@ func TestResumeStreamsBounded(t *testing.T) {
 	hangUp()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	first := resumeGET(t, ctx, url, sid, prime.id)
+	first := resumeGET(t, ctx, url, sid, prime.ID)
 	if first.StatusCode != 200 {
 		t.Fatalf("first resume: %d", first.StatusCode)
 	}

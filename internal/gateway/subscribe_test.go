@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/testkit"
 )
 
 // TestStatelessResourceSubscriptions: a 2026-07-28 client's
@@ -60,22 +60,12 @@ func TestStatelessResourceSubscriptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	events := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				events <- d
-			}
-		}
-		close(events)
-	}()
+	events := testkit.ReadSSE(resp.Body)
 	next := func() string {
 		t.Helper()
 		select {
 		case e := <-events:
-			return e
+			return e.Data
 		case <-time.After(5 * time.Second):
 			t.Fatal("no event on the subscription")
 			return ""
@@ -110,7 +100,7 @@ func TestStatelessResourceSubscriptions(t *testing.T) {
 	}
 	select {
 	case e := <-events:
-		t.Errorf("an update not subscribed to: %s", e)
+		t.Errorf("an update not subscribed to: %s", e.Data)
 	case <-time.After(300 * time.Millisecond):
 	}
 
@@ -138,16 +128,9 @@ func TestStatelessResourceSubscriptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp2.Body.Close()
-	sc := bufio.NewScanner(resp2.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			if n := strings.Count(d, "up+test://up/n"); n != 64 {
-				t.Errorf("%d resources agreed of 200, want the bound, 64", n)
-			}
-			break
-		}
+	ack2 := <-testkit.ReadSSE(resp2.Body)
+	if n := strings.Count(ack2.Data, "up+test://up/n"); n != 64 {
+		t.Errorf("%d resources agreed of 200, want the bound, 64", n)
 	}
 }
 

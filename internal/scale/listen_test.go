@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -96,43 +95,18 @@ func TestIdleStreamsSubscribed(t *testing.T) {
 // time on keep-alive connections.
 func subscribeAll(ctx context.Context, host, path string, ids []string, workers int) error {
 	body := []byte(`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"up+mem://r"}}`)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errc := make(chan error, workers)
-	for range workers {
-		wg.Go(func() {
-			c, err := dialGateway(ctx, host, path)
-			if err != nil {
-				errc <- err
-				return
-			}
-			defer c.Close()
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= len(ids) {
-					return
-				}
-				resp, err := c.do(http.MethodPost, ids[i], body)
-				if err != nil {
-					errc <- err
-					return
-				}
-				out, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"result"`)) {
-					errc <- fmt.Errorf("subscribe %d: %v %s: %.200s", i, err, resp.Status, out)
-					next.Store(int64(len(ids)))
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errc)
-	if err := <-errc; err != nil {
-		return err
-	}
-	return ctx.Err()
+	return onWorkers(ctx, host, path, len(ids), workers, func(c *clientConn, i int) error {
+		resp, err := c.do(http.MethodPost, ids[i], body)
+		if err != nil {
+			return err
+		}
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"result"`)) {
+			return fmt.Errorf("subscribe %d: %v %s: %.200s", i, err, resp.Status, out)
+		}
+		return nil
+	})
 }
 
 // subscribeUpstream is fastUpstream with one subscribable resource,

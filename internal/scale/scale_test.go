@@ -618,6 +618,22 @@ func (c *clientConn) initialize() (string, error) {
 // connections at once and returns their ids. It stops at the first error.
 func openSessions(ctx context.Context, host, path string, n, workers int) ([]string, error) {
 	ids := make([]string, n)
+	err := onWorkers(ctx, host, path, n, workers, func(c *clientConn, i int) (err error) {
+		if ids[i], err = c.initialize(); err != nil {
+			return fmt.Errorf("session %d: %w", i, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening %d sessions: %w", n, err)
+	}
+	return ids, nil
+}
+
+// onWorkers runs do for i from 0 to n-1, on workers keep-alive connections
+// to the gateway at once. It stops at the first error, which it returns
+// (or ctx's).
+func onWorkers(ctx context.Context, host, path string, n, workers int, do func(c *clientConn, i int) error) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errc := make(chan error, workers)
@@ -634,8 +650,8 @@ func openSessions(ctx context.Context, host, path string, n, workers int) ([]str
 				if i >= n {
 					return
 				}
-				if ids[i], err = c.initialize(); err != nil {
-					errc <- fmt.Errorf("session %d: %w", i, err)
+				if err := do(c, i); err != nil {
+					errc <- err
 					next.Store(int64(n)) // stop the others
 					return
 				}
@@ -645,12 +661,9 @@ func openSessions(ctx context.Context, host, path string, n, workers int) ([]str
 	wg.Wait()
 	close(errc)
 	if err := <-errc; err != nil {
-		return nil, err
+		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("opening %d sessions: %w", n, err)
-	}
-	return ids, nil
+	return ctx.Err()
 }
 
 // isTimeout tells a read that timed out (the stream is open and idle)
