@@ -250,14 +250,9 @@ func (b *Broker) finishLogin(w http.ResponseWriter, r *http.Request, st *brokerS
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), fetchTimeout)
 	defer cancel()
-	meta, err := b.metadata(ctx, p.Issuer)
-	if err != nil {
-		message(w, http.StatusBadGateway, "Sign-in unavailable", "Try again later.")
-		return
-	}
 	q := r.URL.Query()
-	if iss := q.Get("iss"); iss != "" && strings.TrimSuffix(iss, "/") != strings.TrimSuffix(meta.Issuer, "/") {
-		message(w, http.StatusForbidden, "Not signed in", "The answer came from another authorization server than the one the gateway sent you to.")
+	meta, ok := b.answerMeta(ctx, w, q, p.Issuer, "Sign-in unavailable", "Not signed in")
+	if !ok {
 		return
 	}
 	tok, err := loginConfig(st, l, meta).Exchange(context.WithValue(ctx, oauth2.HTTPClient, b.hc), q.Get("code"),
@@ -280,6 +275,24 @@ func (b *Broker) finishLogin(w http.ResponseWriter, r *http.Request, st *brokerS
 	link := *p
 	link.Login, link.Verifier, link.Browser, link.Issuer = false, "", "", ""
 	b.startAuthorization(w, r, st, &link)
+}
+
+// answerMeta returns the metadata of authorization server issuer, to
+// which the gateway sent the browser whose answer's query is q. It
+// reports false, having told the browser (pages titled unavailable or
+// refused), when the metadata cannot be had or the answer names another
+// server (RFC 9207: a mix-up).
+func (b *Broker) answerMeta(ctx context.Context, w http.ResponseWriter, q url.Values, issuer, unavailable, refused string) (*asMeta, bool) {
+	meta, err := b.metadata(ctx, issuer)
+	if err != nil {
+		message(w, http.StatusBadGateway, unavailable, "Try again later.")
+		return nil, false
+	}
+	if iss := q.Get("iss"); iss != "" && strings.TrimSuffix(iss, "/") != strings.TrimSuffix(meta.Issuer, "/") {
+		message(w, http.StatusForbidden, refused, "The answer came from another authorization server than the one the gateway sent you to.")
+		return nil, false
+	}
+	return meta, true
 }
 
 // startAuthorization sends the browser to the upstream's authorization
@@ -383,14 +396,8 @@ func (b *Broker) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), fetchTimeout)
 	defer cancel()
-	meta, err := b.metadata(ctx, p.Issuer)
-	if err != nil {
-		message(w, http.StatusBadGateway, "Authorization server unavailable", "Try again later.")
-		return
-	}
-	if iss := q.Get("iss"); iss != "" && strings.TrimSuffix(iss, "/") != strings.TrimSuffix(meta.Issuer, "/") {
-		// RFC 9207: the answer names another server (a mix-up).
-		message(w, http.StatusForbidden, "Not linked", "The answer came from another authorization server than the one the gateway sent you to.")
+	meta, ok := b.answerMeta(ctx, w, q, p.Issuer, "Authorization server unavailable", "Not linked")
+	if !ok {
 		return
 	}
 	conf := b.oauthConfig(st, a, meta)
