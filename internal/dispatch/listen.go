@@ -89,9 +89,7 @@ import (
 const (
 	// listenQueue bounds the messages waiting for a client's GET stream
 	// to take them.
-	listenQueue      = 16
-	listenMinBackoff = time.Second
-	listenMaxBackoff = time.Minute
+	listenQueue = 16
 	// noStreamFor is how long an upstream that offers no GET stream (405)
 	// is not asked again, by any session.
 	noStreamFor = 10 * time.Minute
@@ -303,7 +301,7 @@ func (l *listener) needs(up *upstreamRef) (session.Upstream, bool) {
 func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef) {
 	name := up.cfg.Name
 	log := l.h.log.With("upstream", name)
-	backoff := listenMinBackoff
+	var b backoff
 	for {
 		// A reload since may have replaced the upstream's client, or taken
 		// the upstream from the tenant.
@@ -333,15 +331,9 @@ func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef) {
 		case err != nil:
 			log.Debug("upstream stream ended", "error", err)
 		}
-		if time.Since(start) > listenMaxBackoff {
-			backoff = listenMinBackoff
-		}
-		select {
-		case <-ctx.Done():
+		if !b.wait(ctx, start) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, listenMaxBackoff)
 		l.reload()
 	}
 }

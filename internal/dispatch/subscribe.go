@@ -137,49 +137,55 @@ func (h *Server) subscribeOn(ctx context.Context, rq *Request, up *upstreamRef, 
 
 // relayUpdates relays the resources/updated notifications of upstream
 // session us for the URIs of set to out, until ctx ends, then ends us.
-// The stream is opened again, with backoff, if it breaks.
+// The stream is opened again, with backoff, if it breaks (updatesOnce).
 func (h *Server) relayUpdates(ctx context.Context, rq *Request, up *upstreamRef, us session.Upstream, set map[string]string, out chan<- []byte) {
 	defer h.listenSlots.give()
 	defer h.endSubscription(ctx, rq, up, us)
 	h.metrics.UpstreamStream(1)
 	defer h.metrics.UpstreamStream(-1)
-	backoff := listenMinBackoff
+	var b backoff
 	for ctx.Err() == nil {
-		if st, err := up.client.Watch(ctx, us); err == nil {
-			stop := context.AfterFunc(ctx, func() { st.Close() })
-			for {
-				msg, _, err := st.Next()
-				if err != nil {
-					break
-				}
-				if msg.Kind != jsonrpc.KindNotification || msg.Method != "notifications/resources/updated" {
-					continue // log messages, requests: this session asked for none
-				}
-				p, err := jsonx.ParseValidObject(msg.Params)
-				if err != nil {
-					continue
-				}
-				orig, _ := p.GetString("uri")
-				exposed, ok := set[orig]
-				if !ok {
-					continue
-				}
-				b, _ := json.Marshal(map[string]string{"uri": exposed})
-				select {
-				case out <- jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, b):
-				default: // the client is not reading: an update queued already says as much
-					h.metrics.LimitRejection(telemetry.LimitStreamQueue, rq.principal.Tenant)
-				}
-			}
-			stop()
-			st.Close()
-		}
-		select {
-		case <-ctx.Done():
+		start := time.Now()
+		h.updatesOnce(ctx, rq, up, us, set, out)
+		if !b.wait(ctx, start) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, listenMaxBackoff)
+	}
+}
+
+// updatesOnce opens the stream of upstream session us and relays the
+// resources/updated notifications of the URIs of set (the upstream's own
+// URI to the exposed one) to out, until the stream ends.
+func (h *Server) updatesOnce(ctx context.Context, rq *Request, up *upstreamRef, us session.Upstream, set map[string]string, out chan<- []byte) {
+	st, err := up.client.Watch(ctx, us)
+	if err != nil {
+		return
+	}
+	defer st.Close()
+	defer context.AfterFunc(ctx, func() { st.Close() })()
+	for {
+		msg, _, err := st.Next()
+		if err != nil {
+			return
+		}
+		if msg.Kind != jsonrpc.KindNotification || msg.Method != "notifications/resources/updated" {
+			continue // log messages, requests: this session asked for none
+		}
+		p, err := jsonx.ParseValidObject(msg.Params)
+		if err != nil {
+			continue
+		}
+		orig, _ := p.GetString("uri")
+		exposed, ok := set[orig]
+		if !ok {
+			continue
+		}
+		params, _ := json.Marshal(map[string]string{"uri": exposed})
+		select {
+		case out <- jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, params):
+		default: // the client is not reading: an update queued already says as much
+			h.metrics.LimitRejection(telemetry.LimitStreamQueue, rq.principal.Tenant)
+		}
 	}
 }
 

@@ -30,10 +30,32 @@ import (
 // offers no stream, or whose capabilities announce no list changes, is not
 // watched.
 
+// A backoff spaces the attempts of a loop that keeps an upstream stream
+// open (a watch, a client session's relay, a 2026-07-28 subscription):
+// from a second, doubling up to a minute, and from a second again after
+// an attempt that lasted longer than that (it worked for a while). Its
+// zero value is ready to use.
+type backoff struct{ next time.Duration }
+
 const (
-	watchMinBackoff = time.Second
-	watchMaxBackoff = time.Minute
+	minBackoff = time.Second
+	maxBackoff = time.Minute
 )
+
+// wait waits before the next attempt, the last having begun at start. It
+// reports false, at once, when ctx ends.
+func (b *backoff) wait(ctx context.Context, start time.Time) bool {
+	if b.next == 0 || time.Since(start) > maxBackoff {
+		b.next = minBackoff
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(b.next):
+	}
+	b.next = min(2*b.next, maxBackoff)
+	return true
+}
 
 // watcher is the watch of one upstreamRef.
 type watcher struct {
@@ -120,7 +142,7 @@ func (h *Server) stopWatches() {
 // watchUpstream keeps up's notification stream open until ctx ends.
 func (h *Server) watchUpstream(ctx context.Context, up *upstreamRef) {
 	log := h.log.With("upstream", up.cfg.Name)
-	backoff := watchMinBackoff
+	var b backoff
 	connected := false // a stream was open before: changes may have been missed since
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -134,15 +156,9 @@ func (h *Server) watchUpstream(ctx context.Context, up *upstreamRef) {
 		case err != nil:
 			log.Debug("upstream watch ended", "error", err)
 		}
-		if time.Since(start) > watchMaxBackoff {
-			backoff = watchMinBackoff // it worked for a while
-		}
-		select {
-		case <-ctx.Done():
+		if !b.wait(ctx, start) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, watchMaxBackoff)
 	}
 }
 
