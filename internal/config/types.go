@@ -617,12 +617,46 @@ type UpstreamStdio struct {
 	// MaxProcesses bounds the upstream's processes on one replica.
 	// Default 64.
 	MaxProcesses int `yaml:"max_processes" cfg:"positive"`
+	// MaxProcessesPerPrincipal and MaxProcessesPerTenant bound the
+	// processes one principal and one tenant start of MaxProcesses. nil
+	// means a quarter and a half of MaxProcesses (at least 1, see
+	// [UpstreamStdio.Shares]); 0 means no bound but MaxProcesses.
+	MaxProcessesPerPrincipal *int `yaml:"max_processes_per_principal"`
+	MaxProcessesPerTenant    *int `yaml:"max_processes_per_tenant"`
 	// IdleTimeout stops a process that served nothing for that long.
 	// Default 10m.
 	IdleTimeout Duration `yaml:"idle_timeout"`
 	// StopGrace is how long a process has to exit after SIGTERM before
 	// SIGKILL. Default 5s.
 	StopGrace Duration `yaml:"stop_grace"`
+}
+
+// Shares returns the processes one principal and one tenant start of the
+// upstream's MaxProcesses (call after ApplyDefaults): as set, or derived
+// from MaxProcesses (see [ProcessShares]).
+func (s *UpstreamStdio) Shares() (principal, tenant int) {
+	return shares(s.MaxProcesses, s.MaxProcessesPerPrincipal, s.MaxProcessesPerTenant)
+}
+
+// ProcessShares returns the processes of a pool of n one principal and
+// one tenant hold when not configured: a quarter and a half of it, at
+// least 1; 0 (no bound) when n is 0. pipe.DefaultShares is the same.
+func ProcessShares(n int) (principal, tenant int) {
+	if n <= 0 {
+		return 0, 0
+	}
+	return max(1, n/4), max(1, n/2)
+}
+
+func shares(pool int, principal, tenant *int) (int, int) {
+	p, t := ProcessShares(pool)
+	if principal != nil {
+		p = *principal
+	}
+	if tenant != nil {
+		t = *tenant
+	}
+	return p, t
 }
 
 // Values of upstreams[].transport.
@@ -756,6 +790,12 @@ type Limits struct {
 	// StdioProcesses bounds the processes of all stdio upstreams together
 	// on one replica. Default 256.
 	StdioProcesses int `yaml:"stdio_processes" cfg:"positive"`
+	// StdioProcessesPerPrincipal and StdioProcessesPerTenant bound the
+	// processes of all stdio upstreams one principal and one tenant start
+	// of StdioProcesses. nil means a quarter and a half of StdioProcesses
+	// (at least 1); 0 means no bound but StdioProcesses.
+	StdioProcessesPerPrincipal *int `yaml:"stdio_processes_per_principal"`
+	StdioProcessesPerTenant    *int `yaml:"stdio_processes_per_tenant"`
 	// UpstreamStreams bounds the upstream GET streams one replica holds
 	// open for its client sessions' GET streams (see dispatch/listen.go).
 	// Default 10000.
@@ -834,4 +874,11 @@ func (d *Duration) UnmarshalText(text []byte) error {
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// StdioShares returns the processes of all stdio upstreams one principal
+// and one tenant start (call after ApplyDefaults): as set, or derived from
+// StdioProcesses (see [ProcessShares]).
+func (l *Limits) StdioShares() (principal, tenant int) {
+	return shares(l.StdioProcesses, l.StdioProcessesPerPrincipal, l.StdioProcessesPerTenant)
 }

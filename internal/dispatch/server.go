@@ -241,6 +241,7 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 		h.log.Error("user_oauth: vault keys unusable; the previous keys stay", "error", err)
 	}
 	h.processes.SetMax(cfg.Limits.StdioProcesses)
+	h.processes.SetShares(cfg.Limits.StdioShares())
 	if st.signer != nil {
 		st.keysSum = keyFilesSum(cfg.Identity.SigningKeys)
 	}
@@ -288,11 +289,7 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 			ProcessLimit: h.processes,
 			OnProcess:    h.metrics.UpstreamProcess(u.Name),
 			OnProcessLimit: func(limit, tenant string) {
-				if limit == pipe.LimitTotal {
-					h.metrics.LimitRejection(telemetry.LimitStdioProcesses, tenant)
-				} else {
-					h.metrics.LimitRejection(telemetry.LimitMaxProcesses, tenant)
-				}
+				h.metrics.LimitRejection(processLimits[limit], tenant)
 			},
 			Credentials: creds,
 			Secrets:     credentialSecrets(&u, tc),
@@ -440,4 +437,11 @@ func (h *Server) terminateUpstreams(ctx context.Context, st *State, rec *session
 		})
 	}
 	wg.Wait()
+}
+
+// processLimits are the limit labels of the bounds of stdio processes.
+var processLimits = map[string]string{
+	pipe.LimitTotal: telemetry.LimitStdioProcesses, pipe.LimitTotalPrincipal: telemetry.LimitStdioProcessesPrincipal,
+	pipe.LimitTotalTenant: telemetry.LimitStdioProcessesTenant, pipe.LimitMaxConns: telemetry.LimitMaxProcesses,
+	pipe.LimitPrincipalConns: telemetry.LimitMaxProcessesPrincipal, pipe.LimitTenantConns: telemetry.LimitMaxProcessesTenant,
 }

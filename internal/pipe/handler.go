@@ -44,8 +44,18 @@ type Options struct {
 	Isolation Isolation
 	// Tenant returns the tenant a request is made for. Nil means "".
 	Tenant func(r *http.Request) string
+	// Principal returns who a request is made for (its issuer, subject
+	// and tenant, as one string). Nil means every request is the same
+	// principal's. What the server sends that belongs to no request is
+	// delivered only where it cannot reach another principal (see
+	// "Sessions over one connection" in the package doc).
+	Principal func(r *http.Request) string
 	// MaxConns bounds the Conns of this Handler; 0 means no bound.
 	MaxConns int
+	// PrincipalConns and TenantConns bound the Conns of this Handler one
+	// principal and one tenant start (see share.go); 0 means no bound but
+	// MaxConns.
+	PrincipalConns, TenantConns int
 	// Limit, if set, bounds the Conns of every Handler sharing it.
 	Limit *Limit
 	// IdleTimeout stops a Conn with no request in flight and no GET
@@ -60,14 +70,22 @@ type Options struct {
 	// stopped by the Handler.
 	OnConn func(delta int, exited bool)
 	// OnLimit, if set, is told when a session of tenant could not open
-	// because a bound was reached: LimitMaxConns or LimitTotal.
+	// because a bound was reached: one of the Limit* names.
 	OnLimit func(limit, tenant string)
+	// OnRefused, if set, is told of each request of the server's that the
+	// Handler refused because it could not tell whose it is (method, the
+	// server's).
+	OnRefused func(method string)
 }
 
 // The bounds OnLimit names.
 const (
-	LimitMaxConns = "max_conns" // Options.MaxConns
-	LimitTotal    = "total"     // Options.Limit
+	LimitMaxConns       = "max_conns"       // Options.MaxConns
+	LimitPrincipalConns = "principal_conns" // Options.PrincipalConns
+	LimitTenantConns    = "tenant_conns"    // Options.TenantConns
+	LimitTotal          = "total"           // Options.Limit
+	LimitTotalPrincipal = "total_principal" // Options.Limit's principal share
+	LimitTotalTenant    = "total_tenant"    // Options.Limit's tenant share
 )
 
 type headerKey struct{}
@@ -77,43 +95,6 @@ type headerKey struct{}
 func RequestHeader(ctx context.Context) http.Header {
 	h, _ := ctx.Value(headerKey{}).(http.Header)
 	return h
-}
-
-// A Limit bounds the Conns of several Handlers together. Its methods are
-// safe for concurrent use.
-type Limit struct {
-	max atomic.Int64
-	n   atomic.Int64
-}
-
-// NewLimit returns a Limit of max Conns; 0 or less means none.
-func NewLimit(max int) *Limit {
-	l := &Limit{}
-	l.max.Store(int64(max))
-	return l
-}
-
-// SetMax changes the bound; Conns beyond a lowered one run on.
-func (l *Limit) SetMax(max int) { l.max.Store(int64(max)) }
-
-// InUse returns how many Conns hold the Limit.
-func (l *Limit) InUse() int { return int(l.n.Load()) }
-
-func (l *Limit) acquire() bool {
-	if l == nil {
-		return true
-	}
-	if n := l.n.Add(1); l.max.Load() > 0 && n > l.max.Load() {
-		l.n.Add(-1)
-		return false
-	}
-	return true
-}
-
-func (l *Limit) release() {
-	if l != nil {
-		l.n.Add(-1)
-	}
 }
 
 const (
@@ -144,8 +125,9 @@ type Handler struct {
 	conns    map[string]*uconn // by isolation key
 	sessions map[string]*hsession
 	backoff  map[string]*backoff // by tenant
-	n        int                 // Conns running or starting
+	pool     pool                // Conns running or starting
 	closed   bool
+	refused  atomic.Int64 // requests of servers refused (route.go)
 
 	wg   sync.WaitGroup // Conns' readers and the idle reaper
 	stop chan struct{}
@@ -164,6 +146,7 @@ func NewHandler(opts Options) *Handler {
 		conns:    make(map[string]*uconn),
 		sessions: make(map[string]*hsession),
 		backoff:  make(map[string]*backoff),
+		pool:     newPool(),
 		stop:     make(chan struct{}),
 	}
 	if h.log == nil {
@@ -184,11 +167,13 @@ func NewHandler(opts Options) *Handler {
 
 // uconn is one Conn and what its sessions share.
 type uconn struct {
-	h      *Handler
-	key    string
-	tenant string
-	conn   Conn
-	start  time.Time
+	h         *Handler
+	key       string
+	tenant    string
+	principal string // who started it, for the shares (share.go)
+	conn      Conn
+	start     time.Time
+	released  chan struct{} // closed when it no longer counts in the bounds
 
 	ready   chan struct{} // closed when dial returned
 	dialErr error         // set before ready is closed
@@ -207,6 +192,15 @@ type uconn struct {
 	progress map[string]*call // by the token sent to the server
 	streams  map[*hsession]chan []byte
 	sessions map[string]*hsession
+	// principals counts the sessions of each principal: what belongs to
+	// no request goes to every session only while there is one.
+	principals map[string]int
+	// subs counts the sessions subscribed to each URI: the server is
+	// subscribed while one is (route.go).
+	subs map[string]int
+	// asked holds the requests of the server's in flight, by id, and the
+	// session asked: only it may answer, and a cancellation goes to it.
+	asked    map[string]*hsession
 	lastUsed time.Time
 	stopped  bool // stopped by the Handler, not by itself
 	ended    bool // the reader took the calls in flight to fail them
@@ -214,11 +208,15 @@ type uconn struct {
 
 // hsession is one client session on a uconn.
 type hsession struct {
-	id       string
-	c        *uconn
-	mu       sync.Mutex
-	inflight map[string]int64 // the client's request id -> the Conn's
-	lastUsed time.Time
+	id        string
+	c         *uconn
+	principal string
+	mu        sync.Mutex
+	inflight  map[string]int64 // the client's request id -> the Conn's
+	lastUsed  time.Time
+	// Guarded by c.mu:
+	subs  map[string]struct{} // URIs subscribed
+	asked int                 // requests of the server's it was asked
 }
 
 // call is one request in flight on a Conn.
@@ -228,6 +226,9 @@ type call struct {
 	token json.RawMessage // the client's progress token, if any
 	msgs  chan []byte     // notifications and requests for it
 	final chan []byte     // its response, with the client's id
+	// subscribe, if set, is the URI of a resources/subscribe: the session
+	// holds it once the server accepted it.
+	subscribe string
 }
 
 // ServeHTTP serves the MCP endpoint.
@@ -292,7 +293,11 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, sid string) {
 			http.Error(w, "Bad Request: session already initialized", http.StatusBadRequest)
 			return
 		}
-		h.request(w, r, s, msg)
+		var uri string
+		if (msg.Method == "resources/subscribe" || msg.Method == "resources/unsubscribe") && h.subscription(w, s, msg, &uri) {
+			return
+		}
+		h.request(w, r, s, msg, uri)
 	case jsonrpc.KindNotification:
 		switch msg.Method {
 		case "notifications/initialized":
@@ -308,7 +313,12 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, sid string) {
 		w.WriteHeader(http.StatusAccepted)
 	default:
 		// An answer to a request of the server's, whose id is the
-		// server's own.
+		// server's own: only the session asked may give it.
+		if !c.answered(s, msg.ID) {
+			// Hidden and unknown look the same: accepted, and dropped.
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
 		if err := c.send(r.Context(), body); err != nil {
 			h.sendFailed(w, c, err)
 			return
@@ -342,7 +352,11 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrp
 	case PerSession:
 		key = "s:" + newID()
 	}
-	c, status, err := h.conn(r.Context(), r, key, tenant)
+	principal := ""
+	if h.opts.Principal != nil {
+		principal = h.opts.Principal(r)
+	}
+	c, status, err := h.conn(r.Context(), r, key, tenant, principal)
 	if err != nil {
 		h.log.Warn("starting upstream server", "tenant", tenant, "error", err)
 		http.Error(w, http.StatusText(status)+": "+err.Error(), status)
@@ -363,19 +377,16 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrp
 		http.Error(w, "Bad Gateway: "+c.initErr.Error(), http.StatusBadGateway)
 		return
 	}
-	s := &hsession{id: newID(), c: c, inflight: make(map[string]int64), lastUsed: time.Now()}
+	s := &hsession{id: newID(), c: c, principal: principal, inflight: make(map[string]int64), lastUsed: time.Now(), subs: map[string]struct{}{}}
 	if !c.addSession(s) {
 		http.Error(w, "Not Found: the server is gone", http.StatusServiceUnavailable)
 		return
 	}
-	h.mu.Lock()
-	h.sessions[s.id] = s
-	h.mu.Unlock()
 	writeJSON(w, http.StatusOK, s.id, jsonrpc.AppendResult(nil, msg.ID, c.initRes))
 }
 
 // conn returns the live Conn of key, starting one if there is none.
-func (h *Handler) conn(ctx context.Context, r *http.Request, key, tenant string) (*uconn, int, error) {
+func (h *Handler) conn(ctx context.Context, r *http.Request, key, tenant, principal string) (*uconn, int, error) {
 	for {
 		h.mu.Lock()
 		if h.closed {
@@ -401,20 +412,33 @@ func (h *Handler) conn(ctx context.Context, r *http.Request, key, tenant string)
 				return c, 0, nil
 			}
 		}
-		if h.opts.MaxConns > 0 && h.n >= h.opts.MaxConns {
-			h.mu.Unlock()
-			h.limited(LimitMaxConns, tenant)
-			return nil, http.StatusServiceUnavailable, fmt.Errorf("upstream %s runs its maximum of %d processes", h.opts.Name, h.opts.MaxConns)
-		}
-		if !h.opts.Limit.acquire() {
-			h.mu.Unlock()
-			h.limited(LimitTotal, tenant)
-			return nil, http.StatusServiceUnavailable, errors.New("the gateway runs its maximum of stdio processes")
-		}
-		h.n++
-		c := &uconn{h: h, key: key, tenant: tenant, ready: make(chan struct{}), initDone: make(chan struct{}), dead: make(chan struct{}),
+		c := &uconn{h: h, key: key, tenant: tenant, principal: principal, ready: make(chan struct{}), initDone: make(chan struct{}),
+			dead: make(chan struct{}), released: make(chan struct{}),
 			pending: make(map[int64]*call), progress: make(map[string]*call), streams: make(map[*hsession]chan []byte),
-			sessions: make(map[string]*hsession), lastUsed: time.Now()}
+			sessions: make(map[string]*hsession), principals: make(map[string]int), subs: make(map[string]int),
+			asked: make(map[string]*hsession), lastUsed: time.Now()}
+		limit, victim := h.pool.admit(c, h.opts.MaxConns, h.opts.PrincipalConns, h.opts.TenantConns)
+		if limit == "" {
+			if limit, victim = h.opts.Limit.admit(c); limit != "" {
+				h.pool.remove(c)
+				limit = map[string]string{limitPool: LimitTotal, limitPrincipal: LimitTotalPrincipal, limitTenant: LimitTotalTenant}[limit]
+			}
+		} else {
+			limit = map[string]string{limitPool: LimitMaxConns, limitPrincipal: LimitPrincipalConns, limitTenant: LimitTenantConns}[limit]
+		}
+		if limit != "" {
+			h.mu.Unlock()
+			if victim != nil {
+				// Make room, then try again: another newcomer may
+				// take the room first, and then this one makes more.
+				if err := h.evict(ctx, victim, limit); err != nil {
+					return nil, http.StatusServiceUnavailable, err
+				}
+				continue
+			}
+			h.limited(limit, tenant)
+			return nil, http.StatusServiceUnavailable, h.limitErr(limit)
+		}
 		h.conns[key] = c
 		var wait time.Duration
 		if b := h.backoff[tenant]; b != nil {
@@ -425,9 +449,8 @@ func (h *Handler) conn(ctx context.Context, r *http.Request, key, tenant string)
 		if err != nil {
 			h.mu.Lock()
 			delete(h.conns, key)
-			h.n--
 			h.mu.Unlock()
-			h.opts.Limit.release()
+			h.release(c)
 			c.dialErr = err
 			close(c.dead)
 			close(c.ready)
@@ -436,6 +459,48 @@ func (h *Handler) conn(ctx context.Context, r *http.Request, key, tenant string)
 		close(c.ready)
 		return c, 0, nil
 	}
+}
+
+// evict stops victim, an idle Conn of this Handler or of another sharing
+// the Limit, to make room for a newcomer refused by limit, and waits
+// until it no longer counts in the bounds.
+func (h *Handler) evict(ctx context.Context, victim *uconn, limit string) error {
+	h.log.Info("stopping an idle upstream server to make room", "upstream", victim.h.opts.Name, "tenant", victim.tenant, "limit", limit)
+	victim.h.stopConn(victim)
+	select {
+	case <-victim.released:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// release uncounts c from the bounds.
+func (h *Handler) release(c *uconn) {
+	h.mu.Lock()
+	counted := h.pool.remove(c)
+	h.mu.Unlock()
+	if counted {
+		h.opts.Limit.release(c)
+		close(c.released)
+	}
+}
+
+// limitErr is the error of a session refused by limit.
+func (h *Handler) limitErr(limit string) error {
+	switch limit {
+	case LimitMaxConns:
+		return fmt.Errorf("upstream %s runs its maximum of %d processes", h.opts.Name, h.opts.MaxConns)
+	case LimitPrincipalConns:
+		return fmt.Errorf("upstream %s runs its maximum of %d processes for one user, none of them idle", h.opts.Name, h.opts.PrincipalConns)
+	case LimitTenantConns:
+		return fmt.Errorf("upstream %s runs its maximum of %d processes for one tenant, none of them idle", h.opts.Name, h.opts.TenantConns)
+	case LimitTotalPrincipal:
+		return errors.New("the gateway runs its maximum of stdio processes for one user, none of them idle")
+	case LimitTotalTenant:
+		return errors.New("the gateway runs its maximum of stdio processes for one tenant, none of them idle")
+	}
+	return errors.New("the gateway runs its maximum of stdio processes, none of them idle")
 }
 
 // limited tells OnLimit.
@@ -590,7 +655,7 @@ func (c *uconn) send(ctx context.Context, msg []byte) error {
 
 // request sends a client's request on the Conn and streams what comes back
 // for it.
-func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *hsession, msg *jsonrpc.Message) {
+func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *hsession, msg *jsonrpc.Message, subscribe string) {
 	c := s.c
 	params := msg.Params
 	var token, sent []byte
@@ -599,7 +664,7 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *hsession, m
 		sent = []byte(`"` + newID() + `"`)
 		params, _ = swapToken(params, sent)
 	}
-	cl := &call{s: s, id: msg.ID, token: token, msgs: make(chan []byte, queueLen), final: make(chan []byte, 1)}
+	cl := &call{s: s, id: msg.ID, token: token, msgs: make(chan []byte, queueLen), final: make(chan []byte, 1), subscribe: subscribe}
 	id := c.register(cl, sent)
 	defer c.unregister(id, cl)
 	s.mu.Lock()
@@ -794,88 +859,9 @@ func (c *uconn) read() {
 	// Close waits for what the Conn started (a Process's goroutines); the
 	// Conn counts in the bounds until then.
 	_ = c.conn.Close()
-	h.mu.Lock()
-	h.n--
-	h.mu.Unlock()
-	h.opts.Limit.release()
+	h.release(c)
 	if h.opts.OnConn != nil {
 		h.opts.OnConn(-1, !stopped)
-	}
-}
-
-// route hands one message of the server's to whom it is for.
-func (c *uconn) route(raw []byte) {
-	m, err := jsonrpc.Decode(raw)
-	if err != nil {
-		return // a Conn returns valid messages only
-	}
-	switch m.Kind {
-	case jsonrpc.KindResponse, jsonrpc.KindErrorResponse:
-		n, err := strconv.ParseInt(string(m.ID.Raw()), 10, 64)
-		if err != nil {
-			return
-		}
-		c.mu.Lock()
-		cl := c.pending[n]
-		delete(c.pending, n)
-		c.mu.Unlock()
-		if cl == nil {
-			return // cancelled, or not one of ours
-		}
-		m.ID = cl.id
-		select {
-		case cl.final <- jsonrpc.Encode(m):
-		default:
-		}
-		return
-	}
-	if m.Method == "notifications/progress" {
-		if tok := progressTokenOf(m.Params); tok != nil {
-			c.mu.Lock()
-			cl := c.progress[string(tok)]
-			c.mu.Unlock()
-			if cl != nil {
-				m.Params = swapProgressToken(m.Params, cl.token)
-				queue(cl.msgs, jsonrpc.Encode(m))
-			}
-			return
-		}
-	}
-	if m.Kind == jsonrpc.KindRequest && m.Method == "ping" {
-		// The Handler is the server's one client: it answers.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = c.conn.Send(ctx, jsonrpc.AppendResult(nil, m.ID, nil))
-		cancel()
-		return
-	}
-	// Belongs to no request we can tell: the only request in flight, if
-	// one, else the GET streams.
-	c.mu.Lock()
-	var only *call
-	if len(c.pending) == 1 {
-		for _, cl := range c.pending {
-			only = cl
-		}
-	}
-	var streams []chan []byte
-	for _, ch := range c.streams {
-		streams = append(streams, ch)
-	}
-	c.mu.Unlock()
-	switch {
-	case only != nil && only.s != nil:
-		queue(only.msgs, raw)
-	case m.Kind == jsonrpc.KindRequest && len(streams) > 0:
-		queue(streams[0], raw)
-	case m.Kind == jsonrpc.KindRequest:
-		// No one to ask: answer it, so the server does not wait.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = c.conn.Send(ctx, jsonrpc.AppendError(nil, m.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "no client can answer this request now")))
-		cancel()
-	default:
-		for _, ch := range streams {
-			queue(ch, raw)
-		}
 	}
 }
 
@@ -885,34 +871,6 @@ func queue(ch chan []byte, m []byte) {
 	case ch <- m:
 	default:
 	}
-}
-
-// addSession adds s to c, forgetting its least recently used session if c
-// has maxSessions; it reports false if c is gone.
-func (c *uconn) addSession(s *hsession) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	select {
-	case <-c.dead:
-		return false
-	default:
-	}
-	if len(c.sessions) >= maxSessions {
-		var old *hsession
-		for _, o := range c.sessions {
-			o.mu.Lock()
-			if old == nil || o.lastUsed.Before(old.lastUsed) {
-				old = o
-			}
-			o.mu.Unlock()
-		}
-		delete(c.sessions, old.id)
-		c.h.mu.Lock()
-		delete(c.h.sessions, old.id)
-		c.h.mu.Unlock()
-	}
-	c.sessions[s.id] = s
-	return true
 }
 
 func (h *Handler) session(id string) *hsession {
@@ -930,21 +888,6 @@ func (h *Handler) session(id string) *hsession {
 		}
 	}
 	return s
-}
-
-// endSession forgets s; a PerSession Conn stops with it.
-func (h *Handler) endSession(s *hsession) {
-	h.mu.Lock()
-	delete(h.sessions, s.id)
-	h.mu.Unlock()
-	c := s.c
-	c.mu.Lock()
-	delete(c.sessions, s.id)
-	empty := len(c.sessions) == 0
-	c.mu.Unlock()
-	if empty && h.opts.Isolation == PerSession {
-		h.stopConn(c)
-	}
 }
 
 // stopConn stops c; its reader then removes it.
@@ -1050,7 +993,7 @@ func (h *Handler) Drain(ctx context.Context) {
 func (h *Handler) Conns() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.n
+	return h.pool.n
 }
 
 // swapToken returns params with its _meta.progressToken replaced by tok

@@ -492,6 +492,23 @@ var limitNames = set(LimitBodyBytes, LimitReadBodyTimeout, LimitSessions, LimitS
 	LimitTasksPrincipal, LimitTasksTenant, LimitTasks,
 	LimitDetachedCalls)
 
+// The shares of the stdio processes one principal and one tenant hold:
+// limits.stdio_processes_per_principal and _per_tenant of
+// limits.stdio_processes, and upstreams[].stdio.max_processes_per_principal
+// and _per_tenant of upstreams[].stdio.max_processes.
+const (
+	LimitStdioProcessesPrincipal = "stdio_processes_per_principal"
+	LimitStdioProcessesTenant    = "stdio_processes_per_tenant"
+	LimitMaxProcessesPrincipal   = "max_processes_per_principal"
+	LimitMaxProcessesTenant      = "max_processes_per_tenant"
+)
+
+func init() {
+	for _, l := range []string{LimitStdioProcessesPrincipal, LimitStdioProcessesTenant, LimitMaxProcessesPrincipal, LimitMaxProcessesTenant} {
+		limitNames[l] = true
+	}
+}
+
 // LimitRejection records a request or an upstream answer refused at a
 // limit: mcpgw_limit_rejections_total{limit,tenant}. limit is one of the
 // Limit constants; tenant is "" for an upstream's answer that no one

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/protocol"
@@ -70,10 +71,16 @@ func newStdioHandler(cfg config.Upstream, opts Options, log *slog.Logger, scrub 
 	}
 	maxMsg := int(opts.MaxMessageBytes)
 	iso := pipe.Isolation(st.Isolation)
+	perPrincipal, perTenant := st.Shares()
 	return pipe.NewHandler(pipe.Options{
-		Name:        cfg.Name,
-		Isolation:   iso,
-		MaxConns:    st.MaxProcesses,
+		Name:           cfg.Name,
+		Isolation:      iso,
+		MaxConns:       st.MaxProcesses,
+		PrincipalConns: perPrincipal,
+		TenantConns:    perTenant,
+		// What a process sends for no request it can tell is delivered
+		// only where it reaches no other principal.
+		Principal:   func(r *http.Request) string { return principalOf(r.Context()) },
 		Limit:       opts.ProcessLimit,
 		IdleTimeout: st.IdleTimeout.D(),
 		Logger:      log,
@@ -110,6 +117,15 @@ func newStdioHandler(cfg config.Upstream, opts Options, log *slog.Logger, scrub 
 			return p, nil
 		},
 	})
+}
+
+// principalOf returns who the caller a request's context carries is, as
+// one string: the gateway's requests to a stdio upstream carry their
+// caller (credentials.With), its own ones (ending a session) the caller
+// of the session. No caller is the principal "".
+func principalOf(ctx context.Context) string {
+	c := credentials.From(ctx)
+	return c.Issuer + "\x00" + c.Subject + "\x00" + c.Tenant
 }
 
 // sseIdleTimeout closes the SSE stream of a legacy upstream session that

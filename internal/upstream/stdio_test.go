@@ -13,7 +13,6 @@ import (
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
-	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
@@ -290,40 +289,6 @@ func TestStdioIdleAndShutdown(t *testing.T) {
 	// SIGKILL is delivered asynchronously: give it a moment.
 	for _, p := range append(children, pid) {
 		eventually(t, func() bool { return !testkit.ProcessRunning(p) })
-	}
-}
-
-func TestStdioLimits(t *testing.T) {
-	limit := pipe.NewLimit(1)
-	var mu sync.Mutex
-	var hits []string
-	c, _ := newStdioClient(t, config.UpstreamStdio{Isolation: config.IsolationSession, MaxProcesses: 2}, nil, Options{ProcessLimit: limit,
-		OnProcessLimit: func(limit, tenant string) {
-			mu.Lock()
-			hits = append(hits, limit)
-			mu.Unlock()
-		}})
-	ctx := context.Background()
-	if _, err := c.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.Open(ctx)
-	var e *Error
-	if !errors.As(err, &e) || e.Status != 503 {
-		t.Fatalf("second process beyond the global limit: %v, want 503", err)
-	}
-	limit.SetMax(10)
-	if _, err := c.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Open(ctx)
-	if !errors.As(err, &e) || e.Status != 503 || !strings.Contains(err.Error(), "maximum of 2") {
-		t.Fatalf("third process beyond max_processes: %v, want 503", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if strings.Join(hits, " ") != pipe.LimitTotal+" "+pipe.LimitMaxConns {
-		t.Errorf("limits reported %v", hits)
 	}
 }
 

@@ -10,6 +10,14 @@
 //   - stderr {text}: writes text to stderr.
 //   - garbage: writes a line that is not JSON-RPC to stdout, then answers.
 //   - sleep {ms}: answers after ms milliseconds.
+//   - elicit {text}: asks its client (elicitation/create, message text)
+//     and returns "accept: <answer>", "decline", ... or "error: <err>".
+//   - updated {uri}: sends notifications/resources/updated for uri to the
+//     sessions that subscribed it.
+//   - subscribed: returns the URIs its client subscribed, sorted and
+//     comma-separated, and how many subscribe requests it got: "a,b 3".
+//
+// Every test://… URI can be subscribed (resources/subscribe).
 //
 // With STDIOSERVER_GARBAGE set it writes such a line before serving, and it
 // writes "stdioserver starting" to stderr when it starts. With
@@ -26,10 +34,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -49,7 +60,6 @@ func main() {
 		}
 		fmt.Fprintf(os.Stderr, "child pid %d\n", child.Process.Pid)
 	}
-	s := mcp.NewServer(&mcp.Implementation{Name: "stdioserver", Version: "0.0.1"}, nil)
 	type textArgs struct {
 		Text string `json:"text"`
 	}
@@ -59,6 +69,62 @@ func main() {
 	type stepsArgs struct {
 		Steps int `json:"steps"`
 	}
+	var (
+		subMu    sync.Mutex
+		subs     = map[string]bool{}
+		subCalls int
+	)
+	s := mcp.NewServer(&mcp.Implementation{Name: "stdioserver", Version: "0.0.1"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, r *mcp.SubscribeRequest) error {
+			subMu.Lock()
+			defer subMu.Unlock()
+			subs[r.Params.URI] = true
+			subCalls++
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, r *mcp.UnsubscribeRequest) error {
+			subMu.Lock()
+			defer subMu.Unlock()
+			delete(subs, r.Params.URI)
+			return nil
+		},
+	})
+	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "test", URITemplate: "test://{name}"},
+		func(_ context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.Params.URI, Text: "content of " + r.Params.URI}}}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "elicit", Description: "Asks the client."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in textArgs) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: in.Text, RequestedSchema: &jsonschema.Schema{
+				Type: "object", Properties: map[string]*jsonschema.Schema{"answer": {Type: "string"}}}})
+			if err != nil {
+				return text("error: " + err.Error()), nil, nil
+			}
+			if res.Action != "accept" {
+				return text(res.Action), nil, nil
+			}
+			return text(fmt.Sprintf("accept: %v", res.Content["answer"])), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "updated", Description: "Sends notifications/resources/updated for uri."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
+			URI string `json:"uri"`
+		}) (*mcp.CallToolResult, any, error) {
+			if err := s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: in.URI}); err != nil {
+				return nil, nil, err
+			}
+			return text("sent"), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "subscribed", Description: "Returns the subscribed URIs and the subscribe count."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			subMu.Lock()
+			defer subMu.Unlock()
+			var uris []string
+			for u := range subs {
+				uris = append(uris, u)
+			}
+			sort.Strings(uris)
+			return text(fmt.Sprintf("%s %d", strings.Join(uris, ","), subCalls)), nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Returns text."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in textArgs) (*mcp.CallToolResult, any, error) {
 			return text(in.Text), nil, nil
