@@ -42,6 +42,9 @@ type ConnectOptions struct {
 	// ElicitationCompleteHandler, if non-nil, receives
 	// notifications/elicitation/complete.
 	ElicitationCompleteHandler func(context.Context, *mcp.ElicitationCompleteNotificationRequest)
+	// ResourceUpdatedHandler, if non-nil, receives
+	// notifications/resources/updated.
+	ResourceUpdatedHandler func(context.Context, *mcp.ResourceUpdatedNotificationRequest)
 	// Capabilities, if non-nil, replace the SDK's default client
 	// capabilities (roots with listChanged); the handlers above still add
 	// theirs.
@@ -66,6 +69,7 @@ func Connect(t testing.TB, url string, opts *ConnectOptions) *mcp.ClientSession 
 		ElicitationHandler:         opts.ElicitationHandler,
 		ToolListChangedHandler:     opts.ToolListChangedHandler,
 		ElicitationCompleteHandler: opts.ElicitationCompleteHandler,
+		ResourceUpdatedHandler:     opts.ResourceUpdatedHandler,
 		//lint:ignore SA1019 sampling is deprecated only from 2026-07-28; the gateway still relays it
 		CreateMessageHandler: opts.CreateMessageHandler,
 		Capabilities:         opts.Capabilities,

@@ -11,7 +11,8 @@
 //   - garbage: writes a line that is not JSON-RPC to stdout, then answers.
 //   - sleep {ms}: answers after ms milliseconds.
 //   - elicit {text}: asks its client (elicitation/create, message text)
-//     and returns "accept: <answer>", "decline", ... or "error: <err>".
+//     and returns "accept: <answer>", "decline", ..., "error <code>:
+//     <message>" for a JSON-RPC error or "error: <err>".
 //   - updated {uri}: sends notifications/resources/updated for uri to the
 //     sessions that subscribed it.
 //   - subscribed: returns the URIs its client subscribed, sorted and
@@ -29,6 +30,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -41,6 +43,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -97,6 +100,10 @@ func main() {
 		func(ctx context.Context, req *mcp.CallToolRequest, in textArgs) (*mcp.CallToolResult, any, error) {
 			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: in.Text, RequestedSchema: &jsonschema.Schema{
 				Type: "object", Properties: map[string]*jsonschema.Schema{"answer": {Type: "string"}}}})
+			var werr *jsonrpc.Error
+			if errors.As(err, &werr) {
+				return text(fmt.Sprintf("error %d: %s", werr.Code, werr.Message)), nil, nil
+			}
 			if err != nil {
 				return text("error: " + err.Error()), nil, nil
 			}
