@@ -45,10 +45,11 @@ type Options struct {
 	// Tenant returns the tenant a request is made for. Nil means "".
 	Tenant func(r *http.Request) string
 	// Principal returns who a request is made for (its issuer, subject
-	// and tenant, as one string). Nil means every request is the same
-	// principal's. What the server sends that belongs to no request is
-	// delivered only where it cannot reach another principal (see
-	// "Sessions over one connection" in the package doc).
+	// and tenant, as one string). What the server sends that belongs to
+	// no request is delivered only where it cannot reach another principal
+	// (see "Sessions over one connection" in the package doc). Nil means
+	// who is unknown: each session is taken for a principal of its own
+	// (and the shares of Conns count them all as one).
 	Principal func(r *http.Request) string
 	// MaxConns bounds the Conns of this Handler; 0 means no bound.
 	MaxConns int
@@ -377,7 +378,12 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrp
 		http.Error(w, "Bad Gateway: "+c.initErr.Error(), http.StatusBadGateway)
 		return
 	}
-	s := &hsession{id: newID(), c: c, principal: principal, inflight: make(map[string]int64), lastUsed: time.Now(), subs: map[string]struct{}{}}
+	sid := newID()
+	if h.opts.Principal == nil {
+		// Who a session is for is unknown: it is nobody else's.
+		principal = "session:" + sid
+	}
+	s := &hsession{id: sid, c: c, principal: principal, inflight: make(map[string]int64), lastUsed: time.Now(), subs: map[string]struct{}{}}
 	if !c.addSession(s) {
 		http.Error(w, "Not Found: the server is gone", http.StatusServiceUnavailable)
 		return

@@ -97,11 +97,16 @@ type routeRig struct {
 }
 
 func newRouteRig(t *testing.T) *routeRig {
+	return newRouteRigWith(t, func(req *http.Request) string { return req.Header.Get("X-Principal") })
+}
+
+// newRouteRigWith is newRouteRig with Options.Principal principal.
+func newRouteRigWith(t *testing.T, principal func(*http.Request) string) *routeRig {
 	r := &routeRig{t: t, conn: newFakeConn()}
 	r.h = NewHandler(Options{
 		Name:      "fake",
 		Isolation: Shared,
-		Principal: func(req *http.Request) string { return req.Header.Get("X-Principal") },
+		Principal: principal,
 		Dial: func(context.Context, *http.Request, string) (Conn, error) {
 			return r.conn, nil
 		},
@@ -244,6 +249,22 @@ func TestRouteOnePrincipal(t *testing.T) {
 	for _, s := range []*stream{s1, s2} {
 		if m := s.next(t); m.Method != "notifications/message" {
 			t.Errorf("got %s", jsonrpc.Encode(m))
+		}
+	}
+}
+
+// TestRouteUnknownPrincipal: without Options.Principal (gateway bridge),
+// each session is taken for a principal of its own: a notification of no
+// request reaches none of two sessions.
+func TestRouteUnknownPrincipal(t *testing.T) {
+	r := newRouteRigWith(t, nil)
+	a1, a2 := r.open("alice"), r.open("alice")
+	s1, s2 := r.listen("alice", a1), r.listen("alice", a2)
+	r.conn.send(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hi"}}`)
+	r.conn.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	for _, s := range []*stream{s1, s2} {
+		if m := s.next(t); m.Method != "notifications/tools/list_changed" {
+			t.Errorf("got %s, want only list_changed", jsonrpc.Encode(m))
 		}
 	}
 }
