@@ -157,7 +157,7 @@ func (s *shares) add(p Principal, d int64) {
 
 // principal and tenant return what p, and p's tenant, hold.
 func (s *shares) principal(p Principal) int64 { return s.prins[p.Tenant].getOrZero(p) }
-func (s *shares) tenant(t string) int64      { return s.tenants.get(t) }
+func (s *shares) tenant(t string) int64       { return s.tenants.get(t) }
 
 func (s *scale[K]) getOrZero(k K) int64 {
 	if s == nil {
