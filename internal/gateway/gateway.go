@@ -125,6 +125,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	evLimits := session.EventLimits{
 		EventsPerStream: ev.PerStream, BytesPerStream: ev.BytesPerStream, TTL: ev.TTL.D(),
 		StreamsPerSession: ev.StreamsPerSession, MaxStreams: ev.MaxStreams, MaxBytes: ev.MaxBytes,
+		MaxStreamsPerPrincipal: ev.MaxStreamsPerPrincipal, MaxStreamsPerTenant: ev.MaxStreamsPerTenant,
+		MaxBytesPerPrincipal: ev.MaxBytesPerPrincipal, MaxBytesPerTenant: ev.MaxBytesPerTenant,
 	}
 	switch cfg.Sessions.Store {
 	case config.StoreRedis:
