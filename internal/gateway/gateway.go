@@ -159,6 +159,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 					h.Expire(rec)
 				}
 			},
+			// A session evicted from the full store (its upstream
+			// sessions were ended by OnExpire) counts at max_sessions,
+			// for the tenant that lost it.
+			OnEvict: func(p session.Principal) { metrics.LimitRejection(telemetry.LimitSessions, p.Tenant) },
 		})
 	}
 	if m, ok := store.(*session.Memory); ok {

@@ -133,7 +133,7 @@ func TestSessionShareOfSmallPool(t *testing.T) {
 func TestSessionPoolFullEvictsHeaviest(t *testing.T) {
 	a := testkit.NewUpstream(t, "alpha")
 	lab := newLabIssuer(t)
-	_, url := startGatewayG(t, []upstreamSpec{spec(a)}, labAuth(lab), func(c *config.Config) {
+	g, url := startGatewayG(t, []upstreamSpec{spec(a)}, labAuth(lab), func(c *config.Config) {
 		c.Sessions.MaxSessions = 10
 		c.Sessions.MaxPerPrincipal = 6
 		c.Sessions.MaxPerTenant = 10
@@ -218,5 +218,9 @@ func TestSessionPoolFullEvictsHeaviest(t *testing.T) {
 	carol.mustCall(cs, "kept")
 	if r := dave.callStateless("again"); r.Status != http.StatusOK {
 		t.Fatalf("dave's 2026-07-28 call: %v", r)
+	}
+	// Each eviction counts at max_sessions; no one was refused.
+	if n := limitCount(t, g, "max_sessions"); n != 3 {
+		t.Errorf("max_sessions count = %d, want 3 evictions", n)
 	}
 }

@@ -63,6 +63,10 @@ type MemoryOptions struct {
 	// quickly and hand slow work (such as closing upstream sessions) to
 	// another goroutine. It must not call Close.
 	OnExpire func(*Record)
+	// OnEvict, if not nil, is called with the principal of each record
+	// evicted to make room in a full store, after OnExpire, outside the
+	// store's lock (to count evictions).
+	OnEvict func(Principal)
 }
 
 // Memory is a [Store] that keeps records in process memory, for a gateway
@@ -107,6 +111,7 @@ type Memory struct {
 	boxBytes           int64
 	now                func() time.Time
 	onExpire           func(*Record)
+	onEvict            func(Principal)
 
 	// interned holds one copy of each small distinct raw JSON member
 	// (client info and capabilities, upstream capabilities) that a live
@@ -162,6 +167,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 		boxBytes:  opts.MailboxBytes,
 		now:       opts.Now,
 		onExpire:  opts.OnExpire,
+		onEvict:   opts.OnEvict,
 		byID:      make(map[string]*entry),
 		byPrin:    make(map[Principal]*entry),
 		boxes:     make(map[string]*mailbox),
@@ -206,7 +212,7 @@ func (m *Memory) Create(ctx context.Context, r *Record) error {
 
 	var expired []*entry
 	m.mu.Lock()
-	err := m.admitLocked(rec, now, &expired)
+	evicted, err := m.admitLocked(rec, now, &expired)
 	if err == nil {
 		e := &entry{rec: rec, lastSeen: now}
 		m.byID[rec.id] = e
@@ -216,6 +222,11 @@ func (m *Memory) Create(ctx context.Context, r *Record) error {
 	}
 	m.mu.Unlock()
 	m.reportExpired(expired)
+	if m.onEvict != nil {
+		for _, e := range expired[len(expired)-evicted:] {
+			m.onEvict(e.rec.principal)
+		}
+	}
 	return err
 }
 
@@ -224,11 +235,12 @@ func (m *Memory) Create(ctx context.Context, r *Record) error {
 // full store evicting one (appended too). Expired records count against no
 // bound, but are only removed when one is hit. The shares are checked
 // before the pool: a principal or tenant at its share is refused, never
-// served by evicting another's record.
-func (m *Memory) admitLocked(rec *compact, now time.Time, expired *[]*entry) error {
+// served by evicting another's record. The evicted records are the last
+// evicted of *expired.
+func (m *Memory) admitLocked(rec *compact, now time.Time, expired *[]*entry) (evicted int, err error) {
 	if e, ok := m.byID[rec.id]; ok {
 		if !m.isExpired(e, now) {
-			return ErrExists
+			return 0, ErrExists
 		}
 		m.removeLocked(rec.id, e)
 		*expired = append(*expired, e)
@@ -247,12 +259,12 @@ func (m *Memory) admitLocked(rec *compact, now time.Time, expired *[]*entry) err
 	p := rec.principal
 	if m.maxPrin > 0 && m.held.principal(p) >= int64(m.maxPrin) {
 		if sweep(); m.held.principal(p) >= int64(m.maxPrin) {
-			return &LimitError{Limit: LimitMaxPerPrincipal, Max: int64(m.maxPrin)}
+			return 0, &LimitError{Limit: LimitMaxPerPrincipal, Max: int64(m.maxPrin)}
 		}
 	}
 	if m.maxTenant > 0 && m.held.tenant(p.Tenant) >= int64(m.maxTenant) {
 		if sweep(); m.held.tenant(p.Tenant) >= int64(m.maxTenant) {
-			return &LimitError{Limit: LimitMaxPerTenant, Max: int64(m.maxTenant)}
+			return 0, &LimitError{Limit: LimitMaxPerTenant, Max: int64(m.maxTenant)}
 		}
 	}
 	if len(m.byID) >= m.max {
@@ -261,12 +273,13 @@ func (m *Memory) admitLocked(rec *compact, now time.Time, expired *[]*entry) err
 	for len(m.byID) >= m.max {
 		v := m.victimLocked(p)
 		if v == nil {
-			return ErrFull // not reached: a full store has a heaviest holder
+			return evicted, ErrFull // not reached: a full store has a heaviest holder
 		}
 		m.removeLocked(v.rec.id, v)
 		*expired = append(*expired, v)
+		evicted++
 	}
-	return nil
+	return evicted, nil
 }
 
 // victimLocked returns the record a full store evicts to make room for one

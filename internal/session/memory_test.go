@@ -325,7 +325,9 @@ func recordOf(id, sub, ten string) *session.Record {
 func TestMemoryFullFair(t *testing.T) {
 	clock := newFakeClock()
 	var log expiredLog
-	m := newMemory(t, session.MemoryOptions{MaxSessions: 10, MaxPerPrincipal: 4, MaxPerTenant: 6, Now: clock.Now, OnExpire: log.OnExpire})
+	var evicted []string
+	m := newMemory(t, session.MemoryOptions{MaxSessions: 10, MaxPerPrincipal: 4, MaxPerTenant: 6, Now: clock.Now, OnExpire: log.OnExpire,
+		OnEvict: func(p session.Principal) { evicted = append(evicted, p.Subject) }})
 	create := func(r *session.Record) {
 		t.Helper()
 		clock.Advance(time.Second)
@@ -377,6 +379,9 @@ func TestMemoryFullFair(t *testing.T) {
 	}
 	for _, id := range []string{"alice0", "alice3", "bob0", "carol1", "carol2", "carol3", "dave0", "dave1", "erin0", "erin1"} {
 		wantLive(t, m, id)
+	}
+	if diff := cmp.Diff([]string{"alice", "alice", "carol"}, evicted); diff != "" {
+		t.Errorf("OnEvict (-want +got):\n%s", diff)
 	}
 	if n := m.Len(); n != 10 {
 		t.Errorf("Len = %d, want 10", n)
