@@ -171,8 +171,6 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&ss.MaxSessions, DefaultMaxSessions)
 	setDefault(&ss.MailboxMessages, DefaultMailboxMessages)
 	setDefault(&ss.MailboxBytes, DefaultMailboxBytes)
-	setDefault(&ss.Tasks.MaxPerPrincipal, DefaultTasksPerPrincipal)
-	setDefault(&ss.Tasks.MaxPerTenant, DefaultTasksPerTenant)
 	setDefault(&ss.Tasks.MaxTasks, DefaultMaxTasks)
 	setDefault(&ss.Tasks.MaxTTL, Duration(DefaultTaskMaxTTL))
 	setDefault(&ss.Tasks.ListPageSize, DefaultTaskListPageSize)
@@ -296,17 +294,21 @@ func budgetDefaults(rls []RateLimit, qs []Quota) {
 
 // sessionShareDefaults derives the shares of the session store's pools
 // that one principal and one tenant may hold, when not set, from the
-// pools (max_sessions, events.max_streams, events.max_bytes), which must
-// be defaulted already: a tenth for a principal and a half for a tenant
-// (at least 1), so that at least ten principals and two tenants fill a
-// pool before a full one evicts the heaviest holder's entries. A share
-// larger than its pool would be no share at all. The session caps keep
-// their former values (100 and 10000) as ceilings, which the default pool
-// of 100000 gives anyway; Redis, which has no max_sessions, gets the same
+// pools (max_sessions, tasks.max_tasks, events.max_streams,
+// events.max_bytes), which must be defaulted already: a tenth for a
+// principal and a half for a tenant (at least 1), so that at least ten
+// principals and two tenants fill a pool before a full one evicts the
+// heaviest holder's entries. A share larger than its pool would be no
+// share at all. The session and task caps keep their former values (100
+// and 10000) as ceilings, which the default pools of 100000 give anyway;
+// Redis, which has neither max_sessions nor max_tasks, gets the same
 // numbers. The keys are all positive: 0 is "not set".
 func sessionShareDefaults(ss *Sessions) {
 	setDefault(&ss.MaxPerPrincipal, min(DefaultMaxPerPrincipal, principalShare(ss.MaxSessions)))
 	setDefault(&ss.MaxPerTenant, min(DefaultMaxPerTenant, tenantShare(ss.MaxSessions)))
+	tk := &ss.Tasks
+	setDefault(&tk.MaxPerPrincipal, min(DefaultTasksPerPrincipal, principalShare(tk.MaxTasks)))
+	setDefault(&tk.MaxPerTenant, min(DefaultTasksPerTenant, tenantShare(tk.MaxTasks)))
 	ev := &ss.Events
 	setDefault(&ev.MaxStreamsPerPrincipal, principalShare(ev.MaxStreams))
 	setDefault(&ev.MaxStreamsPerTenant, tenantShare(ev.MaxStreams))

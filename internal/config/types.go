@@ -187,9 +187,11 @@ type Sessions struct {
 // for clients (2025-11-25 basic/utilities/tasks, the 2026-07-28 Tasks
 // extension).
 type Tasks struct {
-	// MaxPerPrincipal bounds the live tasks of one principal. Default 100.
+	// MaxPerPrincipal bounds the live tasks of one principal. Default: a
+	// tenth of MaxTasks, at most 100 (at least 1).
 	MaxPerPrincipal int `yaml:"max_per_principal" cfg:"positive"`
-	// MaxPerTenant bounds the live tasks of one tenant. Default 10000.
+	// MaxPerTenant bounds the live tasks of one tenant. Default: half of
+	// MaxTasks, at most 10000 (at least 1).
 	MaxPerTenant int `yaml:"max_per_tenant" cfg:"positive"`
 	// MaxTasks bounds the memory store's tasks. Default 100000.
 	MaxTasks int `yaml:"max_tasks" cfg:"positive"`

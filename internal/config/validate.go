@@ -262,6 +262,8 @@ func (v *validator) sessionShares(s *Sessions) {
 	if s.Store != StoreRedis {
 		over("sessions.max_per_principal", int64(s.MaxPerPrincipal), int64(s.MaxSessions), "sessions.max_sessions")
 		over("sessions.max_per_tenant", int64(s.MaxPerTenant), int64(s.MaxSessions), "sessions.max_sessions")
+		over("sessions.tasks.max_per_principal", int64(s.Tasks.MaxPerPrincipal), int64(s.Tasks.MaxTasks), "sessions.tasks.max_tasks")
+		over("sessions.tasks.max_per_tenant", int64(s.Tasks.MaxPerTenant), int64(s.Tasks.MaxTasks), "sessions.tasks.max_tasks")
 		over("sessions.events.max_streams_per_principal", int64(ev.MaxStreamsPerPrincipal), int64(ev.MaxStreams), "sessions.events.max_streams")
 		over("sessions.events.max_streams_per_tenant", int64(ev.MaxStreamsPerTenant), int64(ev.MaxStreams), "sessions.events.max_streams")
 		over("sessions.events.max_bytes_per_principal", ev.MaxBytesPerPrincipal, ev.MaxBytes, "sessions.events.max_bytes")
