@@ -288,6 +288,9 @@ func (m *MemoryEvents) liveLocked(k eventKey, now time.Time) *memLog {
 // store's bytes and its holders'.
 func (m *MemoryEvents) resizeLocked(l *memLog, size int64) {
 	d := size - l.size
+	if d == 0 {
+		return
+	}
 	l.size = size
 	m.bytes += d
 	m.held.add(l.who, d)
