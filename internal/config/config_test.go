@@ -2000,4 +2000,5 @@ var defaultTasks = Tasks{MaxPerPrincipal: 100, MaxPerTenant: 10000, MaxTasks: 10
 
 // defaultEvents are the defaults of sessions.events.
 var defaultEvents = Events{PerStream: 1000, BytesPerStream: 1 << 20, TTL: Duration(2 * time.Minute),
-	StreamsPerSession: 16, MaxStreams: 100_000, MaxBytes: 256 << 20}
+	StreamsPerSession: 16, MaxStreams: 100_000, MaxBytes: 256 << 20,
+	MaxStreamsPerPrincipal: 10_000, MaxStreamsPerTenant: 50_000, MaxBytesPerPrincipal: (256 << 20) / 10, MaxBytesPerTenant: 128 << 20}

@@ -16,8 +16,8 @@ const (
 	DefaultSessionStore      = StoreMemory
 	DefaultIdleTTL           = 30 * time.Minute
 	DefaultMaxSessions       = 100_000
-	DefaultMaxPerPrincipal   = 100
-	DefaultMaxPerTenant      = 10_000
+	DefaultMaxPerPrincipal   = 100    // at most; see sessionShareDefaults
+	DefaultMaxPerTenant      = 10_000 // at most; see sessionShareDefaults
 	DefaultMailboxMessages   = 64
 	DefaultMailboxBytes      = 8 << 20 // 8 MiB
 	DefaultTasksPerPrincipal = 100
@@ -169,12 +169,8 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&ss.Store, DefaultSessionStore)
 	setDefault(&ss.IdleTTL, Duration(DefaultIdleTTL))
 	setDefault(&ss.MaxSessions, DefaultMaxSessions)
-	setDefault(&ss.MaxPerPrincipal, DefaultMaxPerPrincipal)
-	setDefault(&ss.MaxPerTenant, DefaultMaxPerTenant)
 	setDefault(&ss.MailboxMessages, DefaultMailboxMessages)
 	setDefault(&ss.MailboxBytes, DefaultMailboxBytes)
-	setDefault(&ss.Tasks.MaxPerPrincipal, DefaultTasksPerPrincipal)
-	setDefault(&ss.Tasks.MaxPerTenant, DefaultTasksPerTenant)
 	setDefault(&ss.Tasks.MaxTasks, DefaultMaxTasks)
 	setDefault(&ss.Tasks.MaxTTL, Duration(DefaultTaskMaxTTL))
 	setDefault(&ss.Tasks.ListPageSize, DefaultTaskListPageSize)
@@ -185,6 +181,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&ev.StreamsPerSession, DefaultEventStreams)
 	setDefault(&ev.MaxStreams, DefaultEventMaxStreams)
 	setDefault(&ev.MaxBytes, DefaultEventMaxBytes)
+	sessionShareDefaults(ss)
 
 	redisDefaults(&ss.Redis)
 	if c.Budgets.Redis != nil {
@@ -294,6 +291,34 @@ func budgetDefaults(rls []RateLimit, qs []Quota) {
 		setDefault(&q.OnStoreError, FailClosed)
 	}
 }
+
+// sessionShareDefaults derives the shares of the session store's pools
+// that one principal and one tenant may hold, when not set, from the
+// pools (max_sessions, tasks.max_tasks, events.max_streams,
+// events.max_bytes), which must be defaulted already: a tenth for a
+// principal and a half for a tenant (at least 1), so that at least ten
+// principals and two tenants fill a pool before a full one evicts the
+// heaviest holder's entries. A share larger than its pool would be no
+// share at all. The session and task caps keep their former values (100
+// and 10000) as ceilings, which the default pools of 100000 give anyway;
+// Redis, which has neither max_sessions nor max_tasks, gets the same
+// numbers. The keys are all positive: 0 is "not set".
+func sessionShareDefaults(ss *Sessions) {
+	setDefault(&ss.MaxPerPrincipal, min(DefaultMaxPerPrincipal, principalShare(ss.MaxSessions)))
+	setDefault(&ss.MaxPerTenant, min(DefaultMaxPerTenant, tenantShare(ss.MaxSessions)))
+	tk := &ss.Tasks
+	setDefault(&tk.MaxPerPrincipal, min(DefaultTasksPerPrincipal, principalShare(tk.MaxTasks)))
+	setDefault(&tk.MaxPerTenant, min(DefaultTasksPerTenant, tenantShare(tk.MaxTasks)))
+	ev := &ss.Events
+	setDefault(&ev.MaxStreamsPerPrincipal, principalShare(ev.MaxStreams))
+	setDefault(&ev.MaxStreamsPerTenant, tenantShare(ev.MaxStreams))
+	setDefault(&ev.MaxBytesPerPrincipal, principalShare(ev.MaxBytes))
+	setDefault(&ev.MaxBytesPerTenant, tenantShare(ev.MaxBytes))
+}
+
+// principalShare and tenantShare are the default shares of a pool of n.
+func principalShare[N int | int64](n N) N { return max(n/10, 1) }
+func tenantShare[N int | int64](n N) N    { return max(n/2, 1) }
 
 func setDefault[T comparable](p *T, def T) {
 	var zero T

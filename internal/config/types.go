@@ -159,13 +159,16 @@ type Sessions struct {
 	Store string `yaml:"store"`
 	// IdleTTL expires a session unused for this long. Default 30m.
 	IdleTTL Duration `yaml:"idle_ttl"`
-	// MaxSessions bounds the memory store. Default 100000.
+	// MaxSessions bounds the memory store; when it is full, a new session
+	// evicts the least recently used one of the heaviest holder. Default
+	// 100000.
 	MaxSessions int `yaml:"max_sessions" cfg:"positive"`
 	// MaxPerPrincipal bounds the live sessions of one principal (issuer,
-	// subject, tenant), in either store. Default 100.
+	// subject, tenant), in either store. Default: a tenth of MaxSessions,
+	// at most 100 (at least 1).
 	MaxPerPrincipal int `yaml:"max_per_principal" cfg:"positive"`
 	// MaxPerTenant bounds the live sessions of one tenant, in either store.
-	// Default 10000.
+	// Default: half of MaxSessions, at most 10000 (at least 1).
 	MaxPerTenant int `yaml:"max_per_tenant" cfg:"positive"`
 	// MailboxMessages bounds the messages one mailbox holds. Default 64.
 	MailboxMessages int `yaml:"mailbox_messages" cfg:"positive"`
@@ -184,9 +187,11 @@ type Sessions struct {
 // for clients (2025-11-25 basic/utilities/tasks, the 2026-07-28 Tasks
 // extension).
 type Tasks struct {
-	// MaxPerPrincipal bounds the live tasks of one principal. Default 100.
+	// MaxPerPrincipal bounds the live tasks of one principal. Default: a
+	// tenth of MaxTasks, at most 100 (at least 1).
 	MaxPerPrincipal int `yaml:"max_per_principal" cfg:"positive"`
-	// MaxPerTenant bounds the live tasks of one tenant. Default 10000.
+	// MaxPerTenant bounds the live tasks of one tenant. Default: half of
+	// MaxTasks, at most 10000 (at least 1).
 	MaxPerTenant int `yaml:"max_per_tenant" cfg:"positive"`
 	// MaxTasks bounds the memory store's tasks. Default 100000.
 	MaxTasks int `yaml:"max_tasks" cfg:"positive"`
@@ -217,6 +222,16 @@ type Events struct {
 	// (Redis is bounded by its maxmemory). Defaults 100000 and 256 MiB.
 	MaxStreams int   `yaml:"max_streams" cfg:"positive"`
 	MaxBytes   int64 `yaml:"max_bytes" cfg:"positive"`
+	// MaxStreamsPerPrincipal and MaxBytesPerPrincipal are the shares of
+	// MaxStreams and MaxBytes the logs of one principal's sessions hold
+	// in the memory store; MaxStreamsPerTenant and MaxBytesPerTenant
+	// those of one tenant's. Beyond a share, the holder's own least
+	// recently written logs are dropped. Defaults: a tenth of the pool
+	// for a principal, half for a tenant (at least 1).
+	MaxStreamsPerPrincipal int   `yaml:"max_streams_per_principal" cfg:"positive"`
+	MaxStreamsPerTenant    int   `yaml:"max_streams_per_tenant" cfg:"positive"`
+	MaxBytesPerPrincipal   int64 `yaml:"max_bytes_per_principal" cfg:"positive"`
+	MaxBytesPerTenant      int64 `yaml:"max_bytes_per_tenant" cfg:"positive"`
 }
 
 // Redis configures the Redis session store. One config serves a single

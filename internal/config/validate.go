@@ -236,10 +236,45 @@ func (v *validator) sessions(s *Sessions) {
 	nonNegative(v, "sessions.events.streams_per_session", ev.StreamsPerSession)
 	nonNegative(v, "sessions.events.max_streams", ev.MaxStreams)
 	nonNegative(v, "sessions.events.max_bytes", ev.MaxBytes)
+	nonNegative(v, "sessions.events.max_streams_per_principal", ev.MaxStreamsPerPrincipal)
+	nonNegative(v, "sessions.events.max_streams_per_tenant", ev.MaxStreamsPerTenant)
+	nonNegative(v, "sessions.events.max_bytes_per_principal", ev.MaxBytesPerPrincipal)
+	nonNegative(v, "sessions.events.max_bytes_per_tenant", ev.MaxBytesPerTenant)
 	if ev.MaxBytes > 0 && ev.BytesPerStream > ev.MaxBytes {
 		v.addf("sessions.events.bytes_per_stream", "%d exceeds sessions.events.max_bytes (%d)", ev.BytesPerStream, ev.MaxBytes)
 	}
+	v.sessionShares(s)
 	v.redis("sessions.redis", &s.Redis)
+}
+
+// sessionShares warns of a share of a pool that is not one: larger than
+// the pool, so that one principal or tenant may take all of it (the
+// memory store's pools; Redis has none), or a principal's larger than its
+// tenant's. And of a stream's log that cannot fit a principal's share of
+// the bytes: such a stream loses its log (it cannot be resumed).
+func (v *validator) sessionShares(s *Sessions) {
+	over := func(path string, share, bound int64, boundPath string) {
+		if share > 0 && bound > 0 && share > bound {
+			v.warnf(path, "%d exceeds %s (%d): it is no share", share, boundPath, bound)
+		}
+	}
+	ev := &s.Events
+	if s.Store != StoreRedis {
+		over("sessions.max_per_principal", int64(s.MaxPerPrincipal), int64(s.MaxSessions), "sessions.max_sessions")
+		over("sessions.max_per_tenant", int64(s.MaxPerTenant), int64(s.MaxSessions), "sessions.max_sessions")
+		over("sessions.tasks.max_per_principal", int64(s.Tasks.MaxPerPrincipal), int64(s.Tasks.MaxTasks), "sessions.tasks.max_tasks")
+		over("sessions.tasks.max_per_tenant", int64(s.Tasks.MaxPerTenant), int64(s.Tasks.MaxTasks), "sessions.tasks.max_tasks")
+		over("sessions.events.max_streams_per_principal", int64(ev.MaxStreamsPerPrincipal), int64(ev.MaxStreams), "sessions.events.max_streams")
+		over("sessions.events.max_streams_per_tenant", int64(ev.MaxStreamsPerTenant), int64(ev.MaxStreams), "sessions.events.max_streams")
+		over("sessions.events.max_bytes_per_principal", ev.MaxBytesPerPrincipal, ev.MaxBytes, "sessions.events.max_bytes")
+		over("sessions.events.max_bytes_per_tenant", ev.MaxBytesPerTenant, ev.MaxBytes, "sessions.events.max_bytes")
+		over("sessions.events.max_streams_per_principal", int64(ev.MaxStreamsPerPrincipal), int64(ev.MaxStreamsPerTenant), "sessions.events.max_streams_per_tenant")
+		over("sessions.events.max_bytes_per_principal", ev.MaxBytesPerPrincipal, ev.MaxBytesPerTenant, "sessions.events.max_bytes_per_tenant")
+		if ev.MaxBytesPerPrincipal > 0 && ev.BytesPerStream > ev.MaxBytesPerPrincipal {
+			v.warnf("sessions.events.bytes_per_stream", "%d exceeds sessions.events.max_bytes_per_principal (%d): a stream whose log grows past the share loses it", ev.BytesPerStream, ev.MaxBytesPerPrincipal)
+		}
+	}
+	over("sessions.max_per_principal", int64(s.MaxPerPrincipal), int64(s.MaxPerTenant), "sessions.max_per_tenant")
 }
 
 // redis checks the Redis settings. They are checked whatever the store:

@@ -125,6 +125,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	evLimits := session.EventLimits{
 		EventsPerStream: ev.PerStream, BytesPerStream: ev.BytesPerStream, TTL: ev.TTL.D(),
 		StreamsPerSession: ev.StreamsPerSession, MaxStreams: ev.MaxStreams, MaxBytes: ev.MaxBytes,
+		MaxStreamsPerPrincipal: ev.MaxStreamsPerPrincipal, MaxStreamsPerTenant: ev.MaxStreamsPerTenant,
+		MaxBytesPerPrincipal: ev.MaxBytesPerPrincipal, MaxBytesPerTenant: ev.MaxBytesPerTenant,
 	}
 	switch cfg.Sessions.Store {
 	case config.StoreRedis:
@@ -157,6 +159,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 					h.Expire(rec)
 				}
 			},
+			// A session evicted from the full store (its upstream
+			// sessions were ended by OnExpire) counts at max_sessions,
+			// for the tenant that lost it.
+			OnEvict: func(p session.Principal) { metrics.LimitRejection(telemetry.LimitSessions, p.Tenant) },
 		})
 	}
 	if m, ok := store.(*session.Memory); ok {

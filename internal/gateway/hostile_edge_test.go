@@ -160,14 +160,15 @@ func TestReadBodyTimeoutSparesStreamedAnswers(t *testing.T) {
 	}
 }
 
-// TestRefusedInitializeOpensNoUpstreamSession: with max_sessions 3, the
-// fourth and fifth initialize get 503 with Retry-After, and no upstream
-// hears of them: the record is stored before any upstream is contacted.
+// TestRefusedInitializeOpensNoUpstreamSession: with max_sessions 30, one
+// principal's share is 3 (a tenth): its fourth and fifth initialize get
+// 429 with Retry-After, and no upstream hears of them: the record is
+// stored before any upstream is contacted.
 func TestRefusedInitializeOpensNoUpstreamSession(t *testing.T) {
 	a, b := testkit.NewUpstream(t, "alpha"), testkit.NewUpstream(t, "beta")
 	var auditLog syncBuffer
 	g, url := startGatewayWith(t, gateway.Options{Audit: audit.New(&auditLog)}, []upstreamSpec{spec(a), spec(b)}, func(c *config.Config) {
-		c.Sessions.MaxSessions = 3
+		c.Sessions.MaxSessions = 30
 	})
 	hc := testkit.NewHostileClient(t, url)
 	ok := 0
@@ -176,7 +177,7 @@ func TestRefusedInitializeOpensNoUpstreamSession(t *testing.T) {
 			ok++
 			continue
 		}
-		wantRPCError(t, fmt.Sprint("initialize ", i), r, http.StatusServiceUnavailable, -32603, "too many sessions")
+		wantRPCError(t, fmt.Sprint("initialize ", i), r, http.StatusTooManyRequests, -32600, "sessions_per_principal (3)")
 		if r.Header.Get("Retry-After") == "" || r.Header.Get("Mcp-Session-Id") != "" {
 			t.Errorf("refused initialize: Retry-After %q, Mcp-Session-Id %q", r.Header.Get("Retry-After"), r.Header.Get("Mcp-Session-Id"))
 		}
@@ -189,11 +190,11 @@ func TestRefusedInitializeOpensNoUpstreamSession(t *testing.T) {
 			t.Errorf("%s got %d initializes for 3 sessions", u.Name, n)
 		}
 	}
-	if n := limitCount(t, g, "max_sessions"); n != 2 {
-		t.Errorf("max_sessions rejections = %d, want 2", n)
+	if n := limitCount(t, g, "sessions_per_principal"); n != 2 {
+		t.Errorf("sessions_per_principal rejections = %d, want 2", n)
 	}
-	if n := strings.Count(auditLog.String(), `"reason":"max_sessions"`); n != 2 {
-		t.Errorf("%d audit records of max_sessions, want 2:\n%s", n, auditLog.String())
+	if n := strings.Count(auditLog.String(), `"reason":"sessions_per_principal"`); n != 2 {
+		t.Errorf("%d audit records of sessions_per_principal, want 2:\n%s", n, auditLog.String())
 	}
 }
 

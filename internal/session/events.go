@@ -58,6 +58,17 @@ type EventLimits struct {
 	// (a Redis log is bounded by Redis's maxmemory instead).
 	MaxStreams int
 	MaxBytes   int64
+	// MaxStreamsPerPrincipal and MaxBytesPerPrincipal are the shares of
+	// MaxStreams and MaxBytes the logs of one principal's sessions hold
+	// at most in a [MemoryEvents], and MaxStreamsPerTenant and
+	// MaxBytesPerTenant those of one tenant's: beyond them, the holder's
+	// own least recently written logs are dropped. Zero or negative: a
+	// tenth of the pool for a principal, half of it for a tenant (at
+	// least 1), as the config's defaults.
+	MaxStreamsPerPrincipal int
+	MaxStreamsPerTenant    int
+	MaxBytesPerPrincipal   int64
+	MaxBytesPerTenant      int64
 	// Lease is how long the writer of a call's stream is taken to be
 	// alive after its last Append or Touch (default EventLease).
 	Lease time.Duration
@@ -105,11 +116,32 @@ func (l EventLimits) withDefaults() EventLimits {
 	if l.MaxBytes <= 0 {
 		l.MaxBytes = DefaultEventMaxBytes
 	}
+	if l.MaxStreamsPerPrincipal <= 0 {
+		l.MaxStreamsPerPrincipal = PrincipalShare(l.MaxStreams)
+	}
+	if l.MaxStreamsPerTenant <= 0 {
+		l.MaxStreamsPerTenant = TenantShare(l.MaxStreams)
+	}
+	if l.MaxBytesPerPrincipal <= 0 {
+		l.MaxBytesPerPrincipal = PrincipalShare(l.MaxBytes)
+	}
+	if l.MaxBytesPerTenant <= 0 {
+		l.MaxBytesPerTenant = TenantShare(l.MaxBytes)
+	}
 	if l.Lease <= 0 {
 		l.Lease = EventLease
 	}
 	return l
 }
+
+// PrincipalShare and TenantShare are the default shares of a pool of n
+// that one principal and one tenant may hold: a tenth and a half, at
+// least 1. So at least ten principals, and two tenants, fill a pool
+// before any of them loses an entry to another.
+func PrincipalShare[N int | int64](n N) N { return max(n/10, 1) }
+
+// TenantShare: see [PrincipalShare].
+func TenantShare[N int | int64](n N) N { return max(n/2, 1) }
 
 // EventLog keeps the recent events of a session's streams. All its
 // methods must be safe for use by multiple goroutines.
@@ -117,25 +149,30 @@ func (l EventLimits) withDefaults() EventLimits {
 // Session ids and stream ids are the caller's: a stream id is 1 to 64
 // characters of [0-9a-z], unique within its session.
 type EventLog interface {
-	// Open starts the log of a new stream with an empty first event (the
-	// one a client may resume from before anything was sent) and returns
-	// that event's cursor. If the session holds StreamsPerSession logs
-	// already, its oldest is dropped. It fails with ErrFull when the store
-	// holds as many logs or bytes as it may.
+	// Open starts the log of a new stream of session sid, whose
+	// principal is who, with an empty first event (the one a client may
+	// resume from before anything was sent) and returns that event's
+	// cursor. If the session holds StreamsPerSession logs already, its
+	// oldest is dropped; so are who's, or its tenant's, least recently
+	// written logs when they hold their share of the store's streams, and
+	// the heaviest holder's when the store holds as many as it may. It
+	// fails with ErrFull when the store cannot hold the log.
 	//
 	// With a non-empty owner, the stream is a call's: its writer holds a
 	// lease (EventLimits.Lease), renewed by each Append and by Touch, and a Read
 	// that finds no final event and an expired lease reports the stream
 	// lost (see Event.Lost), owner its Data.
-	Open(ctx context.Context, sid, stream string, owner []byte) (cursor string, err error)
+	Open(ctx context.Context, who Principal, sid, stream string, owner []byte) (cursor string, err error)
 	// Touch keeps a log as if an event was appended: it renews its
 	// expiry, and a call's lease. A log that expired or was dropped is
 	// left so.
 	Touch(ctx context.Context, sid, stream string) error
 	// Append logs data as the stream's next event, final if nothing may
 	// follow it, refreshing the log's expiry, and returns the event's
-	// cursor. It returns ErrNotFound if the log expired or was dropped,
-	// and ErrFull when the store holds as many bytes as it may (the log is
+	// cursor. Logs of its principal, its tenant or, in a full store, the
+	// heaviest holder, are dropped to keep the bytes within their shares
+	// (see Open). It returns ErrNotFound if the log expired or was
+	// dropped, and ErrFull when the log itself cannot be kept (it is
 	// dropped then: a resume cannot be served whole).
 	Append(ctx context.Context, sid, stream string, data []byte, final bool) (cursor string, err error)
 	// Read returns up to a few hundred events of the stream that follow

@@ -36,7 +36,11 @@ import (
 // StreamsPerSession. A session's logs are bounded, sessions are bounded
 // per principal (sessions.max_per_principal), and all of it by Redis's
 // maxmemory: an Open or Append that Redis refuses for lack of memory
-// fails with ErrFull.
+// fails with ErrFull. So one principal's logs hold at most
+// max_per_principal × StreamsPerSession × BytesPerStream. There are no
+// shares of a pool here as in [MemoryEvents]: Redis has no pool but its
+// maxmemory, and counting a principal's or a tenant's bytes would take,
+// with every event, a write to a key outside the session's Cluster slot.
 //
 // # Reads
 //
@@ -247,8 +251,10 @@ func (e *RedisEvents) logKey(sid, stream string) string {
 	return e.r.key(sid) + ":ev:" + stream
 }
 
-// Open implements [EventLog.Open].
-func (e *RedisEvents) Open(ctx context.Context, sid, stream string, owner []byte) (string, error) {
+// Open implements [EventLog.Open]. who is not used: a Redis log is
+// bounded per session, and all of them by Redis's maxmemory (see
+// "Bounds").
+func (e *RedisEvents) Open(ctx context.Context, who Principal, sid, stream string, owner []byte) (string, error) {
 	if err := checkEventStream(sid, stream); err != nil {
 		return "", err
 	}

@@ -39,7 +39,7 @@ func eventLogCases() []eventLogCase {
 
 func mustOpen(t *testing.T, log session.EventLog, sid, stream string) string {
 	t.Helper()
-	c, err := log.Open(context.Background(), sid, stream, nil)
+	c, err := log.Open(context.Background(), testPrincipal, sid, stream, nil)
 	if err != nil {
 		t.Fatalf("Open(%s, %s): %v", sid, stream, err)
 	}
@@ -225,8 +225,14 @@ func TestEventLogWait(t *testing.T) {
 	}
 }
 
-// TestMemoryEventsFlood: an upstream that floods one stream, or a caller
-// opening streams without end, holds no more than the bounds allow.
+// testPrincipal is the principal of the sessions whose logs the tests
+// open, unless they say otherwise.
+var testPrincipal = session.Principal{Issuer: "https://issuer.example", Subject: "alice", Tenant: "acme"}
+
+// TestMemoryEventsFlood: one stream flooded holds at most its bounds; one
+// principal opening streams and filling them without end holds at most
+// its shares of the store's streams and bytes, losing its own least
+// recently written logs first.
 func TestMemoryEventsFlood(t *testing.T) {
 	ctx := context.Background()
 	log := session.NewMemoryEvents(session.EventLimits{EventsPerStream: 100, BytesPerStream: 64 << 10, MaxStreams: 50, MaxBytes: 1 << 20}, nil)
@@ -239,37 +245,141 @@ func TestMemoryEventsFlood(t *testing.T) {
 	if b := log.Bytes(); b > 64<<10 {
 		t.Fatalf("one flooded stream holds %d bytes, bound 64 KiB", b)
 	}
-	// Streams: at most 50, then ErrFull; bytes: at most 1 MiB, then the
-	// log that would pass it is dropped.
-	var full error
+	// Streams: at most 5 (a tenth of 50); bytes: at most 1 MiB/10.
 	type stream struct{ sid, name string }
 	var opened []stream
 	for i := range 200 {
 		st := stream{session.NewID(), "s" + strconv.Itoa(i)}
-		if _, err := log.Open(ctx, st.sid, st.name, nil); err != nil {
-			full = err
-			break
+		if _, err := log.Open(ctx, testPrincipal, st.sid, st.name, nil); err != nil {
+			t.Fatalf("Open within a principal's share: %v", err)
 		}
 		opened = append(opened, st)
 	}
-	if !errors.Is(full, session.ErrFull) || log.Len() != 50 {
-		t.Fatalf("opening streams without end: %v with %d logs, want ErrFull at 50", full, log.Len())
+	if n := log.Len(); n != 5 {
+		t.Fatalf("one principal opening streams without end holds %d logs, want its share, 5", n)
 	}
-	refused := 0
-	for _, st := range opened {
+	for _, st := range opened[:195] {
+		if _, err := log.Read(ctx, st.sid, st.name, "1", 0); !errors.Is(err, session.ErrNotFound) {
+			t.Fatalf("an old log of the principal: Read = %v, want it dropped", err)
+		}
+	}
+	for _, st := range opened[195:] {
 		for range 64 {
-			if _, err := log.Append(ctx, st.sid, st.name, []byte(msg), false); err != nil {
-				if !errors.Is(err, session.ErrFull) {
-					t.Fatalf("Append: %v", err)
-				}
-				refused++
-				break
+			mustAppend(t, log, st.sid, st.name, msg, false)
+		}
+		if b := log.Bytes(); b > (1<<20)/10 {
+			t.Fatalf("one principal's logs hold %d bytes, share %d", b, (1<<20)/10)
+		}
+	}
+	// The most recently written log is whole: its 64 events fit its bounds.
+	last := opened[len(opened)-1]
+	if evs, err := log.Read(ctx, last.sid, last.name, "1", 0); err != nil || len(evs) != 64 {
+		t.Fatalf("the last log: %d events, %v; want 64", len(evs), err)
+	}
+}
+
+// TestMemoryEventsShares: a principal over its share of streams or bytes
+// loses its own least recently written logs, never another's; a full
+// store takes from the heaviest holder (the tenant holding the most).
+func TestMemoryEventsShares(t *testing.T) {
+	ctx := context.Background()
+	log := session.NewMemoryEvents(session.EventLimits{
+		BytesPerStream: 4000, MaxStreams: 10, MaxBytes: 10_000,
+		MaxStreamsPerPrincipal: 4, MaxStreamsPerTenant: 6, MaxBytesPerPrincipal: 4000, MaxBytesPerTenant: 6000,
+	}, nil)
+	who := func(sub, tenant string) session.Principal {
+		return session.Principal{Issuer: "https://issuer.example", Subject: sub, Tenant: tenant}
+	}
+	alice, bob, carol, dave, erin, frank := who("alice", "acme"), who("bob", "globex"), who("carol", "initech"), who("dave", "umbrella"), who("erin", "x"), who("frank", "y")
+	sids := map[string]string{}
+	open := func(p session.Principal, stream string) {
+		t.Helper()
+		sid := sids[p.Subject]
+		if sid == "" {
+			sid = session.NewID()
+			sids[p.Subject] = sid
+		}
+		if _, err := log.Open(ctx, p, sid, stream, nil); err != nil {
+			t.Fatalf("Open(%s, %s): %v", p.Subject, stream, err)
+		}
+	}
+	write := func(p session.Principal, stream string, n int) {
+		t.Helper()
+		mustAppend(t, log, sids[p.Subject], stream, strings.Repeat("x", n), false)
+	}
+	kept := func(p session.Principal, stream string) bool {
+		t.Helper()
+		_, err := log.Read(ctx, sids[p.Subject], stream, "1", 0)
+		if err != nil && !errors.Is(err, session.ErrNotFound) {
+			t.Fatalf("Read(%s, %s): %v", p.Subject, stream, err)
+		}
+		return err == nil
+	}
+	want := func(p session.Principal, keptStreams, goneStreams string) {
+		t.Helper()
+		for _, st := range strings.Fields(keptStreams) {
+			if !kept(p, st) {
+				t.Errorf("%s's log %s was dropped", p.Subject, st)
+			}
+		}
+		for _, st := range strings.Fields(goneStreams) {
+			if kept(p, st) {
+				t.Errorf("%s's log %s is kept, want it dropped", p.Subject, st)
 			}
 		}
 	}
-	if b := log.Bytes(); refused == 0 || b > 1<<20 {
-		t.Fatalf("the log holds %d bytes (%d logs dropped), bound 1 MiB", b, refused)
+
+	open(bob, "b1")
+	write(bob, "b1", 1000)
+	// alice opens ten logs (one session, at most four kept) and writes
+	// 1000 bytes in each: she keeps four logs and 4000 bytes, her last.
+	for i := range 10 {
+		st := "a" + strconv.Itoa(i)
+		open(alice, st)
+		write(alice, st, 1000)
 	}
+	want(alice, "a6 a7 a8 a9", "a0 a1 a2 a3 a4 a5")
+	want(bob, "b1", "")
+	// Over her share of bytes: her own oldest goes.
+	write(alice, "a6", 1000) // a6 is now her most recently written
+	want(alice, "a6 a8 a9", "a7")
+
+	// The store's bytes: alice 4000, bob 1000, carol 3000, dave 2000.
+	open(carol, "c0")
+	write(carol, "c0", 1500)
+	open(carol, "c1")
+	write(carol, "c1", 1500)
+	open(dave, "d0")
+	write(dave, "d0", 1000)
+	write(dave, "d0", 1000)
+	if b := log.Bytes(); b != 10_000 {
+		t.Fatalf("Bytes = %d, want 10000", b)
+	}
+	// One more byte: acme, the heaviest, loses alice's oldest, a8.
+	write(dave, "d0", 1)
+	want(alice, "a6 a9", "a8")
+	want(bob, "b1", "")
+	want(carol, "c0 c1", "")
+	want(dave, "d0", "")
+
+	// The store's streams: alice 2, bob 1, carol 2, dave 1, erin 3,
+	// frank 1: 10. frank's next takes from erin's tenant, the heaviest.
+	open(erin, "e0")
+	open(erin, "e1")
+	open(erin, "e2")
+	open(frank, "f0")
+	if n := log.Len(); n != 10 {
+		t.Fatalf("Len = %d, want 10", n)
+	}
+	open(frank, "f1")
+	want(erin, "e1 e2", "e0")
+	// erin at as many as the heaviest (acme 2, initech 2, x 2): her own.
+	open(erin, "e3")
+	want(erin, "e2 e3", "e1")
+	want(alice, "a6 a9", "")
+	want(bob, "b1", "")
+	want(carol, "c0 c1", "")
+	want(frank, "f0 f1", "")
 }
 
 // TestRedisEventsFlood: an upstream flooding one stream leaves at most
@@ -315,7 +425,7 @@ func TestEventLogLease(t *testing.T) {
 			ctx := context.Background()
 			log, sleep := tc.make(t, session.EventLimits{Lease: 300 * time.Millisecond})
 			sid := session.NewID()
-			if _, err := log.Open(ctx, sid, "c", []byte(`"req-7"`)); err != nil {
+			if _, err := log.Open(ctx, testPrincipal, sid, "c", []byte(`"req-7"`)); err != nil {
 				t.Fatal(err)
 			}
 			c := mustAppend(t, log, sid, "c", "progress", false)
@@ -333,7 +443,7 @@ func TestEventLogLease(t *testing.T) {
 				t.Fatalf("Read of a lost call: %+v, %v", evs, err)
 			}
 			// Ended: never lost. Without an owner: never lost.
-			if _, err := log.Open(ctx, sid, "d", []byte("1")); err != nil {
+			if _, err := log.Open(ctx, testPrincipal, sid, "d", []byte("1")); err != nil {
 				t.Fatal(err)
 			}
 			end := mustAppend(t, log, sid, "d", "result", true)

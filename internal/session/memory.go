@@ -46,7 +46,8 @@ type MemoryOptions struct {
 	Now func() time.Time
 	// MaxPerPrincipal and MaxPerTenant bound the live records of one
 	// Principal and of one Principal.Tenant: Create fails with a
-	// *[LimitError] beyond them. Zero or negative means no bound.
+	// *[LimitError] beyond them. Zero or negative means no bound (the
+	// gateway always sets both; see config.Sessions).
 	MaxPerPrincipal int
 	MaxPerTenant    int
 	// MailboxMessages and MailboxBytes bound what one mailbox holds: Post
@@ -55,12 +56,17 @@ type MemoryOptions struct {
 	MailboxMessages int
 	MailboxBytes    int64
 	// OnExpire, if not nil, is called with a copy of each record removed
-	// because it expired; it is not called for records removed by Delete.
+	// because it expired, or was evicted to make room in a full store; it
+	// is not called for records removed by Delete.
 	// It runs outside the store's lock, in the sweeper goroutine or in a
 	// Create that removed expired records to make room, so it should return
 	// quickly and hand slow work (such as closing upstream sessions) to
 	// another goroutine. It must not call Close.
 	OnExpire func(*Record)
+	// OnEvict, if not nil, is called with the principal of each record
+	// evicted to make room in a full store, after OnExpire, outside the
+	// store's lock (to count evictions).
+	OnEvict func(Principal)
 }
 
 // Memory is a [Store] that keeps records in process memory, for a gateway
@@ -73,9 +79,20 @@ type MemoryOptions struct {
 // most MaxPerPrincipal and MaxPerTenant live records of one principal and
 // one tenant, so that no caller takes every session.
 //
-// Records are kept in a list ordered by LastSeen, so the sweeper does work
-// in proportion to the records that expired, not to the records held, and
-// Get is O(1). A stored *Record is never modified once stored (SetUpstream
+// A Create that finds the store full (once expired records are removed)
+// evicts a record rather than fail: the least recently seen record of the
+// principal holding the most records within the tenant holding the most
+// (see "Fair shares" in scale.go). The evicted record is reported to
+// OnExpire, like an expired one, and its id is unknown from then on: its
+// client gets 404 and initializes again (2025-11-25 basic/transports,
+// "Session Management" 4). The store cannot tell a session with a request
+// in flight from an idle one; the least recently seen is the likeliest
+// idle.
+//
+// Records are kept in a list ordered by LastSeen, and in one such list per
+// principal, so the sweeper does work in proportion to the records that
+// expired, not to the records held, and Get and eviction are O(1) (and
+// finding whom to evict O(log n)). A stored *Record is never modified once stored (SetUpstream
 // swaps in a new one), which lets Get copy it out after releasing the lock.
 //
 // Memory is also a [Mailbox]. A mailbox holds at most MailboxMessages
@@ -94,6 +111,7 @@ type Memory struct {
 	boxBytes           int64
 	now                func() time.Time
 	onExpire           func(*Record)
+	onEvict            func(Principal)
 
 	// interned holds one copy of each small distinct raw JSON member
 	// (client info and capabilities, upstream capabilities) that a live
@@ -104,13 +122,13 @@ type Memory struct {
 
 	mu   sync.Mutex
 	byID map[string]*entry
-	// perPrin and perTenant count the records held (expired ones not yet
-	// removed included) of each principal and tenant, when bounded.
-	perPrin   map[Principal]int
-	perTenant map[string]int
+	// held counts the records held (expired ones not yet removed
+	// included) of each principal and tenant.
+	held shares
 	// root is the sentinel of a circular list of entries, least recently
-	// seen first.
-	root entry
+	// seen first, and byPrin the sentinels of each principal's.
+	root   entry
+	byPrin map[Principal]*entry
 
 	// Mailboxes have a lock of their own, so that sweeping them never holds
 	// up session calls.
@@ -127,11 +145,15 @@ var (
 	_ Mailbox = (*Memory)(nil)
 )
 
-// entry is a stored record and its place in the LastSeen order.
+// entry is a stored record and its place in the LastSeen orders: the
+// store's (prev, next) and its principal's (pprev, pnext, whose sentinel
+// is proot).
 type entry struct {
-	rec        *compact // never modified
-	lastSeen   time.Time
-	prev, next *entry
+	rec          *compact // never modified
+	lastSeen     time.Time
+	prev, next   *entry
+	pprev, pnext *entry
+	proot        *entry
 }
 
 // NewMemory returns a Memory store and starts its sweeper.
@@ -145,16 +167,12 @@ func NewMemory(opts MemoryOptions) *Memory {
 		boxBytes:  opts.MailboxBytes,
 		now:       opts.Now,
 		onExpire:  opts.OnExpire,
+		onEvict:   opts.OnEvict,
 		byID:      make(map[string]*entry),
+		byPrin:    make(map[Principal]*entry),
 		boxes:     make(map[string]*mailbox),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
-	}
-	if m.maxPrin > 0 {
-		m.perPrin = make(map[Principal]int)
-	}
-	if m.maxTenant > 0 {
-		m.perTenant = make(map[string]int)
 	}
 	if m.boxMsgs <= 0 {
 		m.boxMsgs = DefaultMailboxMessages
@@ -180,7 +198,8 @@ func NewMemory(opts MemoryOptions) *Memory {
 // Create implements [Store.Create]. If an expired record has r's id, Create
 // replaces it, reporting it to OnExpire. Beyond MaxPerPrincipal or
 // MaxPerTenant live records of r's principal or tenant, it fails with a
-// *[LimitError].
+// *[LimitError]. In a full store, it evicts the least recently seen record
+// of the heaviest holder (see [Memory]), reporting it to OnExpire.
 func (m *Memory) Create(ctx context.Context, r *Record) error {
 	if r == nil || r.ID == "" {
 		return errors.New("session: record has no id")
@@ -193,27 +212,35 @@ func (m *Memory) Create(ctx context.Context, r *Record) error {
 
 	var expired []*entry
 	m.mu.Lock()
-	err := m.admitLocked(rec, now, &expired)
+	evicted, err := m.admitLocked(rec, now, &expired)
 	if err == nil {
 		e := &entry{rec: rec, lastSeen: now}
 		m.byID[rec.id] = e
-		m.pushBackLocked(e)
-		m.count(rec, 1)
+		m.insertLocked(e)
 	} else {
 		m.release(rec)
 	}
 	m.mu.Unlock()
 	m.reportExpired(expired)
+	if m.onEvict != nil {
+		for _, e := range expired[len(expired)-evicted:] {
+			m.onEvict(e.rec.principal)
+		}
+	}
 	return err
 }
 
 // admitLocked reports why rec cannot be stored now, if it cannot, removing
-// expired records (appended to *expired) where that makes room. Expired
-// records count against no bound, but are only removed when one is hit.
-func (m *Memory) admitLocked(rec *compact, now time.Time, expired *[]*entry) error {
+// expired records (appended to *expired) where that makes room, and in a
+// full store evicting one (appended too). Expired records count against no
+// bound, but are only removed when one is hit. The shares are checked
+// before the pool: a principal or tenant at its share is refused, never
+// served by evicting another's record. The evicted records are the last
+// evicted of *expired.
+func (m *Memory) admitLocked(rec *compact, now time.Time, expired *[]*entry) (evicted int, err error) {
 	if e, ok := m.byID[rec.id]; ok {
 		if !m.isExpired(e, now) {
-			return ErrExists
+			return 0, ErrExists
 		}
 		m.removeLocked(rec.id, e)
 		*expired = append(*expired, e)
@@ -229,40 +256,45 @@ func (m *Memory) admitLocked(rec *compact, now time.Time, expired *[]*entry) err
 			*expired = m.removeExpiredLocked(now, *expired, sweepBatch)
 		}
 	}
+	p := rec.principal
+	if m.maxPrin > 0 && m.held.principal(p) >= int64(m.maxPrin) {
+		if sweep(); m.held.principal(p) >= int64(m.maxPrin) {
+			return 0, &LimitError{Limit: LimitMaxPerPrincipal, Max: int64(m.maxPrin)}
+		}
+	}
+	if m.maxTenant > 0 && m.held.tenant(p.Tenant) >= int64(m.maxTenant) {
+		if sweep(); m.held.tenant(p.Tenant) >= int64(m.maxTenant) {
+			return 0, &LimitError{Limit: LimitMaxPerTenant, Max: int64(m.maxTenant)}
+		}
+	}
 	if len(m.byID) >= m.max {
-		if sweep(); len(m.byID) >= m.max {
-			return ErrFull
-		}
+		sweep()
 	}
-	if m.maxPrin > 0 && m.perPrin[rec.principal] >= m.maxPrin {
-		if sweep(); m.perPrin[rec.principal] >= m.maxPrin {
-			return &LimitError{Limit: LimitMaxPerPrincipal, Max: int64(m.maxPrin)}
+	for len(m.byID) >= m.max {
+		v := m.victimLocked(p)
+		if v == nil {
+			return evicted, ErrFull // not reached: a full store has a heaviest holder
 		}
+		m.removeLocked(v.rec.id, v)
+		*expired = append(*expired, v)
+		evicted++
 	}
-	if m.maxTenant > 0 && m.perTenant[rec.principal.Tenant] >= m.maxTenant {
-		if sweep(); m.perTenant[rec.principal.Tenant] >= m.maxTenant {
-			return &LimitError{Limit: LimitMaxPerTenant, Max: int64(m.maxTenant)}
-		}
-	}
-	return nil
+	return evicted, nil
 }
 
-// count adds d to the counts of rec's principal and tenant, where bounded.
-func (m *Memory) count(rec *compact, d int) {
-	if m.perPrin != nil {
-		if n := m.perPrin[rec.principal] + d; n > 0 {
-			m.perPrin[rec.principal] = n
-		} else {
-			delete(m.perPrin, rec.principal)
-		}
+// victimLocked returns the record a full store evicts to make room for one
+// of p's: the least recently seen of the heaviest holder's (see
+// shares.heaviest), nil if the store is empty.
+func (m *Memory) victimLocked(p Principal) *entry {
+	q, ok := m.held.heaviest(p)
+	if !ok {
+		return nil
 	}
-	if m.perTenant != nil {
-		if n := m.perTenant[rec.principal.Tenant] + d; n > 0 {
-			m.perTenant[rec.principal.Tenant] = n
-		} else {
-			delete(m.perTenant, rec.principal.Tenant)
-		}
+	root := m.byPrin[q]
+	if root == nil || root.pnext == root {
+		return nil
 	}
+	return root.pnext
 }
 
 // Get implements [Store.Get].
@@ -436,28 +468,55 @@ func (m *Memory) reportExpired(expired []*entry) {
 	}
 }
 
+// insertLocked adds e, the most recently seen record, to the lists and
+// to its holders' counts.
+func (m *Memory) insertLocked(e *entry) {
+	p := e.rec.principal
+	m.held.add(p, 1)
+	root := m.byPrin[p]
+	if root == nil {
+		root = &entry{}
+		root.pprev, root.pnext = root, root
+		m.byPrin[p] = root
+	}
+	m.pushBackLocked(e, root)
+}
+
 // removeLocked removes e, which is id's, from the store. e.rec stays
 // readable (interned bytes are never modified, only forgotten).
 func (m *Memory) removeLocked(id string, e *entry) {
-	m.count(e.rec, -1)
+	p := e.rec.principal
+	m.held.add(p, -1)
 	m.release(e.rec)
 	delete(m.byID, id)
 	e.prev.next, e.next.prev = e.next, e.prev
-	e.prev, e.next = nil, nil
+	e.pprev.pnext, e.pnext.pprev = e.pnext, e.pprev
+	if e.proot.pnext == e.proot {
+		delete(m.byPrin, p)
+	}
+	e.prev, e.next, e.pprev, e.pnext, e.proot = nil, nil, nil, nil, nil
 }
 
-func (m *Memory) pushBackLocked(e *entry) {
+// pushBackLocked puts e last in the store's list and in its principal's,
+// whose sentinel is proot.
+func (m *Memory) pushBackLocked(e, proot *entry) {
 	last := m.root.prev
 	e.prev, e.next = last, &m.root
 	last.next, m.root.prev = e, e
+	plast := proot.pprev
+	e.pprev, e.pnext, e.proot = plast, proot, proot
+	plast.pnext, proot.pprev = e, e
 }
 
+// moveToBackLocked makes e the most recently seen record: last in both its
+// lists. A record last in the store's list is last in its principal's.
 func (m *Memory) moveToBackLocked(e *entry) {
 	if m.root.prev == e {
 		return
 	}
 	e.prev.next, e.next.prev = e.next, e.prev
-	m.pushBackLocked(e)
+	e.pprev.pnext, e.pnext.pprev = e.pnext, e.pprev
+	m.pushBackLocked(e, e.proot)
 }
 
 // compact is how Memory keeps a record: small, so that a replica holds

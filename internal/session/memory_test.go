@@ -247,28 +247,37 @@ func TestMemoryOnExpire(t *testing.T) {
 	})
 }
 
+// TestMemoryFull: a Create in a full store evicts the least recently seen
+// record (here all are one principal's, the heaviest holder), reports it
+// to OnExpire, and the evicted id is unknown from then on.
 func TestMemoryFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ttl = 10 * time.Minute
-		m := newMemory(t, session.MemoryOptions{IdleTTL: ttl, MaxSessions: 2})
+		var log expiredLog
+		m := newMemory(t, session.MemoryOptions{IdleTTL: ttl, MaxSessions: 2, OnExpire: log.OnExpire})
 		mustCreate(t, m, "a", "b")
-		if err := m.Create(t.Context(), newRecord("c")); !errors.Is(err, session.ErrFull) {
-			t.Fatalf("Create beyond MaxSessions: got %v, want %v", err, session.ErrFull)
+		wantLive(t, m, "a") // b is now the least recently seen
+		mustCreate(t, m, "c")
+		wantGone(t, m, "b")
+		wantLive(t, m, "a")
+		wantLive(t, m, "c")
+		if diff := cmp.Diff([]string{"b"}, log.IDs()); diff != "" {
+			t.Errorf("OnExpire ids mismatch (-want +got):\n%s", diff)
 		}
-		wantGone(t, m, "c")
+		if n := m.Len(); n != 2 {
+			t.Errorf("Len = %d, want 2", n)
+		}
 
-		// Delete makes room.
+		// Delete makes room: nothing is evicted.
 		if err := m.Delete(t.Context(), "a"); err != nil {
 			t.Fatal(err)
 		}
-		mustCreate(t, m, "c")
-		if err := m.Create(t.Context(), newRecord("d")); !errors.Is(err, session.ErrFull) {
-			t.Fatalf("Create beyond MaxSessions: got %v, want %v", err, session.ErrFull)
-		}
+		mustCreate(t, m, "d")
+		wantLive(t, m, "c")
 
 		// So does expiry.
 		time.Sleep(ttl)
-		mustCreate(t, m, "d", "e")
+		mustCreate(t, m, "e", "f")
 		if n := m.Len(); n != 2 {
 			t.Errorf("Len = %d, want 2", n)
 		}
@@ -276,7 +285,8 @@ func TestMemoryFull(t *testing.T) {
 }
 
 // TestMemoryCreateSweeps checks that a full Create removes expired records
-// itself, without waiting for the sweeper, and reports them to OnExpire.
+// itself, without waiting for the sweeper, and reports them to OnExpire;
+// with none expired, it evicts the least recently seen.
 func TestMemoryCreateSweeps(t *testing.T) {
 	clock := newFakeClock()
 	var log expiredLog
@@ -291,11 +301,90 @@ func TestMemoryCreateSweeps(t *testing.T) {
 	if diff := cmp.Diff([]string{"b"}, log.IDs()); diff != "" {
 		t.Errorf("OnExpire ids mismatch (-want +got):\n%s", diff)
 	}
-	if err := m.Create(t.Context(), newRecord("e")); !errors.Is(err, session.ErrFull) {
-		t.Errorf("Create with no expired record to remove: got %v, want %v", err, session.ErrFull)
+	mustCreate(t, m, "e") // c is the least recently seen live record
+	if diff := cmp.Diff([]string{"b", "c"}, log.IDs()); diff != "" {
+		t.Errorf("OnExpire ids mismatch (-want +got):\n%s", diff)
 	}
-	for _, id := range []string{"a", "c", "d"} {
+	for _, id := range []string{"a", "d", "e"} {
 		wantLive(t, m, id)
+	}
+}
+
+// recordOf returns a new record of subject sub in tenant ten.
+func recordOf(id, sub, ten string) *session.Record {
+	r := newRecord(id)
+	r.Principal = session.Principal{Issuer: "https://issuer.example", Subject: sub, Tenant: ten}
+	return r
+}
+
+// TestMemoryFullFair: a full store makes room for a newcomer under its
+// shares by evicting the least recently seen record of the heaviest
+// holder: the tenant holding the most, then its principal holding the
+// most; never a record of a holder no heavier than the newcomer, and a
+// holder at its share is refused, not served by eviction.
+func TestMemoryFullFair(t *testing.T) {
+	clock := newFakeClock()
+	var log expiredLog
+	var evicted []string
+	m := newMemory(t, session.MemoryOptions{MaxSessions: 10, MaxPerPrincipal: 4, MaxPerTenant: 6, Now: clock.Now, OnExpire: log.OnExpire,
+		OnEvict: func(p session.Principal) { evicted = append(evicted, p.Subject) }})
+	create := func(r *session.Record) {
+		t.Helper()
+		clock.Advance(time.Second)
+		if err := m.Create(t.Context(), r); err != nil {
+			t.Fatalf("Create(%s of %s/%s): %v", r.ID, r.Principal.Tenant, r.Principal.Subject, err)
+		}
+	}
+	// Tenant acme: alice 4 (her share), bob 2 (the tenant's share, 6);
+	// tenant globex: carol 3. One place left.
+	for i := range 4 {
+		create(recordOf("alice"+strconv.Itoa(i), "alice", "acme"))
+	}
+	create(recordOf("bob0", "bob", "acme"))
+	create(recordOf("bob1", "bob", "acme"))
+	for i := range 3 {
+		create(recordOf("carol"+strconv.Itoa(i), "carol", "globex"))
+	}
+	var le *session.LimitError
+	if err := m.Create(t.Context(), recordOf("alice4", "alice", "acme")); !errors.As(err, &le) || le.Limit != session.LimitMaxPerPrincipal || le.Max != 4 {
+		t.Fatalf("alice over her share: %v, want max_per_principal (4)", err)
+	}
+	if err := m.Create(t.Context(), recordOf("bob2", "bob", "acme")); !errors.As(err, &le) || le.Limit != session.LimitMaxPerTenant || le.Max != 6 {
+		t.Fatalf("bob over his tenant's share: %v, want max_per_tenant (6)", err)
+	}
+	if err := m.Delete(t.Context(), "bob1"); err != nil {
+		t.Fatal(err)
+	}
+	create(recordOf("dave0", "dave", "initech"))
+	create(recordOf("dave1", "dave", "initech")) // the last free place
+	if len(log.IDs()) != 0 {
+		t.Fatalf("evicted %v with room left", log.IDs())
+	}
+	// Full: acme 5 (alice 4, bob 1), globex 3, initech 2. alice's oldest
+	// was just used: her next oldest goes, then the next.
+	wantLive(t, m, "alice0")
+	create(recordOf("erin0", "erin", "umbrella"))
+	if diff := cmp.Diff([]string{"alice1"}, log.IDs()); diff != "" {
+		t.Errorf("evicted (-want +got):\n%s", diff)
+	}
+	create(recordOf("erin1", "erin", "umbrella"))
+	if diff := cmp.Diff([]string{"alice1", "alice2"}, log.IDs()); diff != "" {
+		t.Errorf("evicted (-want +got):\n%s", diff)
+	}
+	// acme 3, globex 3: carol's tenant holds as much as the heaviest,
+	// and carol the most in it: she takes from herself.
+	create(recordOf("carol3", "carol", "globex"))
+	if diff := cmp.Diff([]string{"alice1", "alice2", "carol0"}, log.IDs()); diff != "" {
+		t.Errorf("evicted (-want +got):\n%s", diff)
+	}
+	for _, id := range []string{"alice0", "alice3", "bob0", "carol1", "carol2", "carol3", "dave0", "dave1", "erin0", "erin1"} {
+		wantLive(t, m, id)
+	}
+	if diff := cmp.Diff([]string{"alice", "alice", "carol"}, evicted); diff != "" {
+		t.Errorf("OnEvict (-want +got):\n%s", diff)
+	}
+	if n := m.Len(); n != 10 {
+		t.Errorf("Len = %d, want 10", n)
 	}
 }
 

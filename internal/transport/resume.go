@@ -58,6 +58,7 @@ const resumeWait = 5 * time.Second
 type streamLog struct {
 	log    session.EventLog
 	ctx    context.Context // the request's, not cancelled when the client goes
+	who    session.Principal
 	sid    string
 	stream string
 	cursor string // the last event's
@@ -104,7 +105,7 @@ func (t logTarget) newLog() *streamLog {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	l := &streamLog{log: t.h.events, ctx: context.WithoutCancel(t.r.Context()), sid: t.rq.Session.ID, stream: string(t.kind) + hex.EncodeToString(b[:])}
+	l := &streamLog{log: t.h.events, ctx: context.WithoutCancel(t.r.Context()), who: t.rq.Session.Principal, sid: t.rq.Session.ID, stream: string(t.kind) + hex.EncodeToString(b[:])}
 	if t.kind == 'p' {
 		l.owner, l.calls = t.id.Raw(), &t.h.calls
 	}
@@ -118,7 +119,7 @@ func (l *streamLog) appendPriming(dst []byte) []byte {
 	if l == nil || l.state.Load() != logNew {
 		return dst
 	}
-	c, err := l.log.Open(l.ctx, l.sid, l.stream, l.owner)
+	c, err := l.log.Open(l.ctx, l.who, l.sid, l.stream, l.owner)
 	if err != nil {
 		l.state.Store(logOff)
 		return dst
