@@ -244,7 +244,7 @@ func addType(s map[reflect.Type]mapping, t reflect.Type, o option, where string)
 		ok = o.name == "ratio"
 	case k == reflect.Pointer:
 		e := t.Elem().Kind()
-		ok = e == reflect.String || e == reflect.Bool || e == reflect.Float64 || (e == reflect.Struct || t.Elem() == durationType) && o.name == ""
+		ok = e == reflect.String || e == reflect.Bool || e == reflect.Float64 || e == reflect.Int && o.name == "" || (e == reflect.Struct || t.Elem() == durationType) && o.name == ""
 		addType(s, t.Elem(), o, where)
 	case k == reflect.Slice:
 		e := t.Elem()
