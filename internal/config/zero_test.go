@@ -53,7 +53,9 @@ func TestExplicitZeros(t *testing.T) {
 		{key: "upstreams[0].concurrency.queue", up: "    concurrency: {max_in_flight: 4, per_tenant: 1, queue: 0}\n",
 			keep: func(c *Config) bool { return c.Upstreams[0].Concurrency.QueueSize() == 0 }},
 		{key: "telemetry.tracing.sample_ratio", top: nest(0, "telemetry.tracing.sample_ratio", "0"),
-			keep: func(c *Config) bool { return c.Telemetry.Tracing.SampleRatio != nil && *c.Telemetry.Tracing.SampleRatio == 0 }},
+			keep: func(c *Config) bool {
+				return c.Telemetry.Tracing.SampleRatio != nil && *c.Telemetry.Tracing.SampleRatio == 0
+			}},
 		{key: "sessions.redis.db", top: nest(0, "sessions.redis.db", "0"),
 			keep: func(c *Config) bool { return c.Sessions.Redis.DB == 0 }},
 		{key: "budgets.redis.db", top: nest(0, "budgets.redis.db", "0"),
