@@ -297,7 +297,7 @@ func TestBreaker(t *testing.T) {
 // share.
 func TestGate(t *testing.T) {
 	g := NewGuards()
-	g.Configure([]config.Upstream{{Name: "u", Concurrency: &config.Concurrency{MaxInFlight: 2, PerTenant: 1, Queue: 1, QueueTimeout: config.Duration(50 * time.Millisecond)}}})
+	g.Configure([]config.Upstream{{Name: "u", Concurrency: &config.Concurrency{MaxInFlight: 2, PerTenant: 1, Queue: new(1), QueueTimeout: config.Duration(50 * time.Millisecond)}}})
 	gate := g.Gate("u")
 	ctx := context.Background()
 	relA, err := gate.Acquire(ctx, "a")

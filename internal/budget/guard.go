@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mcpgw/gateway/internal/config"
@@ -12,75 +11,244 @@ import (
 
 // A Gate bounds the requests in flight to one upstream from this replica,
 // and optionally those of each tenant. A request that finds no free slot
-// waits, if fewer than the queue bound are waiting, for at most the queue
-// timeout; otherwise it is refused at once.
+// waits in the gate's queue, for at most the queue timeout, or is refused
+// at once when there is no room for it.
+//
+// The queue is shared by the tenants, so each holds at most a share of it
+// (queue_per_tenant). When it is full, the tenant with the most waiters
+// loses one so that a lighter tenant's request can wait: the heaviest
+// holder loses first, as everywhere tenants share a pool. Its newest
+// waiter is the one refused, not its oldest: a waiter is not idle, and the
+// oldest has waited longest and is nearest to a slot, so refusing it would
+// waste the most waiting and turn the tenant's own queue order around. The
+// tenant's earlier requests are then served in the order they came.
+//
+// Slots go to waiters in the order they came, skipping those whose tenant
+// holds its per_tenant share; so a request that arrives to a free slot
+// never overtakes a waiter that could have had it.
 type Gate struct {
-	name      string
-	cfg       config.Concurrency
-	slots     chan struct{}
-	waiting   atomic.Int64
-	mu        sync.Mutex
-	perTenant map[string]chan struct{} // tenant → its slots; bounded by the config's tenants
+	name string
+	cfg  gateConfig
+
+	mu       sync.Mutex
+	inFlight int
+	waiting  int
+	// tenants holds the slots (with per_tenant only) and waiters of each
+	// tenant that has either; bounded by max_in_flight + queue.
+	tenants    map[string]tally
+	head, tail *waiter // the queue, oldest first
 }
 
-func newGate(name string, cfg config.Concurrency) *Gate {
-	return &Gate{name: name, cfg: cfg, slots: make(chan struct{}, cfg.MaxInFlight), perTenant: map[string]chan struct{}{}}
+// gateConfig is a gate's settings with the defaults applied, so that a
+// reload can tell an unchanged gate.
+type gateConfig struct {
+	maxInFlight, perTenant int
+	queue, tenantQueue     int
+	timeout                time.Duration
+}
+
+// tally is what one tenant holds of a gate.
+type tally struct{ inFlight, waiting int }
+
+// A waiter is a request in a gate's queue. Its fields are guarded by the
+// gate's mu; ready is closed when it leaves the queue for a slot
+// (granted) or is refused to make room (evicted).
+type waiter struct {
+	tenant     string
+	prev, next *waiter
+	ready      chan struct{}
+	granted    bool
+	evicted    bool
+}
+
+func newGate(name string, c config.Concurrency) *Gate {
+	return &Gate{name: name, cfg: gateConfigOf(c), tenants: map[string]tally{}}
+}
+
+func gateConfigOf(c config.Concurrency) gateConfig {
+	q := max(c.QueueSize(), 0)
+	return gateConfig{
+		maxInFlight: c.MaxInFlight,
+		perTenant:   c.PerTenant,
+		queue:       q,
+		tenantQueue: min(max(c.TenantQueue(), 0), q),
+		timeout:     c.QueueTimeout.D(),
+	}
 }
 
 // InFlight returns the requests holding a slot.
-func (g *Gate) InFlight() int { return len(g.slots) }
+func (g *Gate) InFlight() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inFlight
+}
+
+// Waiting returns the requests waiting for a slot, and those of tenant.
+func (g *Gate) Waiting(tenant string) (all, ofTenant int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting, g.tenants[tenant].waiting
+}
 
 // Acquire takes a slot for a request of tenant, waiting as the gate's
 // queue allows. It returns the release func, or the refusal.
 func (g *Gate) Acquire(ctx context.Context, tenant string) (func(), error) {
-	var ts chan struct{}
-	if g.cfg.PerTenant > 0 {
-		g.mu.Lock()
-		ts = g.perTenant[tenant]
-		if ts == nil {
-			ts = make(chan struct{}, g.cfg.PerTenant)
-			g.perTenant[tenant] = ts
-		}
+	g.mu.Lock()
+	if g.fits(tenant) {
+		g.hold(tenant)
 		g.mu.Unlock()
-		if err := g.take(ctx, ts, fmt.Sprintf("%d requests of this tenant in flight", g.cfg.PerTenant)); err != nil {
-			return nil, err
-		}
+		return func() { g.release(tenant) }, nil
 	}
-	if err := g.take(ctx, g.slots, fmt.Sprintf("%d requests in flight", g.cfg.MaxInFlight)); err != nil {
-		if ts != nil {
-			<-ts
-		}
-		return nil, err
+	w, ref := g.enqueue(tenant)
+	g.mu.Unlock()
+	if ref != nil {
+		return nil, ref
 	}
-	return func() {
-		<-g.slots
-		if ts != nil {
-			<-ts
-		}
-	}, nil
-}
 
-func (g *Gate) take(ctx context.Context, slots chan struct{}, detail string) error {
-	select {
-	case slots <- struct{}{}:
-		return nil
-	default:
-	}
-	if g.waiting.Add(1) > int64(g.cfg.Queue) {
-		g.waiting.Add(-1)
-		return &Refusal{Kind: KindConcurrency, Name: g.name, Detail: detail + ", queue full", RetryAfter: g.cfg.QueueTimeout.D()}
-	}
-	defer g.waiting.Add(-1)
-	t := time.NewTimer(g.cfg.QueueTimeout.D())
+	t := time.NewTimer(g.cfg.timeout)
 	defer t.Stop()
 	select {
-	case slots <- struct{}{}:
-		return nil
+	case <-w.ready:
 	case <-t.C:
-		return &Refusal{Kind: KindConcurrency, Name: g.name, Detail: detail + ", waited " + g.cfg.QueueTimeout.String(), RetryAfter: g.cfg.QueueTimeout.D()}
 	case <-ctx.Done():
-		return context.Cause(ctx)
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case w.granted:
+		// Even if the wait ended otherwise meanwhile: the slot is
+		// taken, and the caller releases it.
+		return func() { g.release(tenant) }, nil
+	case w.evicted:
+		return nil, g.refusal(g.detail(tenant) + ", queue full")
+	}
+	g.unlink(w)
+	if err := ctx.Err(); err != nil {
+		return nil, context.Cause(ctx)
+	}
+	return nil, g.refusal(g.detail(tenant) + ", waited " + g.cfg.timeout.String())
+}
+
+// fits reports whether a request of tenant may take a slot now.
+func (g *Gate) fits(tenant string) bool {
+	return g.inFlight < g.cfg.maxInFlight && (g.cfg.perTenant == 0 || g.tenants[tenant].inFlight < g.cfg.perTenant)
+}
+
+// hold gives a slot to a request of tenant.
+func (g *Gate) hold(tenant string) {
+	g.inFlight++
+	if g.cfg.perTenant > 0 {
+		g.count(tenant, 1, 0)
+	}
+}
+
+// release gives back a slot of tenant's and hands the free slots to the
+// waiters that fit, oldest first.
+func (g *Gate) release(tenant string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inFlight--
+	if g.cfg.perTenant > 0 {
+		g.count(tenant, -1, 0)
+	}
+	for w := g.head; w != nil && g.inFlight < g.cfg.maxInFlight; {
+		next := w.next
+		if g.fits(w.tenant) {
+			g.unlink(w)
+			g.hold(w.tenant)
+			w.granted = true
+			close(w.ready)
+		}
+		w = next
+	}
+}
+
+// count adds to tenant's tally, dropping it when it is empty.
+func (g *Gate) count(tenant string, inFlight, waiting int) {
+	t := g.tenants[tenant]
+	t.inFlight += inFlight
+	t.waiting += waiting
+	if t == (tally{}) {
+		delete(g.tenants, tenant)
+		return
+	}
+	g.tenants[tenant] = t
+}
+
+// enqueue queues a request of tenant, or returns its refusal: when none
+// may wait, when the tenant's waiters hold its share of the queue, or when
+// the queue is full and no tenant holds at least two waiters more than
+// this one (the heaviest loses its newest waiter to make room, if that
+// leaves it with no fewer than the newcomer's tenant then has).
+func (g *Gate) enqueue(tenant string) (*waiter, *Refusal) {
+	switch mine := g.tenants[tenant].waiting; {
+	case g.cfg.queue == 0:
+		return nil, g.refusal(g.detail(tenant) + ", none may wait")
+	case g.waiting >= g.cfg.queue:
+		v := g.heaviest()
+		if v == nil || mine >= g.cfg.tenantQueue || g.tenants[v.tenant].waiting < mine+2 {
+			return nil, g.refusal(g.detail(tenant) + ", queue full")
+		}
+		g.unlink(v)
+		v.evicted = true
+		close(v.ready)
+	case mine >= g.cfg.tenantQueue:
+		return nil, g.refusal(fmt.Sprintf("%s, %d of this tenant's requests waiting", g.detail(tenant), mine))
+	}
+	w := &waiter{tenant: tenant, prev: g.tail, ready: make(chan struct{})}
+	if g.tail != nil {
+		g.tail.next = w
+	} else {
+		g.head = w
+	}
+	g.tail = w
+	g.waiting++
+	g.count(tenant, 0, 1)
+	return w, nil
+}
+
+// heaviest returns the newest waiter of the tenant with the most waiters;
+// of several such tenants, that whose newest waiter came last.
+func (g *Gate) heaviest() *waiter {
+	most := 0
+	for _, t := range g.tenants {
+		most = max(most, t.waiting)
+	}
+	for w := g.tail; w != nil; w = w.prev {
+		if g.tenants[w.tenant].waiting == most {
+			return w
+		}
+	}
+	return nil
+}
+
+// unlink takes w out of the queue.
+func (g *Gate) unlink(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		g.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		g.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	g.waiting--
+	g.count(w.tenant, 0, -1)
+}
+
+// detail says which bound holds a request of tenant back.
+func (g *Gate) detail(tenant string) string {
+	if g.cfg.perTenant > 0 && g.tenants[tenant].inFlight >= g.cfg.perTenant {
+		return fmt.Sprintf("%d requests of this tenant in flight", g.cfg.perTenant)
+	}
+	return fmt.Sprintf("%d requests in flight", g.cfg.maxInFlight)
+}
+
+func (g *Gate) refusal(detail string) *Refusal {
+	return &Refusal{Kind: KindConcurrency, Name: g.name, Detail: detail, RetryAfter: g.cfg.timeout}
 }
 
 // Circuit states.
@@ -237,7 +405,7 @@ func (g *Guards) Configure(ups []config.Upstream) {
 	breakers := make(map[string]*Breaker)
 	for _, u := range ups {
 		if c := u.Concurrency; c != nil {
-			if old := g.gates[u.Name]; old != nil && old.cfg == *c {
+			if old := g.gates[u.Name]; old != nil && old.cfg == gateConfigOf(*c) {
 				gates[u.Name] = old
 			} else {
 				gates[u.Name] = newGate(u.Name, *c)

@@ -26,7 +26,7 @@ func TestBudgetDefaults(t *testing.T) {
 		t.Errorf("tenant rate limit defaults: %+v", tr)
 	}
 	u := c.Upstreams[0]
-	if u.Concurrency.Queue != 4 || u.Concurrency.QueueTimeout.D() != time.Second {
+	if cc := u.Concurrency; cc.Queue == nil || *cc.Queue != 4 || cc.QueuePerTenant != 2 || cc.QueueTimeout.D() != time.Second {
 		t.Errorf("concurrency defaults: %+v", u.Concurrency)
 	}
 	if b := u.CircuitBreaker; b.Failures != 5 || b.OpenFor.D() != 30*time.Second || b.HalfOpenProbes != 1 {

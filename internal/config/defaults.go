@@ -224,7 +224,12 @@ func (c *Config) ApplyDefaults() {
 			setDefault(&p.New, PinAllow)
 		}
 		if cc := u.Concurrency; cc != nil {
-			setDefault(&cc.Queue, cc.MaxInFlight)
+			// Queue is a pointer: an explicit 0 (none wait) stays.
+			if cc.Queue == nil {
+				q := cc.QueueSize()
+				cc.Queue = &q
+			}
+			setDefault(&cc.QueuePerTenant, cc.TenantQueue())
 			setDefault(&cc.QueueTimeout, Duration(DefaultQueueTimeout))
 		}
 		if cb := u.CircuitBreaker; cb != nil {
@@ -268,6 +273,29 @@ func (c *Config) ApplyDefaults() {
 		t.Tracing.SampleRatio = &r
 	}
 	setDefault(&t.Audit.Output, DefaultAuditOutput)
+}
+
+// QueueSize returns the most requests that may wait for a slot: Queue, or
+// its default, MaxInFlight, when Queue is nil. 0 means none wait.
+func (c *Concurrency) QueueSize() int {
+	if c.Queue == nil {
+		return c.MaxInFlight
+	}
+	return *c.Queue
+}
+
+// TenantQueue returns the most requests of one tenant that may wait:
+// QueuePerTenant, or its default, half the queue rounded up, when it is
+// 0. Half lets two tenants share a full queue evenly, while one alone
+// still finds room to wait; the queue's eviction (the heaviest tenant
+// loses a waiter first) evens out more tenants. It is never more than
+// the queue.
+func (c *Concurrency) TenantQueue() int {
+	q := c.QueueSize()
+	if c.QueuePerTenant > 0 {
+		return min(c.QueuePerTenant, q)
+	}
+	return (q + 1) / 2
 }
 
 func redisDefaults(r *Redis) {

@@ -324,8 +324,8 @@ type ToolSearch struct {
 	// gateway tools) or "beside" (they are added to the list).
 	Mode string `yaml:"mode"`
 	// MaxResults bounds the definitions one search returns. Default 10,
-	// at most MaxSearchResults.
-	MaxResults int `yaml:"max_results"`
+	// at most MaxSearchResults; an explicit 0 is an error.
+	MaxResults int `yaml:"max_results" cfg:"positive"`
 }
 
 // TenantUpstream is one upstream a tenant may use, and its rules.
@@ -457,8 +457,13 @@ type Concurrency struct {
 	// PerTenant, if set, bounds those of one tenant.
 	PerTenant int `yaml:"per_tenant" cfg:"positive"`
 	// Queue bounds the requests waiting for a slot; one more fails at
-	// once. Default MaxInFlight.
-	Queue int `yaml:"queue"`
+	// once. nil means the default, MaxInFlight; an explicit 0 means that
+	// none wait (see [Concurrency.QueueSize]).
+	Queue *int `yaml:"queue"`
+	// QueuePerTenant bounds the waiting requests of one tenant, so that
+	// one tenant's waiters cannot take the whole queue. Default half the
+	// queue, rounded up (see [Concurrency.TenantQueue]).
+	QueuePerTenant int `yaml:"queue_per_tenant" cfg:"positive"`
 	// QueueTimeout bounds the wait for a slot. Default 1s.
 	QueueTimeout Duration `yaml:"queue_timeout"`
 }

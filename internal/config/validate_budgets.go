@@ -35,7 +35,13 @@ func (v *validator) budgets(c *Config) {
 			if cc.MaxInFlight == 0 {
 				v.addf(p+".concurrency.max_in_flight", "is required")
 			}
-			nonNegative(v, p+".concurrency.queue", cc.Queue)
+			if cc.Queue != nil && *cc.Queue < 0 {
+				v.addf(p+".concurrency.queue", "must not be negative")
+			}
+			nonNegative(v, p+".concurrency.queue_per_tenant", cc.QueuePerTenant)
+			if q := cc.QueueSize(); cc.QueuePerTenant > q && q > 0 {
+				v.warnf(p+".concurrency.queue_per_tenant", "%d is more than queue (%d): it never applies", cc.QueuePerTenant, q)
+			}
 			if cc.PerTenant > 0 && cc.MaxInFlight > 0 && cc.PerTenant > cc.MaxInFlight {
 				v.warnf(p+".concurrency.per_tenant", "%d is more than max_in_flight (%d): it never applies", cc.PerTenant, cc.MaxInFlight)
 			}

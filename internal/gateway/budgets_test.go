@@ -169,7 +169,7 @@ func TestConcurrencyBound(t *testing.T) {
 	a := testkit.NewUpstream(t, "alpha")
 	b := testkit.NewUpstream(t, "beta")
 	g, url := startGatewayG(t, []upstreamSpec{spec(a), spec(b)}, func(c *config.Config) {
-		c.Upstreams[0].Concurrency = &config.Concurrency{MaxInFlight: 1, Queue: 1, QueueTimeout: config.Duration(300 * time.Millisecond)}
+		c.Upstreams[0].Concurrency = &config.Concurrency{MaxInFlight: 1, Queue: new(1), QueueTimeout: config.Duration(300 * time.Millisecond)}
 	})
 	cs := testkit.Connect(t, url, nil)
 	var wg sync.WaitGroup
