@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
@@ -160,31 +161,53 @@ const (
 	weightDesc = 1
 )
 
+// Bounds on a tenant's search index: the lists it is made from are
+// upstream output of up to limits.list_bytes each, and the index is kept
+// per tenant, so what it holds is bounded apart from them. Each tool is
+// indexed by its name, and by at most maxIndexTextBytes of its title and
+// of its description each (a prefix: what a model reads first), and its
+// argument names, up to maxIndexTerms distinct words; words longer than
+// maxTermBytes are left out. All tools together hold at most
+// maxIndexPostings (word, tool) pairs: past them, tools are indexed by
+// their names alone (still found by name, and always callable).
+const (
+	maxIndexTextBytes = 1 << 10
+	maxIndexTerms     = 64
+	maxTermBytes      = 64
+	maxIndexPostings  = 1 << 17
+)
+
 func newSearchIndex(items []catalog.Item) *searchIndex {
 	ix := &searchIndex{items: items, postings: map[string][]posting{}, lens: make([]float64, len(items))}
 	total := 0.0
+	postings := 0
 	tf := map[string]float64{}
 	for i, it := range items {
 		clear(tf)
 		n := 0.0
 		add := func(text string, w float64) {
-			for _, t := range tokenize(text) {
+			tokenizeInto(prefix(text, maxIndexTextBytes), func(t string) {
+				if _, ok := tf[t]; !ok && len(tf) >= maxIndexTerms {
+					return
+				}
 				tf[t] += w
 				n += w
-			}
+			})
 		}
 		add(it.Exposed, weightName)
-		if o, err := jsonx.ParseValidObject(it.Raw); err == nil {
-			if s, ok := o.GetString("title"); ok {
-				add(s, weightArg)
-			}
-			if s, ok := o.GetString("description"); ok {
-				add(s, weightDesc)
-			}
-			if in, ok := o.Object("inputSchema"); ok {
-				if props, ok := in.Object("properties"); ok {
-					for _, m := range props.Members {
-						add(m.Name, weightArg)
+		if postings+maxIndexTerms <= maxIndexPostings {
+			if o, err := jsonx.ParseValidObject(it.Raw); err == nil {
+				if s, ok := o.GetString("title"); ok {
+					add(s, weightArg)
+				}
+				if s, ok := o.GetString("description"); ok {
+					add(s, weightDesc)
+				}
+				if in, ok := o.Object("inputSchema"); ok {
+					if props, ok := in.Object("properties"); ok {
+						for _, m := range props.Members {
+							add(m.Name, weightArg)
+						}
 					}
 				}
 			}
@@ -192,6 +215,7 @@ func newSearchIndex(items []catalog.Item) *searchIndex {
 		for t, f := range tf {
 			ix.postings[t] = append(ix.postings[t], posting{i, f})
 		}
+		postings += len(tf)
 		ix.lens[i] = n
 		total += n
 	}
@@ -199,6 +223,17 @@ func newSearchIndex(items []catalog.Item) *searchIndex {
 		ix.avgLen = total / float64(len(items))
 	}
 	return ix
+}
+
+// prefix is s cut to at most n bytes, at a rune boundary.
+func prefix(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // search returns at most limit items that match query, best first.
@@ -250,24 +285,30 @@ func init() {
 
 // tokenize splits text into lower-case words: at anything but letters and
 // digits, and between a lower-case letter and an upper-case one
-// (createIssue), so names and prose share words, leaving out stop words.
-// A trailing "s" is cut
-// from words of four letters or more: issues finds issue.
+// (createIssue), so names and prose share words, leaving out stop words
+// and words longer than maxTermBytes. A trailing "s" is cut from words of
+// four letters or more: issues finds issue.
 func tokenize(text string) []string {
 	var out []string
+	tokenizeInto(text, func(w string) { out = append(out, w) })
+	return out
+}
+
+// tokenizeInto calls emit with each word of text, as tokenize has them.
+func tokenizeInto(text string, emit func(string)) {
 	var cur []rune
+	size := 0 // bytes of cur
 	flush := func() {
-		if len(cur) > 0 && stopWords[strings.ToLower(string(cur))] {
-			cur = cur[:0]
-		}
-		if len(cur) > 0 {
+		if len(cur) > 0 && size <= maxTermBytes {
 			w := strings.ToLower(string(cur))
-			if len(w) >= 4 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") {
-				w = w[:len(w)-1]
+			if !stopWords[w] {
+				if len(w) >= 4 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") {
+					w = w[:len(w)-1]
+				}
+				emit(w)
 			}
-			out = append(out, w)
-			cur = cur[:0]
 		}
+		cur, size = cur[:0], 0
 	}
 	prevLower := false
 	for _, r := range text {
@@ -276,7 +317,10 @@ func tokenize(text string) []string {
 			if unicode.IsUpper(r) && prevLower {
 				flush()
 			}
-			cur = append(cur, r)
+			if size <= maxTermBytes {
+				cur = append(cur, r) // a longer word is left out: no need to hold it
+			}
+			size += utf8.RuneLen(r)
 			prevLower = unicode.IsLower(r)
 		default:
 			flush()
@@ -284,5 +328,4 @@ func tokenize(text string) []string {
 		}
 	}
 	flush()
-	return out
 }

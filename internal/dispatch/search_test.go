@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,4 +103,70 @@ func BenchmarkSearchIndex(b *testing.B) {
 	for b.Loop() {
 		newSearchIndex(items)
 	}
+}
+
+// hostileCatalog is n tools whose descriptions are each descBytes of words
+// no other tool has, and of words too long to index: the most an index
+// could hold of a list that size.
+func hostileCatalog(n, descBytes int) []catalog.Item {
+	items := make([]catalog.Item, n)
+	var b []byte
+	for i := range items {
+		b = b[:0]
+		for j := 0; len(b) < descBytes; j++ {
+			if j%8 == 7 {
+				b = append(b, strings.Repeat("x", 3*maxTermBytes)...)
+			}
+			b = fmt.Appendf(b, "w%dx%d ", i, j)
+		}
+		raw, _ := json.Marshal(map[string]any{"name": fmt.Sprintf("tool_%d", i), "description": string(b),
+			"inputSchema": map[string]any{"type": "object"}})
+		items[i] = catalog.Item{Exposed: fmt.Sprintf("tool_%d", i), Original: fmt.Sprintf("tool_%d", i), Raw: raw}
+	}
+	return items
+}
+
+// TestSearchIndexBounds: an index of a 14 MB list holds at most
+// maxIndexPostings words, each tool at most maxIndexTerms of the first
+// maxIndexTextBytes of its description, and its heap stays small; a tool
+// past the bound is still found by its name.
+func TestSearchIndexBounds(t *testing.T) {
+	items := hostileCatalog(4000, 3500) // 14 MB of descriptions
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ix := newSearchIndex(items)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	postings, terms := 0, len(ix.postings)
+	for term, ps := range ix.postings {
+		postings += len(ps)
+		if len(term) > maxTermBytes {
+			t.Errorf("a word of %d bytes indexed", len(term))
+		}
+	}
+	if postings > maxIndexPostings+len(items)*2 {
+		t.Errorf("%d postings, want at most %d and the names'", postings, maxIndexPostings)
+	}
+	retained := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d tools: %d terms, %d postings; heap retained %d KiB, allocated %d KiB", len(items), terms, postings, retained>>10, allocated>>10)
+	if retained > 24<<20 {
+		t.Errorf("the index holds %d MiB, want at most 24", retained>>20)
+	}
+	if allocated > 96<<20 {
+		t.Errorf("making the index allocated %d MiB, want at most 96", allocated>>20)
+	}
+	// The first tool's words past the first KiB of its description are
+	// not indexed, its first words are; the last tool is found by name.
+	if got := ix.search("w0x5", 5); len(got) != 1 || got[0].Exposed != "tool_0" {
+		t.Errorf("search of a first word: %v", got)
+	}
+	if got := ix.search("w0x400", 5); len(got) != 0 {
+		t.Errorf("a word past the indexed prefix found %d tools", len(got))
+	}
+	if got := ix.search("tool 3999", 1); len(got) != 1 || got[0].Exposed != "tool_3999" {
+		t.Errorf("search of the last tool by name: %v", got)
+	}
+	runtime.KeepAlive(items)
 }

@@ -8,11 +8,15 @@
 package jsonx
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/cases"
 )
 
 // A Member is one name/value pair of an Object.
@@ -76,18 +80,84 @@ func (o *Object) ObjectOr(name string) *Object {
 	return &Object{}
 }
 
-// HasCaseVariant reports whether the object has a member whose name equals
-// name ignoring ASCII case but is not name itself ("Name" for "name").
-// encoding/json matches struct fields case-insensitively, so an upstream
-// written with it could act on such a member; the gateway refuses them on the
-// members it routes on.
+// HasCaseVariant reports whether the object has a member whose name is
+// name spelt another way, once case is folded ("Name", "\u212Aind" with a
+// Kelvin sign, "kınd" with a dotless i, for "kind"), but is not name itself.
+// Upstreams match member names case-insensitively in more than one way:
+// encoding/json by Unicode simple folding (K and ſ fold to k and s),
+// JavaScript and Python by upper- or lower-casing whole strings (ı upper-cases
+// to I, ß to SS). So that none of them can act on such a member beside the
+// one the gateway checks, a name is compared by its skeleton (see
+// foldSkeleton), which puts all of these together; the gateway refuses them
+// on the members it routes on or sets itself.
 func (o *Object) HasCaseVariant(name string) bool {
+	var key string // name's skeleton, made only if a member needs it
 	for _, m := range o.Members {
-		if m.Name != name && len(m.Name) == len(name) && bytes.EqualFold([]byte(m.Name), []byte(name)) {
+		if m.Name == name {
+			continue
+		}
+		if ascii(m.Name) && ascii(name) {
+			// The common case, without allocating: in ASCII, every folding
+			// above is ASCII case.
+			if len(m.Name) == len(name) && asciiEqualFold(m.Name, name) {
+				return true
+			}
+			continue
+		}
+		if key == "" {
+			key = foldSkeleton(name)
+		}
+		if foldSkeleton(m.Name) == key {
 			return true
 		}
 	}
 	return false
+}
+
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+func asciiEqualFold(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// foldSkeleton is what s is to every case-insensitive comparison the
+// gateway knows of. Each rune becomes the lower case of its upper case
+// (ı → I → i, ſ → S → s, İ → i as Go's unicode.ToLower has it), then
+// Unicode full case folding applies (ß → ss, ﬁ → fi), and each rune of
+// the result becomes the smallest of its simple folding orbit (the orbit
+// of k holds K and the Kelvin sign). Two strings with the same skeleton
+// are taken as the same name.
+func foldSkeleton(s string) string {
+	s = strings.Map(func(r rune) rune { return unicode.ToLower(unicode.ToUpper(r)) }, s)
+	s = cases.Fold().String(s)
+	b := make([]rune, 0, len(s))
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b = append(b, least)
+	}
+	return string(b)
 }
 
 // GetString returns the string value of member name, and whether the member

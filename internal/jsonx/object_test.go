@@ -226,3 +226,43 @@ func TestEachElement(t *testing.T) {
 		t.Errorf("EachElement allocates %v times", allocs)
 	}
 }
+
+// TestCaseVariantsUnicode: a member spelt with a character that some
+// upstream's case-insensitive matching takes for an ASCII letter is a
+// case variant, whatever its length in bytes.
+func TestCaseVariantsUnicode(t *testing.T) {
+	for _, variant := range []string{
+		"KIND", "Kind",
+		"\u212Aind", // Kelvin sign: simple folding (encoding/json) gives k
+		"k\u0131nd", // dotless ı: upper-casing (JavaScript, Python) gives I
+		"K\u0130ND", // dotted İ: lower-casing gives i
+	} {
+		o := &Object{Members: []Member{{Name: "kind"}, {Name: variant}}}
+		if !o.HasCaseVariant("kind") {
+			t.Errorf("%q: not a case variant of kind", variant)
+		}
+	}
+	for name, variant := range map[string]string{
+		"class":   "cla\u017Fs",  // long s: folds to s
+		"strasse": "stra\u00DFe", // ß: full folding gives ss
+		"file":    "\uFB01le",    // ﬁ ligature: full folding gives fi
+	} {
+		o := &Object{Members: []Member{{Name: variant}}}
+		if !o.HasCaseVariant(name) {
+			t.Errorf("%q: not a case variant of %q", variant, name)
+		}
+	}
+	o := &Object{Members: []Member{{Name: "kind"}, {Name: "kin"}, {Name: "kinds"}, {Name: "k\u00EFnd"}}}
+	if o.HasCaseVariant("kind") {
+		t.Error("a different name taken for a case variant")
+	}
+}
+
+// TestCaseVariantNoAllocs: ASCII names, the members of every call, are
+// compared without allocating.
+func TestCaseVariantNoAllocs(t *testing.T) {
+	o := &Object{Members: []Member{{Name: "name"}, {Name: "arguments"}, {Name: "_meta"}}}
+	if n := testing.AllocsPerRun(100, func() { o.HasCaseVariant("name") }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}

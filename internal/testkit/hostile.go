@@ -58,6 +58,18 @@ type Hostile struct {
 	// (2026-07-28 server/utilities/caching), typically "private".
 	CacheScope string
 
+	// ManyTools lists, besides the tools above, this many tools named
+	// "tool-<n>", each described by ToolDescBytes bytes of words no other
+	// tool has (a huge list). Calling one answers like echo.
+	ManyTools     int
+	ToolDescBytes int
+	// SchemaBombs lists, for each depth d in it, a tool "bomb-<d>" whose
+	// inputSchema is a $defs chain of d levels, each an anyOf of two $refs
+	// to the next, ending in {"type":"string"}, under the argument "x": a
+	// schema of about 100 bytes a level whose naive validation of a bad x
+	// costs 2^d steps. Calling one answers like echo.
+	SchemaBombs []int
+
 	// ErrorHeaders makes every tools/call answer HTTP 500 with a
 	// text/plain body that echoes the request's headers, one
 	// "Name: value" line each, as a careless server's error page might.
@@ -234,7 +246,8 @@ func (u *HostileUpstream) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			text = "mem://" + sid + "/" + strconv.Itoa(len(u.resources[sid])+1)
 			u.resources[sid] = append(u.resources[sid], text)
 			u.mu.Unlock()
-		case p.Name == "echo", u.opts.ControlNames && slices.Contains(HostileControlNames, p.Name):
+		case p.Name == "echo", u.opts.ControlNames && slices.Contains(HostileControlNames, p.Name),
+			u.ownTool(p.Name):
 		default:
 			fail(-32602, "Unknown tool: "+p.Name)
 			return
@@ -321,6 +334,20 @@ func (u *HostileUpstream) firstPage(method, sid string) []hostileItem {
 				items = append(items, u.item(method, n))
 			}
 		}
+		for i := range u.opts.ManyTools {
+			it := u.item(method, "tool-"+strconv.Itoa(i))
+			var b strings.Builder
+			for j := 0; b.Len() < u.opts.ToolDescBytes; j++ {
+				fmt.Fprintf(&b, "w%dx%d ", i, j)
+			}
+			it["description"] = b.String()
+			items = append(items, it)
+		}
+		for _, d := range u.opts.SchemaBombs {
+			it := u.item(method, "bomb-"+strconv.Itoa(d))
+			it["inputSchema"] = SchemaBomb(d)
+			items = append(items, it)
+		}
 	case "prompts/list":
 		items = append(items, u.item(method, "greet"))
 		if u.opts.ControlNames {
@@ -360,4 +387,32 @@ func (u *HostileUpstream) item(method, value string) hostileItem {
 		it["name"] = value
 	}
 	return it
+}
+
+// ownTool reports whether name is one of the tools ManyTools or
+// SchemaBombs lists.
+func (u *HostileUpstream) ownTool(name string) bool {
+	if n, ok := strings.CutPrefix(name, "tool-"); ok {
+		i, err := strconv.Atoi(n)
+		return err == nil && i >= 0 && i < u.opts.ManyTools
+	}
+	if n, ok := strings.CutPrefix(name, "bomb-"); ok {
+		d, err := strconv.Atoi(n)
+		return err == nil && slices.Contains(u.opts.SchemaBombs, d)
+	}
+	return false
+}
+
+// SchemaBomb is an object schema whose argument x must match a $defs
+// chain of depth levels, each an anyOf of two $refs to the next, ending in
+// {"type":"string"}: expanded through its $refs it is 2^depth schemas, so
+// a validator that tries every branch of a bad x takes 2^depth steps.
+func SchemaBomb(depth int) json.RawMessage {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{"x":{"$ref":"#/$defs/d0"}},"$defs":{`)
+	for i := range depth {
+		fmt.Fprintf(&b, `"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"allOf":[{"$ref":"#/$defs/d%d"}]}]},`, i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, `"d%d":{"type":"string"}}}`, depth)
+	return json.RawMessage(b.String())
 }
