@@ -50,7 +50,7 @@ var pages = template.Must(template.New("").Parse(`
 <h1>Link your account at {{.Upstream}}</h1>
 <p>The MCP gateway asks for access to the upstream <strong>{{.Upstream}}</strong>, to act there as you.</p>
 <p>The account you sign in with at the authorization server <strong>{{.AS}}</strong> will be linked to this gateway identity:</p>
-<ul><li>subject: <strong id="subject">{{.Subject}}</strong></li><li>tenant: <strong id="tenant">{{.Tenant}}</strong></li><li>issuer: {{.Issuer}}</li></ul>
+<ul><li>subject: <strong id="subject">{{.Subject}}</strong></li><li>tenant: <strong id="tenant">{{.Tenant}}</strong></li><li>issuer: <strong id="issuer">{{.Issuer}}</strong></li></ul>
 <p>Continue only if this is you, and you asked for this from your own MCP client just now. If someone sent you this link, close this page.</p>
 <form method="post" action="{{.Action}}"><input type="hidden" name="id" value="{{.ID}}"><input type="hidden" name="csrf" value="{{.CSRF}}">
 <button type="submit" name="confirm" value="yes">Continue to {{.AS}}</button></form>
@@ -129,7 +129,9 @@ func (b *Broker) consentPage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_ = pages.ExecuteTemplate(w, "consent", map[string]string{
 		"Title": "Link " + p.Upstream, "Upstream": p.Upstream, "AS": asName,
-		"Subject": p.Subject, "Tenant": p.Tenant, "Issuer": p.Issuer,
+		// The principal's issuer, not p.Issuer (the authorization server
+		// an authorization went to, empty for a link).
+		"Subject": p.Subject, "Tenant": p.Tenant, "Issuer": p.Principal.Issuer,
 		"Action": ConsentPath, "ID": p.ID, "CSRF": csrf,
 	})
 }
@@ -258,7 +260,7 @@ func (b *Broker) finishLogin(w http.ResponseWriter, r *http.Request, st *brokerS
 	tok, err := loginConfig(st, l, meta).Exchange(context.WithValue(ctx, oauth2.HTTPClient, b.hc), q.Get("code"),
 		oauth2.VerifierOption(p.Verifier), oauth2.SetAuthURLParam("resource", st.cfg.Server.PublicURL))
 	if err != nil {
-		b.log.Info("user_oauth: sign-in code redemption failed", "error", oauthError(err))
+		b.log.Info("user_oauth: sign-in code redemption failed", "error", oauthError(err, q.Get("code"), p.Verifier, l.ClientSecret))
 		message(w, http.StatusBadGateway, "Not signed in", "The gateway's authorization server refused the sign-in. Retry the call to start again.")
 		return
 	}
@@ -405,7 +407,7 @@ func (b *Broker) callback(w http.ResponseWriter, r *http.Request) {
 		oauth2.VerifierOption(p.Verifier), oauth2.SetAuthURLParam("resource", resource(u, a)))
 	b.fetched(p.Upstream, err)
 	if err != nil {
-		b.log.Info("user_oauth: code redemption failed", "upstream", p.Upstream, "error", oauthError(err))
+		b.log.Info("user_oauth: code redemption failed", "upstream", p.Upstream, "error", oauthError(err, q.Get("code"), p.Verifier, a.ClientSecret))
 		message(w, http.StatusBadGateway, "Not linked", "The authorization server refused the gateway's request. Retry the call to start again.")
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -76,7 +77,7 @@ func (b *Broker) revokeAt(ctx context.Context, st *brokerState, k vault.Key, t *
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			errs = append(errs, errors.New("revocation refused: HTTP "+resp.Status))
+			errs = append(errs, fmt.Errorf("revocation refused (HTTP %d)", resp.StatusCode))
 		}
 	}
 	return errors.Join(errs...)

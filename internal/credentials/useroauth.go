@@ -345,14 +345,14 @@ func (b *Broker) refreshToken(ctx context.Context, st *brokerState, k vault.Key,
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if !errors.As(err, &re) {
-			return "", oauthError(err)
+			return "", oauthError(err, t.RefreshToken, a.ClientSecret)
 		}
 		// Another replica may have refreshed it first, with a refresh
 		// token that rotates: then the vault holds the new one.
 		if cur, _ := st.vault.Token(ctx, k); cur != nil && cur.RefreshToken != t.RefreshToken {
 			return cur.AccessToken, nil
 		}
-		b.log.Info("user_oauth: refresh refused; the token is dropped", "upstream", k.Upstream, "error", oauthError(err))
+		b.log.Info("user_oauth: refresh refused; the token is dropped", "upstream", k.Upstream, "error", oauthError(err, t.RefreshToken, a.ClientSecret))
 		return drop()
 	}
 	saved := b.fromOAuth(nt, meta.Issuer)
