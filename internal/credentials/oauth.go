@@ -77,8 +77,10 @@ func (e *endpoint) url(ctx context.Context) (string, error) {
 }
 
 // discoveryURLs are where the metadata of issuer (without a trailing
-// slash) may be: RFC 8414 §3.1 puts the well-known segment between the
-// host and the issuer's path; OpenID Connect Discovery appends it.
+// slash) may be, in the order 2025-11-25 basic/authorization ("Authorization
+// Server Metadata Discovery") tries them: RFC 8414 §3.1 puts the
+// well-known segment between the host and the issuer's path, as may
+// OpenID Connect Discovery, which also appends it.
 func discoveryURLs(issuer string) []string {
 	u, err := url.Parse(issuer)
 	if err != nil || u.Path == "" || u.Path == "/" {
@@ -86,7 +88,9 @@ func discoveryURLs(issuer string) []string {
 	}
 	path := u.Path
 	u.Path = "/.well-known/oauth-authorization-server" + path
-	return []string{u.String(), issuer + "/.well-known/openid-configuration"}
+	as := u.String()
+	u.Path = "/.well-known/openid-configuration" + path
+	return []string{as, u.String(), issuer + "/.well-known/openid-configuration"}
 }
 
 // oauthError describes a token request's failure by its status and the
