@@ -58,8 +58,9 @@ commands:
                          every upstream lists now, for the gateway to check them against
   demo [-listen ADDR]    run with an embedded demo upstream and token issuer (no files, no
                          services); the endpoint listens on ADDR, 127.0.0.1:8080 by default
-  bridge [-listen ADDR] -- COMMAND [ARG...]
-                         run a stdio MCP server and serve it as a Streamable HTTP upstream at /mcp
+  bridge [-listen ADDR] [-allow-origin ORIGIN] -- COMMAND [ARG...]
+                         run a stdio MCP server and serve it as a Streamable HTTP upstream at /mcp,
+                         WITHOUT authentication, on 127.0.0.1:8080 by default
   tokens list|revoke -config FILE [-tenant ID] [-subject SUB] [-upstream NAME]
                          list (without values) or revoke the users' upstream tokens
                          (auth mode user_oauth) in a Redis store

@@ -37,7 +37,7 @@ var (
 		Timeout:   Duration(500 * time.Millisecond),
 	}
 	defaultVault = Vault{
-		ConsentTTL: Duration(10 * time.Minute), PendingPerPrincipal: 8, Pending: 10000,
+		ConsentTTL: Duration(10 * time.Minute), PendingPerPrincipal: 8, Pending: 10000, PendingPerTenant: 2500,
 		TokensPerTenant: 10000, Tokens: 100000,
 	}
 	defaultTelemetry = Telemetry{

@@ -192,6 +192,9 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&vt.ConsentTTL, Duration(DefaultConsentTTL))
 	setDefault(&vt.PendingPerPrincipal, DefaultPendingPerPrinc)
 	setDefault(&vt.Pending, DefaultPending)
+	// A tenant's share: a quarter of the pool, so that one tenant
+	// cannot hold every pending consent.
+	setDefault(&vt.PendingPerTenant, max(1, vt.Pending/4))
 	setDefault(&vt.TokensPerTenant, DefaultTokensPerTenant)
 	setDefault(&vt.Tokens, DefaultVaultTokens)
 

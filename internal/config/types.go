@@ -71,11 +71,20 @@ type Vault struct {
 	PendingPerPrincipal int `yaml:"pending_per_principal" cfg:"positive"`
 	// Pending bounds the consents pending in all. Default 10000.
 	Pending int `yaml:"pending" cfg:"positive"`
+	// PendingPerTenant bounds the consents one tenant's principals have
+	// pending: its share of Pending. When Pending is reached, the tenant
+	// holding the most loses its oldest. Default a quarter of Pending.
+	PendingPerTenant int `yaml:"pending_per_tenant" cfg:"positive"`
 	// TokensPerTenant bounds the users' tokens one tenant keeps, all
 	// upstreams together. Default 10000.
 	TokensPerTenant int `yaml:"tokens_per_tenant" cfg:"positive"`
 	// Tokens bounds the tokens the vault keeps in all. Default 100000.
 	Tokens int `yaml:"tokens" cfg:"positive"`
+	// DiscoveredIssuers, if set, are the only authorization servers
+	// (issuer identifiers) the gateway accepts when an upstream's
+	// protected resource metadata names its server (user_oauth without
+	// auth.issuer). Empty: any https issuer on a public address.
+	DiscoveredIssuers []string `yaml:"discovered_issuers"`
 	// Login, if set, makes the person who opens a consent link sign in
 	// at the gateway's own authorization server first: the link is
 	// honoured only for the principal it was made for.

@@ -42,7 +42,7 @@ func (v *validator) upstreamAuth(path string, a *UpstreamAuth) {
 		if a.Issuer != "" {
 			v.httpURL(path+".issuer", a.Issuer)
 		} else if a.ClientSecret != "" {
-			v.warnf(path+".issuer", "is not set: the client secret goes to whichever authorization server the upstream's metadata names; set issuer to pin it")
+			v.warnf(path+".issuer", "is not set: the client secret goes to whichever authorization server the upstream's metadata names; set issuer to pin it (or restrict discovery with vault.discovered_issuers)")
 		}
 		need("client_id", a.ClientID)
 	case "":

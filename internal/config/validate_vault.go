@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -89,6 +90,41 @@ func (v *validator) vault(c *Config) {
 	}
 	nonNegative(v, "vault.pending_per_principal", vt.PendingPerPrincipal)
 	nonNegative(v, "vault.pending", vt.Pending)
+	nonNegative(v, "vault.pending_per_tenant", vt.PendingPerTenant)
 	nonNegative(v, "vault.tokens_per_tenant", vt.TokensPerTenant)
 	nonNegative(v, "vault.tokens", vt.Tokens)
+	for i, iss := range vt.DiscoveredIssuers {
+		p := fmt.Sprintf("vault.discovered_issuers[%d]", i)
+		v.httpURL(p, iss)
+		if u, err := url.Parse(iss); err == nil && (u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(iss, "#")) {
+			v.addf(p, "must be an issuer identifier, without query or fragment (RFC 8414 §2)")
+		}
+	}
+	if len(vt.DiscoveredIssuers) == 0 {
+		v.openDiscovery(c)
+	}
+}
+
+// openDiscovery warns of each upstream that finds its authorization server
+// by discovery (user_oauth without issuer) while vault.discovered_issuers
+// does not restrict what discovery may find. One with a client secret was
+// warned of already (upstreamAuth).
+func (v *validator) openDiscovery(c *Config) {
+	discovers := func(a *UpstreamAuth) bool { return a != nil && a.Mode == AuthUserOAuth && a.Issuer == "" }
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		open, secret := discovers(u.Auth), discovers(u.Auth) && u.Auth.ClientSecret != ""
+		for j := range c.Tenants {
+			if a := EffectiveAuth(u, c.Tenants[j].TenantUpstream(u.Name)); discovers(a) {
+				open, secret = true, secret || a.ClientSecret != ""
+			}
+		}
+		if secret {
+			continue
+		}
+		if open {
+			v.warnf(fmt.Sprintf("upstreams[%d].auth.issuer", i), "is not set and vault.discovered_issuers is empty: "+
+				"the upstream's metadata chooses the authorization server (any https issuer on a public address); set issuer, or list the accepted ones in vault.discovered_issuers")
+		}
+	}
 }

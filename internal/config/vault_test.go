@@ -51,8 +51,22 @@ func TestVaultProblems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Vault.ConsentTTL.D().String() != "10m0s" || !c.UsesUserOAuth() || len(c.Warnings) != 0 {
+	if c.Vault.ConsentTTL.D().String() != "10m0s" || !c.UsesUserOAuth() || c.Vault.PendingPerTenant != 2500 {
 		t.Fatalf("defaults: %+v %v", c.Vault, c.Warnings)
+	}
+	// Discovery open (no issuer, no vault.discovered_issuers): warned of.
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0].Error(), "test.yaml:6: upstreams[0].auth.issuer: is not set and vault.discovered_issuers is empty") {
+		t.Fatalf("warnings: %v", c.Warnings)
+	}
+	// Restricted: no warning. An issuer with a query: a problem.
+	if c, err := Parse("test.yaml", []byte(ok+"  discovered_issuers: [https://as.example/tenant1]\n  pending: 8\n"), nil); err != nil || len(c.Warnings) != 0 ||
+		c.Vault.PendingPerTenant != 2 || len(c.Vault.DiscoveredIssuers) != 1 {
+		t.Fatalf("restricted: %v %v %+v", err, c.Warnings, c.Vault)
+	}
+	if _, err := Parse("test.yaml", []byte(ok+"  discovered_issuers: [\"https://as.example/?a=b\", \"ftp://x\"]\n"), nil); err == nil ||
+		!strings.Contains(err.Error(), "vault.discovered_issuers[0]: must be an issuer identifier, without query or fragment") ||
+		!strings.Contains(err.Error(), "vault.discovered_issuers[1]: must be an absolute http or https URL") {
+		t.Fatalf("bad issuers: %v", err)
 	}
 	c, err = Parse("test.yaml", []byte(strings.Replace(ok, "client_id: gw", "client_id: gw\n      client_secret: s3cret", 1)), nil)
 	if err != nil || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0].Error(), "test.yaml:6: upstreams[0].auth.issuer: is not set") || strings.Contains(c.Warnings[0].Error(), "s3cret") {

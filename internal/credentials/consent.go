@@ -50,7 +50,7 @@ var pages = template.Must(template.New("").Parse(`
 <h1>Link your account at {{.Upstream}}</h1>
 <p>The MCP gateway asks for access to the upstream <strong>{{.Upstream}}</strong>, to act there as you.</p>
 <p>The account you sign in with at the authorization server <strong>{{.AS}}</strong> will be linked to this gateway identity:</p>
-<ul><li>subject: <strong id="subject">{{.Subject}}</strong></li><li>tenant: <strong id="tenant">{{.Tenant}}</strong></li><li>issuer: {{.Issuer}}</li></ul>
+<ul><li>subject: <strong id="subject">{{.Subject}}</strong></li><li>tenant: <strong id="tenant">{{.Tenant}}</strong></li><li>issuer: <strong id="issuer">{{.Issuer}}</strong></li></ul>
 <p>Continue only if this is you, and you asked for this from your own MCP client just now. If someone sent you this link, close this page.</p>
 <form method="post" action="{{.Action}}"><input type="hidden" name="id" value="{{.ID}}"><input type="hidden" name="csrf" value="{{.CSRF}}">
 <button type="submit" name="confirm" value="yes">Continue to {{.AS}}</button></form>
@@ -129,7 +129,9 @@ func (b *Broker) consentPage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_ = pages.ExecuteTemplate(w, "consent", map[string]string{
 		"Title": "Link " + p.Upstream, "Upstream": p.Upstream, "AS": asName,
-		"Subject": p.Subject, "Tenant": p.Tenant, "Issuer": p.Issuer,
+		// The principal's issuer, not p.Issuer (the authorization server
+		// an authorization went to, empty for a link).
+		"Subject": p.Subject, "Tenant": p.Tenant, "Issuer": p.Principal.Issuer,
 		"Action": ConsentPath, "ID": p.ID, "CSRF": csrf,
 	})
 }
@@ -204,7 +206,7 @@ func (b *Broker) confirm(w http.ResponseWriter, r *http.Request) {
 func (b *Broker) startLogin(w http.ResponseWriter, r *http.Request, st *brokerState, p *vault.Pending, l *config.VaultLogin) {
 	ctx, cancel := context.WithTimeout(r.Context(), fetchTimeout)
 	defer cancel()
-	meta, err := b.metadata(ctx, l.Issuer)
+	meta, err := b.metadata(ctx, asConn{hc: b.hc}, l.Issuer)
 	if err != nil {
 		b.log.Warn("user_oauth: the login issuer's discovery", "error", err)
 		message(w, http.StatusBadGateway, "Sign-in unavailable", "The gateway could not reach its own authorization server. Try again later.")
@@ -251,14 +253,14 @@ func (b *Broker) finishLogin(w http.ResponseWriter, r *http.Request, st *brokerS
 	ctx, cancel := context.WithTimeout(r.Context(), fetchTimeout)
 	defer cancel()
 	q := r.URL.Query()
-	meta, ok := b.answerMeta(ctx, w, q, p.Issuer, "Sign-in unavailable", "Not signed in")
+	meta, ok := b.answerMeta(ctx, w, q, asConn{hc: b.hc}, p.Issuer, "Sign-in unavailable", "Not signed in")
 	if !ok {
 		return
 	}
 	tok, err := loginConfig(st, l, meta).Exchange(context.WithValue(ctx, oauth2.HTTPClient, b.hc), q.Get("code"),
 		oauth2.VerifierOption(p.Verifier), oauth2.SetAuthURLParam("resource", st.cfg.Server.PublicURL))
 	if err != nil {
-		b.log.Info("user_oauth: sign-in code redemption failed", "error", oauthError(err))
+		b.log.Info("user_oauth: sign-in code redemption failed", "error", oauthError(err, q.Get("code"), p.Verifier, l.ClientSecret))
 		message(w, http.StatusBadGateway, "Not signed in", "The gateway's authorization server refused the sign-in. Retry the call to start again.")
 		return
 	}
@@ -277,13 +279,13 @@ func (b *Broker) finishLogin(w http.ResponseWriter, r *http.Request, st *brokerS
 	b.startAuthorization(w, r, st, &link)
 }
 
-// answerMeta returns the metadata of authorization server issuer, to
-// which the gateway sent the browser whose answer's query is q. It
-// reports false, having told the browser (pages titled unavailable or
-// refused), when the metadata cannot be had or the answer names another
-// server (RFC 9207: a mix-up).
-func (b *Broker) answerMeta(ctx context.Context, w http.ResponseWriter, q url.Values, issuer, unavailable, refused string) (*asMeta, bool) {
-	meta, err := b.metadata(ctx, issuer)
+// answerMeta returns the metadata of authorization server issuer, reached
+// through c, to which the gateway sent the browser whose answer's query
+// is q. It reports false, having told the browser (pages titled
+// unavailable or refused), when the metadata cannot be had or the answer
+// names another server (RFC 9207: a mix-up).
+func (b *Broker) answerMeta(ctx context.Context, w http.ResponseWriter, q url.Values, c asConn, issuer, unavailable, refused string) (*asMeta, bool) {
+	meta, err := b.metadata(ctx, c, issuer)
 	if err != nil {
 		message(w, http.StatusBadGateway, unavailable, "Try again later.")
 		return nil, false
@@ -305,13 +307,20 @@ func (b *Broker) startAuthorization(w http.ResponseWriter, r *http.Request, st *
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), fetchTimeout)
 	defer cancel()
-	issuer, err := b.issuerOf(ctx, u, a)
+	c := b.conn(ctx, st, u, a)
+	issuer, err := b.issuerOf(ctx, c, u, a)
 	var meta *asMeta
 	if err == nil {
-		meta, err = b.metadata(ctx, issuer)
+		meta, err = b.metadata(ctx, b.forIssuer(c, issuer), issuer)
 	}
 	if err != nil {
 		b.log.Warn("user_oauth: authorization server discovery", "upstream", p.Upstream, "error", err)
+		var de discoveryError
+		if errors.As(err, &de) {
+			// Refused, not unavailable: trying again does not help.
+			message(w, http.StatusBadGateway, "Authorization server refused", "The gateway does not accept the authorization server the upstream "+p.Upstream+" leads to: "+de.Error()+". Nothing was linked. Tell an administrator.")
+			return
+		}
 		message(w, http.StatusBadGateway, "Authorization server unavailable", "The gateway could not find the upstream's authorization server. Try again later.")
 		return
 	}
@@ -396,16 +405,17 @@ func (b *Broker) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), fetchTimeout)
 	defer cancel()
-	meta, ok := b.answerMeta(ctx, w, q, p.Issuer, "Authorization server unavailable", "Not linked")
+	c := b.forIssuer(b.conn(ctx, st, u, a), p.Issuer)
+	meta, ok := b.answerMeta(ctx, w, q, c, p.Issuer, "Authorization server unavailable", "Not linked")
 	if !ok {
 		return
 	}
 	conf := b.oauthConfig(st, a, meta)
-	tok, err := conf.Exchange(context.WithValue(ctx, oauth2.HTTPClient, b.hc), q.Get("code"),
+	tok, err := conf.Exchange(context.WithValue(ctx, oauth2.HTTPClient, c.hc), q.Get("code"),
 		oauth2.VerifierOption(p.Verifier), oauth2.SetAuthURLParam("resource", resource(u, a)))
 	b.fetched(p.Upstream, err)
 	if err != nil {
-		b.log.Info("user_oauth: code redemption failed", "upstream", p.Upstream, "error", oauthError(err))
+		b.log.Info("user_oauth: code redemption failed", "upstream", p.Upstream, "error", oauthError(err, q.Get("code"), p.Verifier, a.ClientSecret))
 		message(w, http.StatusBadGateway, "Not linked", "The authorization server refused the gateway's request. Retry the call to start again.")
 		return
 	}

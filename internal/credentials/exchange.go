@@ -261,17 +261,13 @@ func (x *exchange) fetch(ctx context.Context, c *Caller) (exchanged, error) {
 		return exchanged{}, errors.New("token exchange: malformed response")
 	}
 	if resp.StatusCode != http.StatusOK || body.AccessToken == "" {
-		msg := fmt.Sprintf("token exchange refused (HTTP %d)", resp.StatusCode)
-		if body.Error != "" {
-			msg += ": " + truncate(body.Error, 64)
-			if body.ErrorDescription != "" {
-				msg += ": " + truncate(body.ErrorDescription, 200)
-			}
-		}
-		return exchanged{}, errors.New(msg)
+		// Nothing of the answer but its registered fields, and none that
+		// echoes what was sent: the caller's token above all.
+		sent := []string{c.Token.Value(), x.secret, form.Get("actor_token")}
+		return exchanged{}, errors.New(refusal("token exchange refused", resp.StatusCode, body.Error, body.ErrorDescription, sent...))
 	}
 	if !strings.EqualFold(body.TokenType, "bearer") {
-		return exchanged{}, fmt.Errorf("token exchange: token_type %q is not Bearer", truncate(body.TokenType, 32))
+		return exchanged{}, errors.New("token exchange: the token_type is not Bearer")
 	}
 	ttl := time.Duration(body.ExpiresIn) * time.Second
 	if ttl <= 0 {

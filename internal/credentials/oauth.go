@@ -77,8 +77,10 @@ func (e *endpoint) url(ctx context.Context) (string, error) {
 }
 
 // discoveryURLs are where the metadata of issuer (without a trailing
-// slash) may be: RFC 8414 §3.1 puts the well-known segment between the
-// host and the issuer's path; OpenID Connect Discovery appends it.
+// slash) may be, in the order 2025-11-25 basic/authorization ("Authorization
+// Server Metadata Discovery") tries them: RFC 8414 §3.1 puts the
+// well-known segment between the host and the issuer's path, as may
+// OpenID Connect Discovery, which also appends it.
 func discoveryURLs(issuer string) []string {
 	u, err := url.Parse(issuer)
 	if err != nil || u.Path == "" || u.Path == "/" {
@@ -86,24 +88,90 @@ func discoveryURLs(issuer string) []string {
 	}
 	path := u.Path
 	u.Path = "/.well-known/oauth-authorization-server" + path
-	return []string{u.String(), issuer + "/.well-known/openid-configuration"}
+	as := u.String()
+	u.Path = "/.well-known/openid-configuration" + path
+	return []string{as, u.String(), issuer + "/.well-known/openid-configuration"}
 }
 
-// oauthError describes a token request's failure without the response
-// body beyond the standard error fields.
-func oauthError(err error) error {
+// oauthError describes a token request's failure by its status and the
+// standard error fields only (see refusal); sent are the credentials the
+// request carried (a code, a verifier, a refresh token, the client's
+// secret), which the description must not echo.
+func oauthError(err error, sent ...string) error {
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
-		msg := fmt.Sprintf("token request refused (HTTP %d)", re.Response.StatusCode)
-		if re.ErrorCode != "" {
-			msg += ": " + re.ErrorCode
-			if re.ErrorDescription != "" {
-				msg += ": " + truncate(re.ErrorDescription, 200)
-			}
+		status := 0
+		if re.Response != nil {
+			status = re.Response.StatusCode
 		}
-		return errors.New(msg)
+		return errors.New(refusal("token request refused", status, re.ErrorCode, re.ErrorDescription, sent...))
 	}
 	return err
+}
+
+// refusal describes an authorization server's refusal (RFC 6749 §5.2):
+// what, its HTTP status, its error code if a registered one, and its
+// error_description if nothing in it could be a credential. An
+// authorization server is not trusted to keep a token out of its answer:
+// one that echoes the subject token, or any token, in its description
+// would put it in the gateway's log, so a description with a token-like
+// word, or with a piece of what the request sent, is left out whole.
+func refusal(what string, status int, code, desc string, sent ...string) string {
+	msg := fmt.Sprintf("%s (HTTP %d)", what, status)
+	if code == "" {
+		return msg
+	}
+	if !registeredErrors[code] {
+		return msg + ": an unregistered error code"
+	}
+	msg += ": " + code
+	if desc = truncate(desc, 200); desc != "" && !tokenLike(desc, sent) {
+		msg += ": " + desc
+	}
+	return msg
+}
+
+// registeredErrors are the error codes of the token and revocation
+// endpoints (RFC 6749 §5.2, RFC 8693 §2.2.2, RFC 8707 §2, RFC 7009 §2.2.1,
+// RFC 8628 §3.5, RFC 9449 §5): the only ones shown as sent.
+var registeredErrors = map[string]bool{
+	"invalid_request": true, "invalid_client": true, "invalid_grant": true, "unauthorized_client": true,
+	"unsupported_grant_type": true, "invalid_scope": true, "invalid_target": true, "unsupported_token_type": true,
+	"access_denied": true, "server_error": true, "temporarily_unavailable": true, "authorization_pending": true,
+	"slow_down": true, "expired_token": true, "invalid_dpop_proof": true, "use_dpop_nonce": true,
+}
+
+// minTokenRun is the length of a run of token characters (base64url, and
+// the '.', '~', '+', '/' and '=' of JWTs and other encodings) from which a
+// description is taken for one carrying a token; minPiece the length of a
+// piece of a sent credential that betrays it.
+const (
+	minTokenRun = 24
+	minPiece    = 8
+)
+
+// tokenLike reports whether s has a run of minTokenRun token characters,
+// or holds minPiece bytes in a row of one of sent.
+func tokenLike(s string, sent []string) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.~+/=", c) >= 0 {
+			if run++; run >= minTokenRun {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	for _, v := range sent {
+		for i := 0; i+minPiece <= len(v); i++ {
+			if strings.Contains(s, v[i:i+minPiece]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func truncate(s string, n int) string {
@@ -251,7 +319,7 @@ func (c *clientCredentials) fetch(ctx context.Context) (*oauth2.Token, error) {
 	cfg.TokenURL = u
 	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, c.hc))
 	if err != nil {
-		return nil, oauthError(err)
+		return nil, oauthError(err, cfg.ClientSecret)
 	}
 	if !tok.Expiry.IsZero() && !tok.Expiry.After(time.Now()) {
 		// expires_in zero or negative: a server's mistake, taken as the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -36,11 +37,12 @@ func (b *Broker) Revoke(ctx context.Context, k vault.Key) (bool, error) {
 // revokeAt revokes t's refresh token (which, RFC 7009 §2.1, should end the
 // grant) and its access token.
 func (b *Broker) revokeAt(ctx context.Context, st *brokerState, k vault.Key, t *vault.Token) error {
-	_, a := st.auth(k.Upstream, k.Tenant)
+	u, a := st.auth(k.Upstream, k.Tenant)
 	if a == nil || t.Issuer == "" {
 		return errors.New("the upstream is no longer configured with user_oauth")
 	}
-	meta, err := b.metadata(ctx, t.Issuer)
+	c := b.forIssuer(b.conn(ctx, st, u, a), t.Issuer)
+	meta, err := b.metadata(ctx, c, t.Issuer)
 	if err != nil {
 		return err
 	}
@@ -64,7 +66,7 @@ func (b *Broker) revokeAt(ctx context.Context, st *brokerState, k vault.Key, t *
 		if a.ClientSecret != "" {
 			req.SetBasicAuth(url.QueryEscape(a.ClientID), url.QueryEscape(a.ClientSecret))
 		}
-		resp, err := b.hc.Do(req)
+		resp, err := c.hc.Do(req)
 		if err != nil {
 			var ue *url.Error
 			if errors.As(err, &ue) {
@@ -76,7 +78,7 @@ func (b *Broker) revokeAt(ctx context.Context, st *brokerState, k vault.Key, t *
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			errs = append(errs, errors.New("revocation refused: HTTP "+resp.Status))
+			errs = append(errs, fmt.Errorf("revocation refused (HTTP %d)", resp.StatusCode))
 		}
 	}
 	return errors.Join(errs...)

@@ -2,14 +2,11 @@ package credentials
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -329,30 +326,31 @@ func (b *Broker) refreshToken(ctx context.Context, st *brokerState, k vault.Key,
 	if t.RefreshToken == "" {
 		return drop()
 	}
-	_, a := st.auth(k.Upstream, k.Tenant)
+	u, a := st.auth(k.Upstream, k.Tenant)
 	if a == nil {
 		return drop()
 	}
-	meta, err := b.metadata(ctx, t.Issuer)
+	c := b.forIssuer(b.conn(ctx, st, u, a), t.Issuer)
+	meta, err := b.metadata(ctx, c, t.Issuer)
 	if err != nil {
 		return "", err
 	}
 	conf := b.oauthConfig(st, a, meta)
-	nt, err := conf.TokenSource(context.WithValue(ctx, oauth2.HTTPClient, b.hc), &oauth2.Token{
+	nt, err := conf.TokenSource(context.WithValue(ctx, oauth2.HTTPClient, c.hc), &oauth2.Token{
 		RefreshToken: t.RefreshToken, Expiry: time.Unix(1, 0),
 	}).Token()
 	b.fetched(k.Upstream, err)
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if !errors.As(err, &re) {
-			return "", oauthError(err)
+			return "", oauthError(err, t.RefreshToken, a.ClientSecret)
 		}
 		// Another replica may have refreshed it first, with a refresh
 		// token that rotates: then the vault holds the new one.
 		if cur, _ := st.vault.Token(ctx, k); cur != nil && cur.RefreshToken != t.RefreshToken {
 			return cur.AccessToken, nil
 		}
-		b.log.Info("user_oauth: refresh refused; the token is dropped", "upstream", k.Upstream, "error", oauthError(err))
+		b.log.Info("user_oauth: refresh refused; the token is dropped", "upstream", k.Upstream, "error", oauthError(err, t.RefreshToken, a.ClientSecret))
 		return drop()
 	}
 	saved := b.fromOAuth(nt, meta.Issuer)
@@ -442,128 +440,4 @@ type asMeta struct {
 	RevocationEndpoint    string   `json:"revocation_endpoint"`
 	PKCEMethods           []string `json:"code_challenge_methods_supported"`
 	fetched               time.Time
-}
-
-// metadata returns issuer's metadata, fetched by discovery and kept for
-// metaTTL.
-func (b *Broker) metadata(ctx context.Context, issuer string) (*asMeta, error) {
-	b.mu.Lock()
-	m := b.meta[issuer]
-	b.mu.Unlock()
-	if m != nil && b.now().Sub(m.fetched) < metaTTL {
-		return m, nil
-	}
-	base := strings.TrimSuffix(issuer, "/")
-	for _, u := range discoveryURLs(base) {
-		var md asMeta
-		if err := b.getJSON(ctx, u, &md); err != nil {
-			continue
-		}
-		if strings.TrimSuffix(md.Issuer, "/") != base || md.AuthorizationEndpoint == "" || md.TokenEndpoint == "" {
-			return nil, errors.New("discovery: the metadata names another issuer, or lacks an endpoint")
-		}
-		md.fetched = b.now()
-		b.mu.Lock()
-		if len(b.meta) >= maxMeta {
-			clear(b.meta)
-		}
-		b.meta[issuer] = &md
-		b.mu.Unlock()
-		return &md, nil
-	}
-	return nil, errors.New("discovery: no authorization server metadata at the issuer")
-}
-
-// issuerOf returns the authorization server of upstream u: the
-// configured issuer, or the first the upstream's protected resource
-// metadata names (RFC 9728), found from its 401 answer's
-// WWW-Authenticate resource_metadata, else at its well-known URL.
-func (b *Broker) issuerOf(ctx context.Context, u *config.Upstream, a *config.UpstreamAuth) (string, error) {
-	if a.Issuer != "" {
-		return a.Issuer, nil
-	}
-	var candidates []string
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.URL, strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"ping"}`))
-	if err != nil {
-		return "", errors.New("invalid upstream URL")
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if resp, err := b.hc.Do(req); err == nil {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusUnauthorized {
-			if m := resourceMetadataParam(resp.Header.Values("WWW-Authenticate")); m != "" {
-				candidates = append(candidates, m)
-			}
-		}
-	}
-	if pu, err := url.Parse(u.URL); err == nil {
-		path := strings.TrimSuffix(pu.Path, "/")
-		pu.RawQuery, pu.Fragment = "", ""
-		pu.Path = "/.well-known/oauth-protected-resource" + path
-		candidates = append(candidates, pu.String())
-		pu.Path = "/.well-known/oauth-protected-resource"
-		candidates = append(candidates, pu.String())
-	}
-	for _, c := range candidates {
-		var prm struct {
-			Resource             string   `json:"resource"`
-			AuthorizationServers []string `json:"authorization_servers"`
-		}
-		if !sameOrigin(c, u.URL) {
-			// A metadata URL on another host is not the upstream's word.
-			continue
-		}
-		if err := b.getJSON(ctx, c, &prm); err == nil && len(prm.AuthorizationServers) > 0 {
-			return prm.AuthorizationServers[0], nil
-		}
-	}
-	return "", errors.New("no issuer configured, and the upstream publishes no protected resource metadata")
-}
-
-func sameOrigin(a, b string) bool {
-	ua, err1 := url.Parse(a)
-	ub, err2 := url.Parse(b)
-	return err1 == nil && err2 == nil && ua.Scheme == ub.Scheme && strings.EqualFold(ua.Host, ub.Host)
-}
-
-// resourceMetadataParam returns the resource_metadata parameter of a
-// Bearer challenge (RFC 9728 §5.1), "" if none.
-func resourceMetadataParam(values []string) string {
-	for _, v := range values {
-		i := strings.Index(v, "resource_metadata=")
-		if i < 0 {
-			continue
-		}
-		rest := v[i+len("resource_metadata="):]
-		if strings.HasPrefix(rest, `"`) {
-			if j := strings.Index(rest[1:], `"`); j >= 0 {
-				return rest[1 : 1+j]
-			}
-			continue
-		}
-		if j := strings.IndexAny(rest, ", "); j >= 0 {
-			rest = rest[:j]
-		}
-		return rest
-	}
-	return ""
-}
-
-func (b *Broker) getJSON(ctx context.Context, u string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := b.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v)
 }

@@ -28,3 +28,21 @@ func TestSameOrigin(t *testing.T) {
 		}
 	}
 }
+
+func TestRefusal(t *testing.T) {
+	const secret = "gw-s3cr3t:/+&= %"
+	for _, tc := range []struct {
+		code, desc string
+		want       string
+	}{
+		{"invalid_client", "client authentication failed", "x (HTTP 401): invalid_client: client authentication failed"},
+		{"invalid_client", "the secret gw-s3cr3t is wrong", "x (HTTP 401): invalid_client"},
+		{"invalid_grant", "refresh token rt-0123456789abcdefghijklmnop revoked", "x (HTTP 401): invalid_grant"},
+		{"rt-0123", "whatever", "x (HTTP 401): an unregistered error code"},
+		{"", "no code, no description", "x (HTTP 401)"},
+	} {
+		if got := refusal("x", 401, tc.code, tc.desc, secret, ""); got != tc.want {
+			t.Errorf("refusal(%q, %q) = %q, want %q", tc.code, tc.desc, got, tc.want)
+		}
+	}
+}

@@ -569,10 +569,11 @@ func TestUserOAuthReplicas(t *testing.T) {
 	cfg.Auth = config.Auth{Issuers: []config.Issuer{{Name: "corp", IssuerURL: idp.Issuer, TenantClaim: "tenant"}}}
 	cfg.Tenants = []config.Tenant{{ID: "acme"}}
 	// No issuer: found from the upstream's protected resource metadata
-	// (RFC 9728).
+	// (RFC 9728); listed, for it is plain http on another origin.
 	cfg.Upstreams = []config.Upstream{{Name: "saas", URL: up.URL, Prefix: ptr("saas"), Watch: ptr(false), Auth: &config.UpstreamAuth{
 		Mode: config.AuthUserOAuth, ClientID: gwClient, ClientSecret: gwSecret, Scopes: []string{"mcp"},
 	}}}
+	cfg.Vault.DiscoveredIssuers = []string{idp.Issuer}
 	key := vaultKey()
 	cfg.Vault.Keys = []config.VaultKey{{ID: "k1", Secret: key}}
 	redisStore(t)(&cfg)
