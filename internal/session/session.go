@@ -143,10 +143,10 @@ type Store interface {
 	// Create stores a copy of a new record. It sets the stored LastSeen to the
 	// current time, and Created too if it is zero. It fails with ErrExists
 	// when a live record has the same id, with ErrFull when the store is
-	// at capacity (a store may make room instead, by evicting another
-	// principal's record: see [Memory]), and with a *LimitError (ErrLimit)
-	// when r's principal or tenant holds as many live records as the store
-	// allows it.
+	// at capacity (a store may make room instead, by evicting the heaviest
+	// holder's least recently used record: see [Memory]), and with a
+	// *LimitError (ErrLimit) when r's principal or tenant holds as many
+	// live records as the store allows it.
 	Create(ctx context.Context, r *Record) error
 	// Get returns the record and refreshes its idle expiry. It returns
 	// ErrNotFound for an unknown or expired id. The returned record is the
