@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,7 +171,7 @@ func TestSessionPoolFullEvictsHeaviest(t *testing.T) {
 	if r := mallory.call(ms[1], "evicted?"); r.Status != http.StatusNotFound {
 		t.Fatalf("the evicted session: %v, want 404", r)
 	}
-	for _, sid := range append(ms[2:], ms[0]) {
+	for _, sid := range slices.Concat(ms[2:], ms[:1]) {
 		mallory.mustCall(sid, "kept")
 	}
 	for _, sid := range bs {
@@ -198,7 +199,7 @@ func TestSessionPoolFullEvictsHeaviest(t *testing.T) {
 	for _, sid := range bs[1:] {
 		bob.mustCall(sid, "kept")
 	}
-	for _, sid := range append(ms[2:], ms[0]) {
+	for _, sid := range slices.Concat(ms[2:], ms[:1]) {
 		mallory.mustCall(sid, "kept")
 	}
 	// The evicted client of the first eviction initializes again
@@ -209,7 +210,7 @@ func TestSessionPoolFullEvictsHeaviest(t *testing.T) {
 	if r := mallory.call(ms[2], "evicted?"); r.Status != http.StatusNotFound {
 		t.Fatalf("mallory's least recently used session: %v, want 404", r)
 	}
-	for _, sid := range append(ms[3:], ms[0]) {
+	for _, sid := range slices.Concat(ms[3:], ms[:1]) {
 		mallory.mustCall(sid, "kept")
 	}
 	for _, sid := range bs[1:] {

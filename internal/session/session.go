@@ -56,9 +56,10 @@ var ErrConflict = errors.New("session record changed concurrently")
 // exists.
 var ErrExists = errors.New("session already exists")
 
-// ErrFull is returned by [Store.Create] when the store holds as many sessions
-// as it may, and by [Mailbox.Post] when the store holds as many mailboxes as
-// it may (or Redis is out of memory).
+// ErrFull is returned by [Store.Create] when the store cannot hold one more
+// session (Redis out of memory; a full [Memory] evicts instead), and by
+// [Mailbox.Post] when the store holds as many mailboxes as it may (or Redis
+// is out of memory).
 var ErrFull = errors.New("session store is full")
 
 // ErrLimit is returned by [Store.Create] when the record's principal or
@@ -142,8 +143,10 @@ type Store interface {
 	// Create stores a copy of a new record. It sets the stored LastSeen to the
 	// current time, and Created too if it is zero. It fails with ErrExists
 	// when a live record has the same id, with ErrFull when the store is
-	// at capacity, and with a *LimitError (ErrLimit) when r's principal or
-	// tenant holds as many live records as the store allows it.
+	// at capacity (a store may make room instead, by evicting the heaviest
+	// holder's least recently used record: see [Memory]), and with a
+	// *LimitError (ErrLimit) when r's principal or tenant holds as many
+	// live records as the store allows it.
 	Create(ctx context.Context, r *Record) error
 	// Get returns the record and refreshes its idle expiry. It returns
 	// ErrNotFound for an unknown or expired id. The returned record is the
