@@ -10,6 +10,10 @@
 //   - stderr {text}: writes text to stderr.
 //   - garbage: writes a line that is not JSON-RPC to stdout, then answers.
 //   - sleep {ms}: answers after ms milliseconds.
+//   - create {name}: adds the resource mem://<name> to the process's
+//     resources (listed to every session of the process), answers its URI.
+//
+// It lists one resource from the start, mem://static.
 //
 // With STDIOSERVER_GARBAGE set it writes such a line before serving, and it
 // writes "stdioserver starting" to stderr when it starts. With
@@ -66,6 +70,17 @@ func main() {
 	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "Returns an environment variable."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in nameArgs) (*mcp.CallToolResult, any, error) {
 			return text(os.Getenv(in.Name)), nil, nil
+		})
+	resource := func(uri string) {
+		s.AddResource(&mcp.Resource{URI: uri, Name: uri}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "content of " + uri}}}, nil
+		})
+	}
+	resource("mem://static")
+	mcp.AddTool(s, &mcp.Tool{Name: "create", Description: "Creates a resource."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in nameArgs) (*mcp.CallToolResult, any, error) {
+			resource("mem://" + in.Name)
+			return text("mem://" + in.Name), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "Returns the process id."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
