@@ -106,3 +106,34 @@ func TestListsSessionResourcesDefault(t *testing.T) {
 		t.Errorf("tools/list reached the upstream %d times, want 1", n)
 	}
 }
+
+// BenchmarkResourcesListNewSession: what keeping resources/list per
+// session costs: each iteration opens a session and lists resources, with
+// lists unset (per session: one upstream resources/list each) and shared
+// (one for all).
+func BenchmarkResourcesListNewSession(b *testing.B) {
+	for _, lists := range []string{"", config.ListsShared} {
+		name := "unset"
+		if lists != "" {
+			name = lists
+		}
+		b.Run(name, func(b *testing.B) {
+			h := testkit.NewHostileUpstream(b, testkit.Hostile{})
+			url := startGateway(b, []upstreamSpec{hostileSpec("h", h, "h")}, func(c *config.Config) {
+				c.Upstreams[0].Lists = lists
+				c.Server.ListCacheTTL = config.Duration(time.Hour)
+			})
+			ctx := context.Background()
+			b.ResetTimer()
+			for range b.N {
+				cs := testkit.Connect(b, url, nil)
+				if _, err := cs.ListResources(ctx, nil); err != nil {
+					b.Fatal(err)
+				}
+				cs.Close()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(h.Count("resources/list"))/float64(b.N), "upstream-lists/op")
+		})
+	}
+}
