@@ -145,14 +145,34 @@ type Scope struct {
 	// ("" when every caller reaches it as the same one): listings shared
 	// between sessions are shared only within one partition.
 	Partition string
+	// Tenant is the request's tenant: listings of an upstream reached
+	// through a process of the tenant's own (Upstream.PerTenant) are
+	// shared only within it.
+	Tenant string
 	// Session is the gateway session ("" outside any), whose own listings
 	// serve upstreams with lists per session or marked private.
 	Session string
 }
 
 // shared is the key of the listing of kind k of up shared in sc's
-// partition.
-func (sc Scope) shared(up *Upstream, k Kind) listKey {
+// partition (and tenant, for an upstream reached per tenant). c.mu is
+// held.
+func (c *Catalog) shared(up *Upstream, k Kind, sc Scope) listKey {
+	if up.PerTenant && sc.Tenant != "" {
+		// The tenant's own scope string is made once, not on every call.
+		ts, ok := c.tenantScopes[sc.Tenant]
+		if !ok {
+			ts = "\x00t:" + sc.Tenant
+			if len(c.tenantScopes) >= maxTenantScopes {
+				clear(c.tenantScopes)
+			}
+			c.tenantScopes[sc.Tenant] = ts
+		}
+		if sc.Partition == "" {
+			return listKey{up.Name, k, ts}
+		}
+		return listKey{up.Name, k, ts + "\x00" + sc.Partition}
+	}
 	if sc.Partition == "" {
 		return listKey{up.Name, k, ""}
 	}
@@ -198,6 +218,9 @@ const (
 	maxBackoff = time.Minute
 	// maxFailures bounds the failures remembered, all scopes together.
 	maxFailures = 4096
+	// maxTenantScopes bounds the tenants' scope strings kept (tenants are
+	// configured, so this is only a backstop).
+	maxTenantScopes = 4096
 )
 
 // walk is one fetch of one Listing in progress. Its result is set before
@@ -254,7 +277,10 @@ type Catalog struct {
 	scopedSz int
 	walks    map[listKey]*walk
 	failures map[listKey]*failure
-	reported map[string]time.Time // conflicts logged recently
+	// tenantScopes holds the scope string of each tenant's listings of
+	// upstreams reached per tenant (see shared).
+	tenantScopes map[string]string
+	reported     map[string]time.Time // conflicts logged recently
 	// pins holds, by upstream and kind, the items of the last Listing
 	// built whose definitions do not match their pins, at most
 	// maxPinStatus each (quarantined first), and how many were
@@ -283,13 +309,14 @@ func New(ttl time.Duration, log *slog.Logger, m *telemetry.Metrics) *Catalog {
 	return &Catalog{
 		ttl: ttl, log: log, metrics: m, now: time.Now,
 		ctx: ctx, cancel: cancel,
-		bounds:   Bounds{Pages: config.DefaultListPages, Bytes: config.DefaultListBytes},
-		lists:    make(map[listKey]*Listing),
-		scoped:   make(map[string][]listKey),
-		walks:    make(map[listKey]*walk),
-		failures: make(map[listKey]*failure),
-		reported: make(map[string]time.Time),
-		pins:     make(map[pinKey]*pinEntry),
+		bounds:       Bounds{Pages: config.DefaultListPages, Bytes: config.DefaultListBytes},
+		lists:        make(map[listKey]*Listing),
+		scoped:       make(map[string][]listKey),
+		walks:        make(map[listKey]*walk),
+		failures:     make(map[listKey]*failure),
+		tenantScopes: make(map[string]string),
+		reported:     make(map[string]time.Time),
+		pins:         make(map[pinKey]*pinEntry),
 	}
 }
 
@@ -345,8 +372,8 @@ func (c *Catalog) Close() {
 // session or the upstream marked them private. ok is false when there is
 // no such place (a per-session Listing wanted outside any session).
 func (c *Catalog) key(up *Upstream, k Kind, sc Scope) (key listKey, ok bool) {
-	key = sc.shared(up, k)
-	if up.Shared {
+	key = c.shared(up, k, sc)
+	if up.sharedKind(k) {
 		if l := c.lists[key]; l == nil || !l.private {
 			return key, true
 		}
@@ -360,9 +387,9 @@ func (c *Catalog) key(up *Upstream, k Kind, sc Scope) (key listKey, ok bool) {
 func (c *Catalog) Fresh(up *Upstream, k Kind, sc Scope) *Listing {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := sc.shared(up, k)
+	key := c.shared(up, k, sc)
 	l := c.lists[key] // one lookup on every call's path, for a shared list
-	if !up.Shared || l != nil && l.private {
+	if !up.sharedKind(k) || l != nil && l.private {
 		// As key does: the session's own Listing.
 		if sc.Session == "" {
 			return nil

@@ -58,18 +58,22 @@ type schemaKey struct {
 type compiled struct {
 	s    *jsonschema.Schema
 	skip string
+	// cost is its expansion and recursive whether it recurses (see
+	// schemaCost): they bound the work of one validation.
+	cost      int
+	recursive bool
 }
 
 // schemaOf returns the compiled member field ("inputSchema" or
 // "outputSchema") of the tool it, nil when the tool has none or it is not
 // enforced.
-func (sc *schemaCache) schemaOf(it *Item, output bool) *jsonschema.Schema {
+func (sc *schemaCache) schemaOf(it *Item, output bool) *compiled {
 	key := schemaKey{it.Original, output}
 	sc.mu.Lock()
 	c := sc.m[key]
 	sc.mu.Unlock()
 	if c != nil {
-		return c.s
+		return c.enforced()
 	}
 	field := "inputSchema"
 	if output {
@@ -87,7 +91,7 @@ func (sc *schemaCache) schemaOf(it *Item, output bool) *jsonschema.Schema {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if prev := sc.m[key]; prev != nil {
-		return prev.s // compiled meanwhile by another call
+		return prev.enforced() // compiled meanwhile by another call
 	}
 	if sc.bytes+len(raw) <= maxCompiledBytes {
 		if sc.m == nil {
@@ -96,7 +100,15 @@ func (sc *schemaCache) schemaOf(it *Item, output bool) *jsonschema.Schema {
 		sc.m[key] = c
 		sc.bytes += len(raw)
 	}
-	return c.s
+	return c.enforced()
+}
+
+// enforced is c if it holds a schema to enforce, else nil.
+func (c *compiled) enforced() *compiled {
+	if c.s == nil {
+		return nil
+	}
+	return c
 }
 
 // supportedDialect reports whether the gateway compiles schemas that
@@ -160,7 +172,11 @@ func compileSchema(raw []byte) *compiled {
 		// Not quoted: it may hold a long part of the schema.
 		return &compiled{skip: "invalid or with external references"}
 	}
-	return &compiled{s: s}
+	cost, recursive, err := schemaCost(s)
+	if err != nil {
+		return &compiled{skip: err.Error()}
+	}
+	return &compiled{s: s, cost: cost, recursive: recursive}
 }
 
 // A SchemaError is a value that does not conform to a tool's schema. Its
@@ -228,8 +244,16 @@ var printer = message.NewPrinter(language.English)
 // validate checks v against s and words a violation: one line per
 // problem, each at its place in what (the arguments or the structured
 // content), within maxProblemBytes.
-func validate(s *jsonschema.Schema, v any, what string) error {
-	err := s.Validate(v)
+func validate(c *compiled, v any, what string) error {
+	vcost, depth := valueCost(v)
+	if c.recursive && depth > maxRecursionDepth {
+		return &SchemaError{Problems: fmt.Sprintf("%s nest deeper than %d levels, too deep to check against the tool's recursive schema", what, maxRecursionDepth)}
+	}
+	// Both at most 2^24 or so: the product does not overflow an int.
+	if c.cost*vcost > maxValidationWork {
+		return &SchemaError{Problems: what + " are too large to check against the tool's schema"}
+	}
+	err := c.s.Validate(v)
 	if err == nil {
 		return nil
 	}

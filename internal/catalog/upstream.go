@@ -18,8 +18,19 @@ type Upstream struct {
 	Name   string
 	Prefix string // the effective namespace prefix, maybe ""
 	// Shared says its listings may be shared by every session (lists:
-	// shared), until the upstream marks one private.
+	// shared, or unset), until the upstream marks one private.
 	Shared bool
+	// SessionResources says its resources/list is fetched per session even
+	// so: lists is unset and the upstream opens a stateful session per
+	// client session, in which a tool may create a resource for that
+	// session alone (server-everything's session resources). Only an
+	// explicit lists: shared shares it.
+	SessionResources bool
+	// PerTenant says its shared listings are shared within one tenant
+	// only: lists is unset and each tenant reaches it through a process
+	// of its own (stdio isolation tenant or session), whose lists are that
+	// process's.
+	PerTenant bool
 	// Timeout bounds one walk through its pages.
 	Timeout time.Duration
 	// Pin is its pin policy and pins; nil: its definitions are not pinned.
@@ -32,7 +43,35 @@ func NewUpstream(u *config.Upstream) Upstream {
 	if t <= 0 {
 		t = config.DefaultUpstreamTimeout
 	}
-	return Upstream{Name: u.Name, Prefix: u.EffectivePrefix(), Shared: u.SharedLists(), Timeout: t, Pin: u.Pin}
+	cu := Upstream{Name: u.Name, Prefix: u.EffectivePrefix(), Shared: u.SharedLists(), Timeout: t, Pin: u.Pin}
+	if u.Lists == "" {
+		// Unset: the cache is keyed by the identity the upstream is
+		// reached with. Credentials that differ per tenant or user
+		// partition it already (Scope.Partition); a process does here.
+		iso := config.IsolationTenant
+		if u.Stdio != nil && u.Stdio.Isolation != "" {
+			iso = u.Stdio.Isolation
+		}
+		switch {
+		case !u.IsStdio():
+			// Each client session opens its own upstream session.
+			cu.SessionResources = true
+		case iso == config.IsolationTenant:
+			cu.PerTenant = true
+		case iso == config.IsolationSession:
+			cu.PerTenant = true
+			cu.SessionResources = true
+		}
+		// IsolationShared: one process, one session for all; what it lists
+		// is the same to everyone who may see the upstream.
+	}
+	return cu
+}
+
+// sharedKind reports whether up's listings of kind k may be shared
+// between sessions (see Shared and SessionResources).
+func (up *Upstream) sharedKind(k Kind) bool {
+	return up.Shared && !(k == Resources && up.SessionResources)
 }
 
 // ListLimitError is a walk cut at one of its bounds; Limit names it (a

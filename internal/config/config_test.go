@@ -97,12 +97,12 @@ func TestLoadExample(t *testing.T) {
 			Prefix:         ptr("github"),
 			Timeout:        Duration(30 * time.Second),
 			Headers:        map[string]string{"Authorization": "Bearer tok-123"},
-			AuditArguments: "none", Lists: "shared",
+			AuditArguments: "none",
 		}, {
 			Name:           "search",
 			URL:            "http://127.0.0.1:9002/mcp",
 			Timeout:        Duration(30 * time.Second),
-			AuditArguments: "none", Lists: "shared",
+			AuditArguments: "none",
 		}},
 		Auth: Auth{
 			Issuers: []Issuer{{
@@ -209,7 +209,7 @@ func TestParseDefaults(t *testing.T) {
 		Path:      "test.yaml",
 	}
 	withUpstream := defaults
-	withUpstream.Upstreams = []Upstream{{Name: "a", URL: "http://a/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "none", Lists: "shared"}}
+	withUpstream.Upstreams = []Upstream{{Name: "a", URL: "http://a/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "none"}}
 
 	tests := []struct {
 		name string
@@ -1252,8 +1252,8 @@ func TestParseFull(t *testing.T) {
 			},
 		},
 		Upstreams: []Upstream{
-			{Name: "github", URL: "https://gh.example.com/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "hash", Lists: "shared"},
-			{Name: "search", URL: "http://127.0.0.1:9002/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "none", Lists: "shared"},
+			{Name: "github", URL: "https://gh.example.com/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "hash"},
+			{Name: "search", URL: "http://127.0.0.1:9002/mcp", Timeout: Duration(30 * time.Second), AuditArguments: "none"},
 		},
 		Auth: Auth{
 			Issuers: []Issuer{{

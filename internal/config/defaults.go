@@ -40,7 +40,6 @@ const (
 	DefaultEventMaxStreams   = 100_000
 	DefaultEventMaxBytes     = 256 << 20 // 256 MiB
 	DefaultListBytes         = 16 << 20  // 16 MiB
-	DefaultLists             = ListsShared
 	DefaultUpstreamTimeout   = 30 * time.Second
 	DefaultLeeway            = 30 * time.Second
 	DefaultTokenCacheSize    = 10_000
@@ -221,7 +220,9 @@ func (c *Config) ApplyDefaults() {
 		u := &c.Upstreams[i]
 		setDefault(&u.Timeout, Duration(DefaultUpstreamTimeout))
 		setDefault(&u.AuditArguments, DefaultAuditArguments)
-		setDefault(&u.Lists, DefaultLists)
+		// Lists stays unset when absent: the catalog then keys the
+		// upstream's lists by the identity it is reached with (see
+		// catalog.NewUpstream), which an explicit "shared" does not.
 		if p := u.Pin; p != nil {
 			setDefault(&p.OnChange, PinWarn)
 			setDefault(&p.New, PinAllow)

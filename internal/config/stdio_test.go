@@ -39,7 +39,7 @@ tenants:
 		Name: "fs", Command: []string{"npx", "-y", "@modelcontextprotocol/server-filesystem", "/data"},
 		Env: map[string]string{"API_KEY": "k-default"}, WorkingDir: "/tmp",
 		Stdio:   &UpstreamStdio{Isolation: IsolationSession, MaxProcesses: 3, IdleTimeout: Duration(time.Minute), StopGrace: Duration(DefaultStopGrace)},
-		Timeout: Duration(DefaultUpstreamTimeout), AuditArguments: "none", Lists: "shared",
+		Timeout: Duration(DefaultUpstreamTimeout), AuditArguments: "none",
 	}
 	if diff := cmp.Diff(want, fs, cmp.AllowUnexported(UpstreamTLS{})); diff != "" {
 		t.Errorf("mismatch (-want +got):\n%s", diff)

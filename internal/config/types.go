@@ -566,9 +566,15 @@ type Upstream struct {
 	// rather than when the list cache expires. nil means true.
 	Watch *bool `yaml:"watch"`
 	// Lists says whether the upstream's lists are the same for every
-	// session ("shared", the default: cached once per replica) or may
-	// differ per upstream session ("per_session": fetched under each
-	// client's own upstream session and never served to another).
+	// session ("shared": cached once per replica, within the identity the
+	// upstream is reached with when credentials differ) or may differ per
+	// upstream session ("per_session": fetched under each client's own
+	// upstream session and never served to another). Unset (the default)
+	// keys them by the identity the upstream is reached with: per tenant
+	// for a stdio upstream with a process per tenant (or per session), per
+	// tenant or user for credentials that differ so, and resources/list
+	// per session for an upstream that opens a session per client session
+	// (HTTP, or stdio isolation session). Empty means unset.
 	Lists string `yaml:"lists"`
 	// Auth says how the gateway proves who it is, or whom it calls for,
 	// beyond the static Headers: a token from the upstream's authorization
@@ -782,7 +788,8 @@ type UpstreamAuth struct {
 }
 
 // SharedLists reports whether the upstream's lists may be shared between
-// sessions (see Upstream.Lists).
+// sessions at all (see Upstream.Lists): unless per_session. Unset, some
+// are still shared only per tenant or per session (catalog.NewUpstream).
 func (u *Upstream) SharedLists() bool { return u.Lists != ListsPerSession }
 
 // Limits bound what one client or one upstream can make the gateway hold.

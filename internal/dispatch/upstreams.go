@@ -490,7 +490,7 @@ func listOn(ctx context.Context, c *upstream.Client, us session.Upstream, k cata
 // principal's record), whose own listings serve upstreams with lists per
 // session.
 func (rq *Request) listScope(up *catalog.Upstream) catalog.Scope {
-	var sc catalog.Scope
+	sc := catalog.Scope{Tenant: rq.view.ID}
 	if rq.Session != nil {
 		sc.Session = rq.Session.ID
 	}

@@ -17,8 +17,11 @@
 //     sessions that subscribed it.
 //   - subscribed: returns the URIs its client subscribed, sorted and
 //     comma-separated, and how many subscribe requests it got: "a,b 3".
+//   - create {name}: adds the resource mem://<name> to the process's
+//     resources (listed to every session of the process), answers its URI.
 //
 // Every test://… URI can be subscribed (resources/subscribe).
+// It lists one resource from the start, mem://static.
 //
 // With STDIOSERVER_GARBAGE set it writes such a line before serving, and it
 // writes "stdioserver starting" to stderr when it starts. With
@@ -139,6 +142,17 @@ func main() {
 	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "Returns an environment variable."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in nameArgs) (*mcp.CallToolResult, any, error) {
 			return text(os.Getenv(in.Name)), nil, nil
+		})
+	resource := func(uri string) {
+		s.AddResource(&mcp.Resource{URI: uri, Name: uri}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "content of " + uri}}}, nil
+		})
+	}
+	resource("mem://static")
+	mcp.AddTool(s, &mcp.Tool{Name: "create", Description: "Creates a resource."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in nameArgs) (*mcp.CallToolResult, any, error) {
+			resource("mem://" + in.Name)
+			return text("mem://" + in.Name), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "Returns the process id."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
