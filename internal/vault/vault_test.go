@@ -181,13 +181,18 @@ func TestPending(t *testing.T) {
 		if _, err := v.Peek(ctx, a1); !errors.Is(err, vault.ErrNotFound) {
 			t.Fatalf("alice's oldest consent survived her third: %v", err)
 		}
-		// In all: 3; bob's first fits, carol's does not.
+		// In all: 3; bob's first fits, carol's ends the oldest of the
+		// tenant holding the most (all are of one here): alice's a2.
 		if _, err := v.Begin(ctx, p("bob", time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := v.Begin(ctx, p("carol", time.Minute)); !errors.Is(err, vault.ErrFull) {
+		if _, err := v.Begin(ctx, p("carol", time.Minute)); err != nil {
 			t.Fatalf("fourth pending of 3: %v", err)
 		}
+		if _, err := v.Peek(ctx, a2); !errors.Is(err, vault.ErrNotFound) {
+			t.Fatalf("the oldest consent survived a full store: %v", err)
+		}
+		a2, _ = v.Begin(ctx, p("alice", time.Minute))
 		// Single use.
 		if got, err := v.Take(ctx, a2); err != nil || got.ID != a2 {
 			t.Fatalf("Take: %+v %v", got, err)
@@ -210,6 +215,64 @@ func TestPending(t *testing.T) {
 		}
 		if _, err := v.Take(ctx, "not-an-id"); !errors.Is(err, vault.ErrNotFound) {
 			t.Fatalf("unknown id: %v", err)
+		}
+	})
+}
+
+// TestPendingTenantShare: a tenant's principals hold at most the tenant's
+// share of the pending consents (the tenant's oldest goes), and when the
+// store is full the tenant that holds the most loses its oldest: a
+// newcomer of a light tenant is never refused, nor takes a light tenant's.
+func TestPendingTenantShare(t *testing.T) {
+	lim := vault.Limits{TokensPerTenant: 2, Tokens: 3, PendingPerPrincipal: 2, PendingPerTenant: 3, Pending: 5}
+	stores(t, lim, func(t *testing.T, s vault.Store, _ func() []string) {
+		ctx := context.Background()
+		v := vault.New(s, mustCipher(t, key("k1")))
+		n := 0
+		begin := func(sub, tenant string) string {
+			t.Helper()
+			n++ // one millisecond apart: each is older than the next
+			id, err := v.Begin(ctx, &vault.Pending{Principal: vault.Principal{Issuer: "i", Subject: sub, Tenant: tenant}, Upstream: "gh",
+				Expires: time.Now().Add(time.Minute + time.Duration(n)*time.Millisecond)})
+			if err != nil {
+				t.Fatalf("Begin %s/%s: %v", tenant, sub, err)
+			}
+			return id
+		}
+		live := func(id string) bool {
+			_, err := v.Peek(ctx, id)
+			return err == nil
+		}
+		// Tenant acme, three principals: its share is 3; the fourth
+		// ends acme's oldest, whoever's it was.
+		a1, b1, c1 := begin("alice", "acme"), begin("bob", "acme"), begin("carol", "acme")
+		d1 := begin("dave", "acme")
+		if live(a1) || !live(b1) || !live(c1) || !live(d1) {
+			t.Fatalf("acme past its share of 3: %v %v %v %v, want only the oldest ended", live(a1), live(b1), live(c1), live(d1))
+		}
+		// Globex takes the two left: the store is full (5).
+		g1, g2 := begin("gina", "globex"), begin("hank", "globex")
+		// Initech's newcomer is not refused: acme, the heaviest (3),
+		// loses its oldest (b1); globex keeps both.
+		i1 := begin("ivan", "initech")
+		if live(b1) || !live(c1) || !live(d1) || !live(g1) || !live(g2) || !live(i1) {
+			t.Fatalf("full store: b1 %v c1 %v d1 %v g1 %v g2 %v i1 %v, want only acme's oldest ended", live(b1), live(c1), live(d1), live(g1), live(g2), live(i1))
+		}
+		// Now acme and globex hold 2 each: of two as heavy, the one whose
+		// oldest is older (acme's c1) loses it.
+		i2 := begin("ivan", "initech")
+		if live(c1) || !live(g1) || !live(i2) {
+			t.Fatalf("tie: c1 %v g1 %v i2 %v, want the older of the heaviest ended", live(c1), live(g1), live(i2))
+		}
+		// What is taken frees its place in every count.
+		if _, err := v.Take(ctx, g1); err != nil {
+			t.Fatal(err)
+		}
+		j1 := begin("jo", "jade")
+		for _, id := range []string{d1, g2, i1, i2, j1} {
+			if !live(id) {
+				t.Fatalf("a consent ended although a place was free")
+			}
 		}
 	})
 }
