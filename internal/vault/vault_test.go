@@ -276,3 +276,65 @@ func TestPendingTenantShare(t *testing.T) {
 		}
 	})
 }
+
+// TestRedisPendingKeys: the Redis store's lists of pending consents (by
+// principal, by tenant, in all, their owners and the tenants' counts)
+// hold nothing once every consent is taken, ended or expired.
+func TestRedisPendingKeys(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	prefix := "vaulttest:" + vault.NewID() + ":"
+	t.Cleanup(func() {
+		if keys, _ := c.Keys(ctx, prefix+"*").Result(); len(keys) > 0 {
+			c.Del(ctx, keys...)
+		}
+	})
+	v := vault.New(vault.NewRedis(c, prefix, time.Second, vault.Limits{PendingPerPrincipal: 2, PendingPerTenant: 3, Pending: 4}), mustCipher(t, key("k1")))
+	var ids []string
+	for i := range 12 {
+		id, err := v.Begin(ctx, &vault.Pending{Principal: vault.Principal{Issuer: "i", Subject: fmt.Sprint("s", i%5), Tenant: fmt.Sprint("t", i%3)},
+			Upstream: "gh", Expires: time.Now().Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	brief, err := v.Begin(ctx, &vault.Pending{Principal: vault.Principal{Issuer: "i", Subject: "x", Tenant: "t9"}, Upstream: "gh", Expires: time.Now().Add(20 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := prefix + "vault:{vault}:"
+	if n := c.ZCard(ctx, base+"pall").Val(); n != 4 {
+		t.Fatalf("%d pending in all, want the bound 4", n)
+	}
+	for _, id := range ids {
+		_, _ = v.Take(ctx, id)
+	}
+	// The brief one expires; the next Begin drops it from every list.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if _, err := v.Peek(ctx, brief); errors.Is(err, vault.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the brief consent did not expire")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	last, err := v.Begin(ctx, &vault.Pending{Principal: vault.Principal{Issuer: "i", Subject: "y", Tenant: "t0"}, Upstream: "gh", Expires: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Take(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if n, m, k := c.ZCard(ctx, base+"pall").Val(), c.HLen(ctx, base+"pmeta").Val(), c.ZCard(ctx, base+"ptc").Val(); n+m+k != 0 {
+		t.Fatalf("left behind: pall %d, pmeta %d, ptc %d", n, m, k)
+	}
+	// Empty zsets do not exist: no key of a pending consent is left.
+	for _, pattern := range []string{base + "pp:*", base + "pt:*", base + "p:*"} {
+		if keys := c.Keys(ctx, pattern).Val(); len(keys) != 0 {
+			t.Errorf("left behind: %v", keys)
+		}
+	}
+}
