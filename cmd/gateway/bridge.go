@@ -79,13 +79,13 @@ func bridge(ctx context.Context, args []string, stderr io.Writer) error {
 	})
 	defer h.Close()
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", checkOrigin(h, origins))
+	mux.Handle("/mcp", h)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: checkOrigin(mux, origins), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening on http://"+ln.Addr().String()+"/mcp", "command", argv[0])

@@ -61,7 +61,6 @@ const (
 	DefaultConsentTTL        = 10 * time.Minute
 	DefaultPendingPerPrinc   = 8
 	DefaultPending           = 10_000
-	DefaultTokensPerTenant   = 10_000
 	DefaultVaultTokens       = 100_000
 )
 
@@ -194,8 +193,10 @@ func (c *Config) ApplyDefaults() {
 	// A tenant's share: a quarter of the pool, so that one tenant
 	// cannot hold every pending consent.
 	setDefault(&vt.PendingPerTenant, max(1, vt.Pending/4))
-	setDefault(&vt.TokensPerTenant, DefaultTokensPerTenant)
 	setDefault(&vt.Tokens, DefaultVaultTokens)
+	// A tenant's share of the tokens: a tenth of the pool (10,000 of
+	// the default 100,000), so that it follows a pool made smaller.
+	setDefault(&vt.TokensPerTenant, max(1, vt.Tokens/10))
 
 	a := &c.Auth
 	setDefault(&a.Leeway, Duration(DefaultLeeway))

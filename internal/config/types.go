@@ -76,7 +76,7 @@ type Vault struct {
 	// holding the most loses its oldest. Default a quarter of Pending.
 	PendingPerTenant int `yaml:"pending_per_tenant" cfg:"positive"`
 	// TokensPerTenant bounds the users' tokens one tenant keeps, all
-	// upstreams together. Default 10000.
+	// upstreams together. Default a tenth of Tokens (10000).
 	TokensPerTenant int `yaml:"tokens_per_tenant" cfg:"positive"`
 	// Tokens bounds the tokens the vault keeps in all. Default 100000.
 	Tokens int `yaml:"tokens" cfg:"positive"`

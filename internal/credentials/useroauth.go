@@ -137,7 +137,7 @@ func NewBroker(cfg *config.Config, opts BrokerOptions) (*Broker, error) {
 // VaultLimits are the store bounds cfg sets.
 func VaultLimits(cfg *config.Config) vault.Limits {
 	v := &cfg.Vault
-	return vault.Limits{TokensPerTenant: v.TokensPerTenant, Tokens: v.Tokens, PendingPerPrincipal: v.PendingPerPrincipal, Pending: v.Pending}
+	return vault.Limits{TokensPerTenant: v.TokensPerTenant, Tokens: v.Tokens, PendingPerPrincipal: v.PendingPerPrincipal, Pending: v.Pending, PendingPerTenant: v.PendingPerTenant}
 }
 
 // VaultCipher returns the cipher of cfg's vault keys, nil without keys.

@@ -479,12 +479,12 @@ func TestUserOAuthUnlink(t *testing.T) {
 }
 
 // TestUserOAuthBounds tries to exhaust each bound: the pending consents of
-// one principal (the oldest goes) and in all (refused), the tokens of a
-// tenant (refused at the callback), and the sizes of the consent page's
-// and the callback's requests.
+// one principal (the oldest goes) and in all (the heaviest tenant's
+// oldest goes), the tokens of a tenant (refused at the callback), and the
+// sizes of the consent page's and the callback's requests.
 func TestUserOAuthBounds(t *testing.T) {
 	e := startOAuthEnv(t, 0, func(c *config.Config) {
-		c.Vault.PendingPerPrincipal, c.Vault.Pending, c.Vault.TokensPerTenant = 2, 3, 1
+		c.Vault.PendingPerPrincipal, c.Vault.Pending, c.Vault.PendingPerTenant, c.Vault.TokensPerTenant = 2, 3, 3, 1
 	})
 	alice, _ := e.connect(t, "alice", false)
 	bob, _ := e.connect(t, "bob", false)
@@ -498,17 +498,22 @@ func TestUserOAuthBounds(t *testing.T) {
 		t.Fatalf("alice's second: %d", p.Status)
 	}
 	bobLink := linkFromResult(t, bob)
-	_, err := carol.CallTool(context.Background(), &mcp.CallToolParams{Name: "saas__whoami"})
-	if err == nil || !strings.Contains(err.Error(), "too many consents") {
-		t.Fatalf("a 4th pending consent of 3: %v", err)
+	// The store is full (3, all acme's): carol, of globex, is not
+	// refused; acme, the heaviest tenant, loses its oldest (alice's l2).
+	carolLink := linkFromResult(t, carol)
+	if p := b.Get(t, l2); p.Status != http.StatusNotFound {
+		t.Fatalf("acme's oldest after a newcomer of another tenant filled the store: %d", p.Status)
+	}
+	if p := testkit.NewBrowser(t).Get(t, carolLink); p.Status != http.StatusOK {
+		t.Fatalf("carol's link: %d", p.Status)
 	}
 	linked(t, e.consent(t, testkit.NewBrowser(t), l3, "alice", "acme", "alice-at-saas"))
 	p := e.consent(t, testkit.NewBrowser(t), bobLink, "bob", "acme", "bob-at-saas")
 	if p.Status != http.StatusInsufficientStorage {
 		t.Fatalf("a 2nd token of a tenant of 1: %d %s", p.Status, p.Body)
 	}
-	// Carol, of another tenant, may link now that a consent slot is free.
-	e.link(t, carol, "carol", "globex", "carol-at-saas")
+	// Carol, of another tenant, links.
+	linked(t, e.consent(t, testkit.NewBrowser(t), carolLink, "carol", "globex", "carol-at-saas"))
 
 	big := strings.Repeat("a", 5000)
 	if p := b.Get(t, e.origin+"/oauth/consent?id="+big); p.Status != http.StatusRequestURITooLong {

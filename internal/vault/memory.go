@@ -11,6 +11,9 @@ import (
 type Limits struct {
 	TokensPerTenant, Tokens      int
 	PendingPerPrincipal, Pending int
+	// PendingPerTenant is a tenant's share of Pending; zero: no share
+	// but Pending.
+	PendingPerTenant int
 }
 
 // Memory is a [Store] in this process: for one replica.
@@ -23,12 +26,13 @@ type Memory struct {
 	byTenant map[string]int
 	pending  map[string]memPending
 	byPrin   map[string][]string // principal → its pending ids, oldest first
+	byTen    map[string][]string // tenant → its pending ids, oldest first
 }
 
 type memPending struct {
-	principal string
-	rec       []byte
-	expires   time.Time
+	principal, tenant string
+	rec               []byte
+	expires           time.Time
 }
 
 // NewMemory returns an empty store bounded by lim.
@@ -36,7 +40,7 @@ func NewMemory(lim Limits) *Memory {
 	return &Memory{
 		lim: lim, now: time.Now,
 		tokens: make(map[Key][]byte), byTenant: make(map[string]int),
-		pending: make(map[string]memPending), byPrin: make(map[string][]string),
+		pending: make(map[string]memPending), byPrin: make(map[string][]string), byTen: make(map[string][]string),
 	}
 }
 
@@ -92,22 +96,42 @@ func (m *Memory) Tokens(_ context.Context, f Filter) ([][]byte, error) {
 	return out, nil
 }
 
-func (m *Memory) PutPending(_ context.Context, id, principal string, rec []byte, expires time.Time) error {
+func (m *Memory) PutPending(_ context.Context, id, principal, tenant string, rec []byte, expires time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.sweepLocked()
-	ids := m.byPrin[principal]
-	for len(ids) >= m.lim.PendingPerPrincipal && len(ids) > 0 {
-		delete(m.pending, ids[0])
-		ids = ids[1:]
-	}
-	m.byPrin[principal] = ids
-	if len(m.pending) >= m.lim.Pending {
+	if m.lim.Pending <= 0 {
 		return ErrFull
 	}
-	m.pending[id] = memPending{principal: principal, rec: rec, expires: expires}
-	m.byPrin[principal] = append(ids, id)
+	m.sweepLocked()
+	for ids := m.byPrin[principal]; len(ids) > 0 && len(ids) >= m.lim.PendingPerPrincipal; ids = m.byPrin[principal] {
+		m.removeLocked(ids[0])
+	}
+	for ids := m.byTen[tenant]; len(ids) > 0 && m.lim.PendingPerTenant > 0 && len(ids) >= m.lim.PendingPerTenant; ids = m.byTen[tenant] {
+		m.removeLocked(ids[0])
+	}
+	for len(m.pending) >= m.lim.Pending {
+		heavy := m.heaviestLocked()
+		if len(heavy) == 0 {
+			return ErrFull
+		}
+		m.removeLocked(heavy[0])
+	}
+	m.pending[id] = memPending{principal: principal, tenant: tenant, rec: rec, expires: expires}
+	m.byPrin[principal] = append(m.byPrin[principal], id)
+	m.byTen[tenant] = append(m.byTen[tenant], id)
 	return nil
+}
+
+// heaviestLocked returns the pending ids of the tenant that has the most,
+// oldest first (of two as heavy, the one whose oldest is older).
+func (m *Memory) heaviestLocked() []string {
+	var heavy []string
+	for _, ids := range m.byTen {
+		if len(ids) > len(heavy) || len(ids) == len(heavy) && m.pending[ids[0]].expires.Before(m.pending[heavy[0]].expires) {
+			heavy = ids
+		}
+	}
+	return heavy
 }
 
 // sweepLocked drops the expired pending consents.
@@ -115,18 +139,26 @@ func (m *Memory) sweepLocked() {
 	now := m.now()
 	for id, p := range m.pending {
 		if !now.Before(p.expires) {
-			m.removeLocked(id, p.principal)
+			m.removeLocked(id)
 		}
 	}
 }
 
-func (m *Memory) removeLocked(id, principal string) {
+// removeLocked removes pending consent id, wherever it is listed.
+func (m *Memory) removeLocked(id string) {
+	p := m.pending[id]
 	delete(m.pending, id)
-	ids := slices.DeleteFunc(m.byPrin[principal], func(s string) bool { return s == id })
+	unlist(m.byPrin, p.principal, id)
+	unlist(m.byTen, p.tenant, id)
+}
+
+// unlist removes id from lists[key], and the list once empty.
+func unlist(lists map[string][]string, key, id string) {
+	ids := slices.DeleteFunc(lists[key], func(s string) bool { return s == id })
 	if len(ids) == 0 {
-		delete(m.byPrin, principal)
+		delete(lists, key)
 	} else {
-		m.byPrin[principal] = ids
+		lists[key] = ids
 	}
 }
 
@@ -137,7 +169,7 @@ func (m *Memory) TakePending(_ context.Context, id string) ([]byte, error) {
 	if !ok {
 		return nil, ErrNotFound
 	}
-	m.removeLocked(id, p.principal)
+	m.removeLocked(id)
 	if !m.now().Before(p.expires) {
 		return nil, ErrNotFound
 	}

@@ -21,7 +21,14 @@ import (
 //	<prefix>vault:{vault}:all              set: every token hash
 //	<prefix>vault:{vault}:p:<id>           a pending consent: "<principal hash>|<sealed>", PX its life
 //	<prefix>vault:{vault}:pp:<principal>   zset: the principal's pending ids by expiry (ms)
+//	<prefix>vault:{vault}:pt:<tenant hash> zset: the tenant's pending ids by expiry (ms)
 //	<prefix>vault:{vault}:pall             zset: every pending id by expiry (ms)
+//	<prefix>vault:{vault}:pmeta            hash: pending id → "<principal hash>|<tenant hash>"
+//	<prefix>vault:{vault}:ptc              zset: tenant hash → how many it has pending
+//
+// The pending consents' lists are kept by the scripts: what expires is
+// dropped from every one by the next PutPending (a bounded number at a
+// time), and the oldest is what goes first anyway.
 type Redis struct {
 	c       redis.UniversalClient
 	base    string // <prefix>vault:{vault}:
@@ -134,25 +141,76 @@ func (r *Redis) Tokens(ctx context.Context, f Filter) ([][]byte, error) {
 	return out, nil
 }
 
-var putPending = redis.NewScript(`
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[4])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[4])
-while redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) do
-  local old = redis.call('ZPOPMIN', KEYS[2])
-  if #old == 0 then break end
-  redis.call('DEL', ARGV[7] .. old[1])
-  redis.call('ZREM', KEYS[3], old[1])
+// dropPending is the scripts' function that removes pending consent id
+// from every key that lists it; base is ARGV[1].
+const dropPending = `
+local base = ARGV[1]
+local function drop(id)
+  redis.call('DEL', base .. 'p:' .. id)
+  redis.call('ZREM', base .. 'pall', id)
+  local m = redis.call('HGET', base .. 'pmeta', id)
+  if not m then return end
+  redis.call('HDEL', base .. 'pmeta', id)
+  local i = string.find(m, '|', 1, true)
+  local t = string.sub(m, i + 1)
+  redis.call('ZREM', base .. 'pp:' .. string.sub(m, 1, i - 1), id)
+  redis.call('ZREM', base .. 'pt:' .. t, id)
+  if tonumber(redis.call('ZINCRBY', base .. 'ptc', -1, t)) <= 0 then
+    redis.call('ZREM', base .. 'ptc', t)
+  end
 end
-if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[6]) then
-  return 0
+`
+
+// putPending: KEYS the consent, the principal's, the tenant's and every
+// pending id; ARGV base, id, value, expiry and now (ms), the bounds per
+// principal, per tenant (0: none) and in all, the life (ms), principal
+// and tenant hashes.
+var putPending = redis.NewScript(dropPending + `
+if tonumber(ARGV[8]) <= 0 then return 0 end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', ARGV[5], 'LIMIT', 0, 100)) do drop(id) end
+-- oldest removes the oldest of zset key (gone already from the others
+-- when its consent was made before they were kept).
+local function oldest(key)
+  local old = redis.call('ZRANGE', key, 0, 0)
+  if #old == 0 then return false end
+  drop(old[1])
+  redis.call('ZREM', key, old[1])
+  return true
 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[8])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[8])
+while redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[6]) and oldest(KEYS[2]) do end
+local share = tonumber(ARGV[7])
+while share > 0 and redis.call('ZCARD', KEYS[3]) >= share and oldest(KEYS[3]) do end
+-- heaviest returns the tenant holding the most; of those as heavy (the
+-- first 16), the one whose oldest is older.
+local function heaviest()
+  local top = redis.call('ZREVRANGE', base .. 'ptc', 0, 0, 'WITHSCORES')
+  if #top == 0 then return nil end
+  local best, at = top[1], nil
+  for _, t in ipairs(redis.call('ZREVRANGEBYSCORE', base .. 'ptc', top[2], top[2], 'LIMIT', 0, 16)) do
+    local o = redis.call('ZRANGE', base .. 'pt:' .. t, 0, 0, 'WITHSCORES')
+    if #o > 0 and (at == nil or tonumber(o[2]) < at) then best, at = t, tonumber(o[2]) end
+  end
+  return best
+end
+while redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[8]) do
+  local heavy = heaviest()
+  if not heavy then
+    if not oldest(KEYS[4]) then return 0 end
+  elseif not oldest(base .. 'pt:' .. heavy) then
+    redis.call('ZREM', base .. 'ptc', heavy)
+  end
+end
+redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[9])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
+redis.call('ZADD', KEYS[4], ARGV[4], ARGV[2])
+redis.call('HSET', base .. 'pmeta', ARGV[2], ARGV[10] .. '|' .. ARGV[11])
+redis.call('ZINCRBY', base .. 'ptc', 1, ARGV[11])
+redis.call('PEXPIRE', KEYS[2], ARGV[9])
+redis.call('PEXPIRE', KEYS[3], ARGV[9])
 return 1`)
 
-func (r *Redis) PutPending(ctx context.Context, id, principal string, rec []byte, expires time.Time) error {
+func (r *Redis) PutPending(ctx context.Context, id, principal, tenant string, rec []byte, expires time.Time) error {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	now := r.now()
@@ -160,10 +218,12 @@ func (r *Redis) PutPending(ctx context.Context, id, principal string, rec []byte
 	if ttl <= 0 {
 		return ErrNotFound
 	}
+	th := hashOf(tenant)
 	val := append([]byte(principal+"|"), rec...)
-	n, err := putPending.Run(ctx, r.c, []string{r.base + "p:" + id, r.base + "pp:" + principal, r.base + "pall"},
-		id, val, strconv.FormatInt(expires.UnixMilli(), 10), strconv.FormatInt(now.UnixMilli(), 10),
-		r.lim.Load().PendingPerPrincipal, r.lim.Load().Pending, r.base+"p:", ttl).Int()
+	lim := r.lim.Load()
+	n, err := putPending.Run(ctx, r.c, []string{r.base + "p:" + id, r.base + "pp:" + principal, r.base + "pt:" + th, r.base + "pall"},
+		r.base, id, val, strconv.FormatInt(expires.UnixMilli(), 10), strconv.FormatInt(now.UnixMilli(), 10),
+		lim.PendingPerPrincipal, lim.PendingPerTenant, lim.Pending, ttl, principal, th).Int()
 	if err != nil {
 		return err
 	}
@@ -173,14 +233,13 @@ func (r *Redis) PutPending(ctx context.Context, id, principal string, rec []byte
 	return nil
 }
 
-var takePending = redis.NewScript(`
+var takePending = redis.NewScript(dropPending + `
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
-redis.call('DEL', KEYS[1])
+drop(ARGV[2])
 local i = string.find(v, '|', 1, true)
 if not i then return false end
-redis.call('ZREM', ARGV[2] .. string.sub(v, 1, i - 1), ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', base .. 'pp:' .. string.sub(v, 1, i - 1), ARGV[2])
 return string.sub(v, i + 1)`)
 
 func (r *Redis) TakePending(ctx context.Context, id string) ([]byte, error) {
@@ -189,7 +248,7 @@ func (r *Redis) TakePending(ctx context.Context, id string) ([]byte, error) {
 	}
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
-	s, err := takePending.Run(ctx, r.c, []string{r.base + "p:" + id, r.base + "pall"}, id, r.base+"pp:").Text()
+	s, err := takePending.Run(ctx, r.c, []string{r.base + "p:" + id}, r.base, id).Text()
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound
 	}

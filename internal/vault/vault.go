@@ -10,8 +10,10 @@
 // encrypted values: [Memory] for one replica, [Redis] for many.
 //
 // A pending consent is single-use ([Vault.Take] removes it), expires, and
-// is bounded per principal and in all: a principal that starts many loses
-// its oldest, and none can take what all share beyond the total.
+// is bounded per principal, per tenant and in all: a principal that
+// starts many loses its oldest, a tenant whose principals hold its share
+// loses its oldest, and when all are taken the tenant that holds the most
+// loses its oldest: the newcomer is never the one refused.
 //
 // Nothing here logs or returns a token outside [Vault.Token]; [Info] has
 // no values.
@@ -155,10 +157,13 @@ type Store interface {
 	DeleteToken(ctx context.Context, k Key) (bool, error)
 	// Tokens returns the records of the tokens f selects.
 	Tokens(ctx context.Context, f Filter) ([][]byte, error)
-	// PutPending stores pending consent id of principal (a hash) until
-	// expires: the principal's oldest goes when it has max already;
-	// ErrFull when total are pending.
-	PutPending(ctx context.Context, id, principal string, rec []byte, expires time.Time) error
+	// PutPending stores pending consent id of principal (a hash) of
+	// tenant until expires. The principal's oldest goes when it has its
+	// bound already, the tenant's oldest when the tenant has its share,
+	// and, when the store holds its bound in all, the oldest of the
+	// tenant that holds the most: a newcomer is not refused for what
+	// others hold. ErrFull only when the bound in all is zero.
+	PutPending(ctx context.Context, id, principal, tenant string, rec []byte, expires time.Time) error
 	// TakePending removes pending consent id and returns it: ErrNotFound
 	// when there is none (expired, taken).
 	TakePending(ctx context.Context, id string) ([]byte, error)
@@ -250,7 +255,7 @@ func (v *Vault) Begin(ctx context.Context, p *Pending) (string, error) {
 		return "", err
 	}
 	sealed := v.cipher.Seal(plain, []byte("pending:"+p.ID))
-	if err := v.store.PutPending(ctx, p.ID, p.Principal.Hash(), sealed, p.Expires); err != nil {
+	if err := v.store.PutPending(ctx, p.ID, p.Principal.Hash(), p.Tenant, sealed, p.Expires); err != nil {
 		return "", err
 	}
 	return p.ID, nil

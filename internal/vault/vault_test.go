@@ -181,13 +181,18 @@ func TestPending(t *testing.T) {
 		if _, err := v.Peek(ctx, a1); !errors.Is(err, vault.ErrNotFound) {
 			t.Fatalf("alice's oldest consent survived her third: %v", err)
 		}
-		// In all: 3; bob's first fits, carol's does not.
+		// In all: 3; bob's first fits, carol's ends the oldest of the
+		// tenant holding the most (all are of one here): alice's a2.
 		if _, err := v.Begin(ctx, p("bob", time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := v.Begin(ctx, p("carol", time.Minute)); !errors.Is(err, vault.ErrFull) {
+		if _, err := v.Begin(ctx, p("carol", time.Minute)); err != nil {
 			t.Fatalf("fourth pending of 3: %v", err)
 		}
+		if _, err := v.Peek(ctx, a2); !errors.Is(err, vault.ErrNotFound) {
+			t.Fatalf("the oldest consent survived a full store: %v", err)
+		}
+		a2, _ = v.Begin(ctx, p("alice", time.Minute))
 		// Single use.
 		if got, err := v.Take(ctx, a2); err != nil || got.ID != a2 {
 			t.Fatalf("Take: %+v %v", got, err)
@@ -212,4 +217,124 @@ func TestPending(t *testing.T) {
 			t.Fatalf("unknown id: %v", err)
 		}
 	})
+}
+
+// TestPendingTenantShare: a tenant's principals hold at most the tenant's
+// share of the pending consents (the tenant's oldest goes), and when the
+// store is full the tenant that holds the most loses its oldest: a
+// newcomer of a light tenant is never refused, nor takes a light tenant's.
+func TestPendingTenantShare(t *testing.T) {
+	lim := vault.Limits{TokensPerTenant: 2, Tokens: 3, PendingPerPrincipal: 2, PendingPerTenant: 3, Pending: 5}
+	stores(t, lim, func(t *testing.T, s vault.Store, _ func() []string) {
+		ctx := context.Background()
+		v := vault.New(s, mustCipher(t, key("k1")))
+		n := 0
+		begin := func(sub, tenant string) string {
+			t.Helper()
+			n++ // one millisecond apart: each is older than the next
+			id, err := v.Begin(ctx, &vault.Pending{Principal: vault.Principal{Issuer: "i", Subject: sub, Tenant: tenant}, Upstream: "gh",
+				Expires: time.Now().Add(time.Minute + time.Duration(n)*time.Millisecond)})
+			if err != nil {
+				t.Fatalf("Begin %s/%s: %v", tenant, sub, err)
+			}
+			return id
+		}
+		live := func(id string) bool {
+			_, err := v.Peek(ctx, id)
+			return err == nil
+		}
+		// Tenant acme, three principals: its share is 3; the fourth
+		// ends acme's oldest, whoever's it was.
+		a1, b1, c1 := begin("alice", "acme"), begin("bob", "acme"), begin("carol", "acme")
+		d1 := begin("dave", "acme")
+		if live(a1) || !live(b1) || !live(c1) || !live(d1) {
+			t.Fatalf("acme past its share of 3: %v %v %v %v, want only the oldest ended", live(a1), live(b1), live(c1), live(d1))
+		}
+		// Globex takes the two left: the store is full (5).
+		g1, g2 := begin("gina", "globex"), begin("hank", "globex")
+		// Initech's newcomer is not refused: acme, the heaviest (3),
+		// loses its oldest (b1); globex keeps both.
+		i1 := begin("ivan", "initech")
+		if live(b1) || !live(c1) || !live(d1) || !live(g1) || !live(g2) || !live(i1) {
+			t.Fatalf("full store: b1 %v c1 %v d1 %v g1 %v g2 %v i1 %v, want only acme's oldest ended", live(b1), live(c1), live(d1), live(g1), live(g2), live(i1))
+		}
+		// Now acme and globex hold 2 each: of two as heavy, the one whose
+		// oldest is older (acme's c1) loses it.
+		i2 := begin("ivan", "initech")
+		if live(c1) || !live(g1) || !live(i2) {
+			t.Fatalf("tie: c1 %v g1 %v i2 %v, want the older of the heaviest ended", live(c1), live(g1), live(i2))
+		}
+		// What is taken frees its place in every count.
+		if _, err := v.Take(ctx, g1); err != nil {
+			t.Fatal(err)
+		}
+		j1 := begin("jo", "jade")
+		for _, id := range []string{d1, g2, i1, i2, j1} {
+			if !live(id) {
+				t.Fatalf("a consent ended although a place was free")
+			}
+		}
+	})
+}
+
+// TestRedisPendingKeys: the Redis store's lists of pending consents (by
+// principal, by tenant, in all, their owners and the tenants' counts)
+// hold nothing once every consent is taken, ended or expired.
+func TestRedisPendingKeys(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	prefix := "vaulttest:" + vault.NewID() + ":"
+	t.Cleanup(func() {
+		if keys, _ := c.Keys(ctx, prefix+"*").Result(); len(keys) > 0 {
+			c.Del(ctx, keys...)
+		}
+	})
+	v := vault.New(vault.NewRedis(c, prefix, time.Second, vault.Limits{PendingPerPrincipal: 2, PendingPerTenant: 3, Pending: 4}), mustCipher(t, key("k1")))
+	var ids []string
+	for i := range 12 {
+		id, err := v.Begin(ctx, &vault.Pending{Principal: vault.Principal{Issuer: "i", Subject: fmt.Sprint("s", i%5), Tenant: fmt.Sprint("t", i%3)},
+			Upstream: "gh", Expires: time.Now().Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	brief, err := v.Begin(ctx, &vault.Pending{Principal: vault.Principal{Issuer: "i", Subject: "x", Tenant: "t9"}, Upstream: "gh", Expires: time.Now().Add(20 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := prefix + "vault:{vault}:"
+	if n := c.ZCard(ctx, base+"pall").Val(); n != 4 {
+		t.Fatalf("%d pending in all, want the bound 4", n)
+	}
+	for _, id := range ids {
+		_, _ = v.Take(ctx, id)
+	}
+	// The brief one expires; the next Begin drops it from every list.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if _, err := v.Peek(ctx, brief); errors.Is(err, vault.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the brief consent did not expire")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	last, err := v.Begin(ctx, &vault.Pending{Principal: vault.Principal{Issuer: "i", Subject: "y", Tenant: "t0"}, Upstream: "gh", Expires: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Take(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if n, m, k := c.ZCard(ctx, base+"pall").Val(), c.HLen(ctx, base+"pmeta").Val(), c.ZCard(ctx, base+"ptc").Val(); n+m+k != 0 {
+		t.Fatalf("left behind: pall %d, pmeta %d, ptc %d", n, m, k)
+	}
+	// Empty zsets do not exist: no key of a pending consent is left.
+	for _, pattern := range []string{base + "pp:*", base + "pt:*", base + "p:*"} {
+		if keys := c.Keys(ctx, pattern).Val(); len(keys) != 0 {
+			t.Errorf("left behind: %v", keys)
+		}
+	}
 }
