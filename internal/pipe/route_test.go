@@ -153,6 +153,9 @@ type stream struct {
 
 func (s *stream) next(t *testing.T) *jsonrpc.Message {
 	t.Helper()
+	// A message that never comes fails the test rather than hanging it.
+	stop := time.AfterFunc(10*time.Second, func() { s.resp.Body.Close() })
+	defer stop.Stop()
 	for s.sc.Scan() {
 		if data, ok := strings.CutPrefix(s.sc.Text(), "data: "); ok {
 			m, err := jsonrpc.Decode([]byte(data))
@@ -367,5 +370,40 @@ func TestPoolShares(t *testing.T) {
 	p.remove(b1)
 	if lim, _ := p.admit(idle("c", "t3", t0), 3, 2, 0); lim != "" {
 		t.Errorf("room: %s", lim)
+	}
+}
+
+// TestRouteByProgressToken: with two sessions' requests in flight, a
+// request of the server's carrying the progress token of one of them goes
+// to that one, with the client's own token back; the server's cancellation
+// of it goes to the session asked, and its answer is then no one's.
+func TestRouteByProgressToken(t *testing.T) {
+	r := newRouteRig(t)
+	a, b := r.open("alice"), r.open("bob")
+	callA := r.stream(r.post("alice", a, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":"same"}}}`))
+	idA := r.conn.next(t).ID
+	callB := r.stream(r.post("bob", b, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"y","_meta":{"progressToken":"same"}}}`))
+	mb := r.conn.next(t)
+	_, tokB := swapToken(mb.Params, nil)
+	r.conn.send(`{"jsonrpc":"2.0","id":9,"method":"elicitation/create","params":{"message":"for bob","_meta":{"progressToken":` + string(tokB) + `}}}`)
+	m := callB.next(t)
+	if m.Method != "elicitation/create" || !bytes.Contains(m.Params, []byte(`"progressToken":"same"`)) {
+		t.Fatalf("bob's stream got %s", jsonrpc.Encode(m))
+	}
+	r.conn.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}`)
+	if m := callB.next(t); m.Method != "notifications/cancelled" {
+		t.Fatalf("bob's stream got %s, want the cancellation", jsonrpc.Encode(m))
+	}
+	resp := r.post("bob", b, `{"jsonrpc":"2.0","id":9,"result":{"action":"cancel"}}`)
+	resp.Body.Close()
+	// Alice's stream: nothing of bob's; her next message is her response.
+	r.conn.send(`{"jsonrpc":"2.0","id":` + string(idA.Raw()) + `,"result":{"content":[]}}`)
+	if m := callA.next(t); m.Kind != jsonrpc.KindResponse {
+		t.Errorf("alice's stream got %s, want her response", jsonrpc.Encode(m))
+	}
+	select {
+	case raw := <-r.conn.out:
+		t.Errorf("the server got %s after the cancellation", raw)
+	default:
 	}
 }
