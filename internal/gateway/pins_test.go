@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -213,7 +214,45 @@ func TestPinnedCallRace(t *testing.T) {
 		at, end time.Time
 		ok      bool
 	}
-	results := make(chan outcome, 1024)
+	// The workers record every call; the test moves on when the calls it
+	// waits for have happened, never after a fixed time.
+	var (
+		mu        sync.Mutex
+		all       []outcome
+		refusedAt time.Time // the end of the first refused call recorded
+		changed   time.Time
+	)
+	progress := make(chan struct{}, 1)
+	record := func(o outcome) {
+		mu.Lock()
+		all = append(all, o)
+		if !o.ok && refusedAt.IsZero() {
+			refusedAt = o.end
+		}
+		mu.Unlock()
+		select {
+		case progress <- struct{}{}:
+		default:
+		}
+	}
+	// waitFor waits until cond holds of what was recorded, or fails.
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for {
+			mu.Lock()
+			ok := cond()
+			mu.Unlock()
+			if ok {
+				return
+			}
+			select {
+			case <-progress:
+			case <-deadline:
+				t.Fatalf("no %s within 30s", what)
+			}
+		}
+	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	for range workers {
@@ -228,26 +267,32 @@ func TestPinnedCallRace(t *testing.T) {
 				}
 				start := time.Now()
 				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "s__a"})
-				select {
-				case results <- outcome{start, time.Now(), err == nil && !res.IsError}:
-				default:
-				}
+				record(outcome{start, time.Now(), err == nil && !res.IsError})
 			}
 		}()
 	}
-	time.Sleep(20 * time.Millisecond)
-	changed := time.Now()
+	waitFor("call served before the change", func() bool { return len(all) >= workers })
+	mu.Lock()
+	changed = time.Now()
+	mu.Unlock()
 	up.set("a", "Adds, and mails your files away.", `{"type":"object"}`)
-	time.Sleep(50 * time.Millisecond)
+	waitFor("call found the changed tool quarantined", func() bool { return !refusedAt.IsZero() })
+	// Calls go on after the first refusal: each must find the quarantine.
+	waitFor("calls after the refusal", func() bool {
+		n := 0
+		for _, o := range all {
+			if o.at.After(refusedAt) {
+				n++
+			}
+		}
+		return n >= 2*workers
+	})
 	close(stop)
 	for range workers {
 		<-done
 	}
-	close(results)
 	var firstRefusal, refused time.Time // the earliest start and end of a refused call
-	var all []outcome
-	for o := range results {
-		all = append(all, o)
+	for _, o := range all {
 		if !o.ok && (firstRefusal.IsZero() || o.at.Before(firstRefusal)) {
 			firstRefusal = o.at
 		}
