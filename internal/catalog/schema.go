@@ -58,10 +58,6 @@ type schemaKey struct {
 type compiled struct {
 	s    *jsonschema.Schema
 	skip string
-	// cost is its expansion and recursive whether it recurses (see
-	// schemaCost): they bound the work of one validation.
-	cost      int
-	recursive bool
 }
 
 // schemaOf returns the compiled member field ("inputSchema" or
@@ -172,11 +168,10 @@ func compileSchema(raw []byte) *compiled {
 		// Not quoted: it may hold a long part of the schema.
 		return &compiled{skip: "invalid or with external references"}
 	}
-	cost, recursive, err := schemaCost(s)
-	if err != nil {
+	if _, _, err := schemaCost(s); err != nil {
 		return &compiled{skip: err.Error()}
 	}
-	return &compiled{s: s, cost: cost, recursive: recursive}
+	return &compiled{s: s}
 }
 
 // A SchemaError is a value that does not conform to a tool's schema. Its
@@ -245,12 +240,7 @@ var printer = message.NewPrinter(language.English)
 // problem, each at its place in what (the arguments or the structured
 // content), within maxProblemBytes.
 func validate(c *compiled, v any, what string) error {
-	vcost, depth := valueCost(v)
-	if c.recursive && depth > maxRecursionDepth {
-		return &SchemaError{Problems: fmt.Sprintf("%s nest deeper than %d levels, too deep to check against the tool's recursive schema", what, maxRecursionDepth)}
-	}
-	// Both at most 2^24 or so: the product does not overflow an int.
-	if c.cost*vcost > maxValidationWork {
+	if !evaluations(c.s, v, maxValidationWork) {
 		return &SchemaError{Problems: what + " are too large to check against the tool's schema"}
 	}
 	err := c.s.Validate(v)

@@ -17,26 +17,25 @@ import (
 //   - At compile time, schemaCost counts the schemas validation may
 //     evaluate at one place of the value: every subschema, through $ref
 //     with multiplicity (each occurrence of a $ref counts its target
-//     again), enum values each. A schema over maxSchemaExpansion is not
-//     enforced, logged as any schema the gateway cannot use. The count
-//     itself is linear: it is memoized per (schema, depth left).
-//   - Each counted schema is evaluated at most once per place of the
-//     value (its path in the expansion picks the places: properties one
-//     member, items each element), so one validation costs at most the
-//     expansion times the value's size (valueCost). A call whose product
-//     is over maxValidationWork is refused before validating: its
-//     arguments are too large to check against that schema.
+//     again), enum values each, a recursive schema unrolled as if the
+//     value nested maxRecursionDepth levels. A schema over
+//     maxSchemaExpansion is not enforced, logged as any schema the gateway
+//     cannot use (the tool is still listed and callable). The count itself
+//     is linear: memoized per (schema, depth left), and stopped at the
+//     bound. A $ref cycle that does not descend into the value (the
+//     validator would report an infinite loop on every value reaching it),
+//     $dynamicRef and $recursiveRef (whose targets are chosen while
+//     validating) make a schema unusable too.
+//   - Before each validation, evaluations counts the evaluations it will
+//     make on the value at hand, walking the schema and the value as the
+//     validator does but without validating, and stops past
+//     maxValidationWork: such a value is refused (too large to check)
+//     without validating. The count costs at most that many cheap steps.
 //
-// A $ref cycle recurses into the value (a tree of nodes): the expansion is
-// counted as if the value were maxRecursionDepth levels deep, and a value
-// deeper than that is refused for that schema; a cycle that does not
-// descend into the value (the validator would report it as an infinite
-// loop on every value that reaches it) makes the schema unusable, as do
-// $dynamicRef and $recursiveRef, whose targets are chosen while
-// validating. So the work of one validation is bounded before it starts,
-// and its wall time with it (tens of milliseconds at the bound): the
-// call's context is not consulted during it, which the validator cannot
-// do, and need not be.
+// So the work of one validation is bounded before it starts, and its wall
+// time with it (a fraction of a second at the bound, even when every
+// evaluation fails and is reported): the call's context is not consulted
+// during it, which the validator cannot do, and need not be.
 const (
 	maxSchemaExpansion = 1 << 12
 	maxValidationWork  = 1 << 17
@@ -169,29 +168,83 @@ func (c *coster) cost(st costState) (int, error) {
 	return n, nil
 }
 
-// valueCost is the size of a decoded JSON value for validation work: one
-// per value and member name, and one per 16 bytes of its strings and
-// names (patterns and formats read them); depth is how deeply it nests.
-func valueCost(v any) (cost, depth int) {
+// evaluations counts, without validating, the schema evaluations that
+// validating v against s makes, as the validator walks them: each
+// subschema in place, and below, each member or item a keyword applies to
+// (conservatively: a patternProperties or additionalProperties schema
+// counted for every member, every branch of if counted). It stops as
+// soon as the count passes limit, and reports whether it stayed within
+// it, so that its own work is bounded by limit as well.
+func evaluations(s *jsonschema.Schema, v any, limit int) bool {
+	w := &evalCounter{left: limit}
+	w.count(s, v)
+	return w.left >= 0
+}
+
+type evalCounter struct{ left int }
+
+func (w *evalCounter) count(s *jsonschema.Schema, v any) {
+	if s == nil || w.left < 0 {
+		return
+	}
+	w.left--
+	if s.Enum != nil {
+		w.left -= len(s.Enum.Values)
+	}
+	if s, ok := v.(string); ok {
+		w.left -= len(s) / 16 // patterns and formats read it
+	}
+	inPlace := func(subs ...*jsonschema.Schema) {
+		for _, sub := range subs {
+			w.count(sub, v)
+		}
+	}
+	inPlace(s.Ref, s.Not, s.If, s.Then, s.Else)
+	inPlace(s.AllOf...)
+	inPlace(s.AnyOf...)
+	inPlace(s.OneOf...)
+	for _, sub := range s.DependentSchemas {
+		w.count(sub, v)
+	}
+	for _, d := range s.Dependencies {
+		if sub, ok := d.(*jsonschema.Schema); ok {
+			w.count(sub, v)
+		}
+	}
 	switch v := v.(type) {
 	case map[string]any:
-		cost = 1
+		additional, _ := s.AdditionalProperties.(*jsonschema.Schema)
 		for k, m := range v {
-			c, d := valueCost(m)
-			cost += 1 + len(k)/16 + c
-			depth = max(depth, d)
+			w.count(s.PropertyNames, k)
+			w.count(s.Properties[k], m)
+			for _, sub := range s.PatternProperties {
+				w.count(sub, m)
+			}
+			w.count(additional, m)
+			w.count(s.UnevaluatedProperties, m)
+			if w.left < 0 {
+				return
+			}
 		}
-		return cost, depth + 1
 	case []any:
-		cost = 1
-		for _, m := range v {
-			c, d := valueCost(m)
-			cost += c
-			depth = max(depth, d)
+		items, _ := s.Items.(*jsonschema.Schema)
+		prefix, _ := s.Items.([]*jsonschema.Schema)
+		additional, _ := s.AdditionalItems.(*jsonschema.Schema)
+		for i, m := range v {
+			w.count(items, m)
+			if i < len(prefix) {
+				w.count(prefix[i], m)
+			}
+			if i < len(s.PrefixItems) {
+				w.count(s.PrefixItems[i], m)
+			}
+			w.count(additional, m)
+			w.count(s.Items2020, m)
+			w.count(s.Contains, m)
+			w.count(s.UnevaluatedItems, m)
+			if w.left < 0 {
+				return
+			}
 		}
-		return cost, depth + 1
-	case string:
-		return 1 + len(v)/16, 0
 	}
-	return 1, 0
 }
