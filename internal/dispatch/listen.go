@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/bridge"
 	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
@@ -106,23 +107,41 @@ var errStreamFull = errors.New("the client's stream is not taking messages")
 // took from the tenant.
 var errReplaced = errors.New("the upstream was reconfigured")
 
-// listenSlots counts the upstream streams open on this replica.
+// listenSlots counts the upstream streams open on this replica, for
+// client sessions' GET streams and 2026-07-28 subscriptions alike: at most
+// limits.upstream_streams in all, of which one principal holds at most
+// limits.upstream_streams_per_principal and one tenant at most
+// limits.upstream_streams_per_tenant. A stream past any of them is not
+// opened; no open stream is closed for it, since an open stream is in use
+// (its session would hear nothing until it reconnected).
 type listenSlots struct {
-	n      atomic.Int64
-	logged atomic.Bool // the limit was logged since the count was last under it
+	Shares
+	logged atomic.Bool // the pool's limit was logged since the count was last under it
 }
 
-// take takes a slot, unless max are taken.
-func (s *listenSlots) take(max int) bool {
-	if s.n.Add(1) > int64(max) {
-		s.n.Add(-1)
-		return false
+// take takes a slot for principal and tenant, unless the pool or their
+// share is full; a refusal is counted under its limit, and the pool's
+// logged once.
+func (s *listenSlots) take(h *Server, principal, tenant string, l *config.Limits) bool {
+	switch s.Take(principal, tenant, Share{Pool: l.UpstreamStreams, Principal: l.UpstreamStreamsPerPrincipal, Tenant: l.UpstreamStreamsPerTenant}) {
+	case 0:
+		return true
+	case SharePrincipal:
+		h.metrics.LimitRejection(telemetry.LimitUpstreamStreamsPrincipal, tenant)
+	case ShareTenant:
+		h.metrics.LimitRejection(telemetry.LimitUpstreamStreamsTenant, tenant)
+	default:
+		h.metrics.LimitRejection(telemetry.LimitUpstreamStreams, tenant)
+		if !s.logged.Swap(true) {
+			h.log.Warn("upstream stream limit reached: sessions hear no more upstreams until streams close",
+				"limit", "limits.upstream_streams", "max", l.UpstreamStreams)
+		}
 	}
-	return true
+	return false
 }
 
-func (s *listenSlots) give() {
-	s.n.Add(-1)
+func (s *listenSlots) give(principal, tenant string) {
+	s.Give(principal, tenant)
 	s.logged.Store(false)
 }
 
@@ -232,19 +251,13 @@ func (l *listener) start() {
 		if _, ok := l.needs(up); !ok {
 			continue
 		}
-		lim := l.rq.st.cfg.Limits.UpstreamStreams
-		if !l.h.listenSlots.take(lim) {
-			l.h.metrics.LimitRejection(telemetry.LimitUpstreamStreams, l.who.Tenant)
-			if !l.h.listenSlots.logged.Swap(true) {
-				l.h.log.Warn("upstream stream limit reached: sessions hear no more upstreams until streams close",
-					"limit", "limits.upstream_streams", "max", lim)
-			}
+		if !l.h.listenSlots.take(l.h, l.who.Principal, l.who.Tenant, &l.rq.st.cfg.Limits) {
 			return
 		}
 		l.wg.Add(1)
 		started := l.h.own.Go(func(owned context.Context) {
 			defer l.wg.Done()
-			defer l.h.listenSlots.give()
+			defer l.h.listenSlots.give(l.who.Principal, l.who.Tenant)
 			defer func() {
 				l.mu.Lock()
 				delete(l.streams, up.cfg.Name)
@@ -259,7 +272,7 @@ func (l *listener) start() {
 		})
 		if !started { // the Server is closing
 			l.wg.Done()
-			l.h.listenSlots.give()
+			l.h.listenSlots.give(l.who.Principal, l.who.Tenant)
 			return
 		}
 		l.streams[up.cfg.Name] = true
