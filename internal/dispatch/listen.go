@@ -50,7 +50,9 @@ import (
 //     level the client set);
 //   - notifications/resources/updated: its uri rewritten into the
 //     gateway's namespace; it reaches only this session, whose own
-//     upstream session subscribed;
+//     upstream session subscribed, and only if the tenant's rules in
+//     force let it see the resource (exposeUpdated, the check a
+//     subscription makes);
 //   - list_changed: dropped for an upstream the gateway watches (its
 //     watch tells every session, see watch.go); for one it does not (an
 //     upstream reached as each caller, or with watch off), the catalog's
@@ -387,7 +389,12 @@ func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.U
 			case msg.Method == "notifications/message", msg.Method == "notifications/tasks/status":
 				l.notify(raw)
 			case msg.Method == "notifications/resources/updated":
-				l.notify(rewriteUpdated(raw, msg, up.cat.Prefix))
+				// Checked against the tenant's rules in force.
+				if v, err := state.tenants.Get(l.who.Tenant); err == nil {
+					if raw = l.rq.exposeUpdated(ctx, v, up, msg); raw != nil {
+						l.notify(raw)
+					}
+				}
 			case catalog.ChangedKinds(msg.Method) != nil && !watched:
 				for _, k := range catalog.ChangedKinds(msg.Method) {
 					l.h.catalog.Stale(up.cfg.Name, k)
