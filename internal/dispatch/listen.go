@@ -257,9 +257,11 @@ func (l *listener) start() {
 			return
 		}
 		l.wg.Add(1)
+		opened, forget := l.h.hearing(l.rq.Session.ID, up.cfg.Name)
 		started := l.h.own.Go(func(owned context.Context) {
 			defer l.wg.Done()
 			defer l.h.listenSlots.give(l.who.Principal, l.who.Tenant)
+			defer forget()
 			defer func() {
 				l.mu.Lock()
 				delete(l.streams, up.cfg.Name)
@@ -270,9 +272,10 @@ func (l *listener) start() {
 			defer context.AfterFunc(owned, cancel)()
 			l.h.metrics.UpstreamStream(1)
 			defer l.h.metrics.UpstreamStream(-1)
-			l.listenUpstream(ctx, up)
+			l.listenUpstream(ctx, up, opened)
 		})
 		if !started { // the Server is closing
+			forget()
 			l.wg.Done()
 			l.h.listenSlots.give(l.who.Principal, l.who.Tenant)
 			return
@@ -313,7 +316,7 @@ func (l *listener) needs(up *upstreamRef) (session.Upstream, bool) {
 
 // listenUpstream keeps up's stream open while the session needs it, on
 // the session's current upstream session, opened again with backoff.
-func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef) {
+func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef, opened func()) {
 	name := up.cfg.Name
 	log := l.h.log.With("upstream", name)
 	var b backoff
@@ -328,7 +331,7 @@ func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef) {
 			return
 		}
 		start := time.Now()
-		err := l.listenOnce(ctx, up, us)
+		err := l.listenOnce(ctx, up, us, opened)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -354,9 +357,11 @@ func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef) {
 }
 
 // listenOnce opens the stream of upstream session us and relays what it
-// carries until it ends.
-func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.Upstream) error {
+// carries until it ends. It calls opened once the upstream answered the
+// stream's request, whether it opened it or not.
+func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.Upstream, opened func()) error {
 	st, err := up.client.Watch(ctx, us)
+	opened()
 	if err != nil {
 		return err
 	}
@@ -476,4 +481,88 @@ func newBus(store session.Store, m *telemetry.Metrics) (session.Bus, func() erro
 	}
 	b := session.NewMemoryBus(opts)
 	return b, b.Close
+}
+
+// Calls wait for the session's upstream stream.
+//
+// An upstream may ask a session's client something (roots/list, say) on
+// its GET stream while a call of that client is in flight, unrelated to the
+// call (2025-11-25 basic/transports, "Listening for Messages from the
+// Server": such messages SHOULD be unrelated to any concurrently-running
+// request); server-everything's get-roots-list does. An upstream with no
+// GET stream open for the session drops it ("the server MAY send" on the
+// stream: there is none), and the call then waits for an answer that never
+// comes. The listener opens that stream asynchronously, when the client's
+// GET stream begins: a call that arrives meanwhile would reach the upstream
+// first. So a call that may need the client (its method may, and the client
+// declared roots, which open the stream) waits, on the replica holding the
+// client's GET stream, until the upstream answered the stream's request.
+// The wait is bounded by the upstream's own answer (its timeout) and the
+// call's context; a call on another replica than the GET stream's does not
+// wait.
+
+// A heardSet is the upstream streams of one session being opened, or open,
+// on this replica, by upstream name: each channel is closed once its
+// upstream answered the stream's request.
+type heardSet struct {
+	mu   sync.Mutex
+	m    map[string]chan struct{}
+	dead bool // emptied and taken out of Server.heard: make a new one
+}
+
+// hearing records that the listener is opening session sessionID's stream
+// with upstream name. It returns opened, which says the upstream answered
+// (or the listener gave up), and may be called any number of times; and
+// forget, which the listener's goroutine calls on its way out.
+func (h *Server) hearing(sessionID, name string) (opened, forget func()) {
+	ch := make(chan struct{})
+	var set *heardSet
+	for {
+		v, _ := h.heard.LoadOrStore(sessionID, &heardSet{})
+		set = v.(*heardSet)
+		set.mu.Lock()
+		if !set.dead {
+			break
+		}
+		set.mu.Unlock()
+	}
+	if set.m == nil {
+		set.m = make(map[string]chan struct{})
+	}
+	set.m[name] = ch
+	set.mu.Unlock()
+	var once sync.Once
+	opened = func() { once.Do(func() { close(ch) }) }
+	return opened, func() {
+		opened()
+		set.mu.Lock()
+		defer set.mu.Unlock()
+		if set.m[name] == ch {
+			delete(set.m, name)
+		}
+		if len(set.m) == 0 && !set.dead {
+			set.dead = true
+			h.heard.CompareAndDelete(sessionID, set)
+		}
+	}
+}
+
+// awaitHeard waits until the session's stream with up, if this replica is
+// opening one, is open (see above), or ctx ends.
+func (rq *Request) awaitHeard(ctx context.Context, up *upstreamRef) {
+	v, ok := rq.h.heard.Load(rq.Session.ID)
+	if !ok {
+		return
+	}
+	set := v.(*heardSet)
+	set.mu.Lock()
+	ch := set.m[up.cfg.Name]
+	set.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
 }

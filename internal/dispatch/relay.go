@@ -100,6 +100,11 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 // request for input it parks sets *parked and returns the input_required
 // result.
 func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstreamRef, id jsonrpc.ID, params json.RawMessage, parked *bool) (json.RawMessage, session.Upstream, error) {
+	if !rq.Stateless && c.m.input && rq.Session != nil && bytes.Contains(rq.Session.ClientCapabilities, []byte(`"roots"`)) {
+		// The upstream may ask the client for its roots on its GET
+		// stream, which must be open first (see awaitHeard).
+		rq.awaitHeard(callCtx, up)
+	}
 	resp, err := rq.callWith(callCtx, up, id, c.method, params, c.upHeader)
 	if err != nil {
 		return nil, session.Upstream{}, err
