@@ -63,6 +63,13 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 	if rq.Stateless && rq.WantsLogs {
 		rq.enableLogs(ctx, up)
 	}
+	if rq.Stateless && c.m.input {
+		// The upstream may ask on the shared session's GET stream (see
+		// shared.go), which must be open first.
+		if us, err := rq.upstreamSession(ctx, up); err == nil {
+			defer rq.holdShared(ctx, up, us)()
+		}
+	}
 	// The principal's 2026-07-28 clients share its upstream sessions, and
 	// each numbers its requests on its own: ids of the gateway's keep two
 	// in flight apart. Nothing names them later (see Serve).

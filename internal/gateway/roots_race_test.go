@@ -54,3 +54,24 @@ func sseStreamsOpen(t *testing.T, g interface{ AdminHandler() http.Handler }) in
 	}
 	return 0
 }
+
+// TestRootsOnTheStandaloneStreamStateless: a 2026-07-28 client bridged to
+// a 2025-11-25 upstream that asks for roots on its standalone stream
+// during the call (server-everything's get-roots-list) gets an answer
+// promptly, never the upstream timeout: the gateway holds the shared
+// upstream session's GET stream while calls are in flight on it, and
+// refuses there, at once, what belongs to no one call.
+func TestRootsOnTheStandaloneStreamStateless(t *testing.T) {
+	ev := testkit.StartEverythingHTTP(t)
+	url := startGateway(t, []upstreamSpec{{name: "ev", url: ev, timeout: 30 * time.Second}})
+	cs := testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: "2026-07-28"})
+	for i := range 4 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev__get-roots-list"})
+		cancel()
+		// The upstream's request refused, its tool answers without roots.
+		if err != nil {
+			t.Fatalf("call %d: %v (a deadline: the call waited for the upstream's timeout)", i, err)
+		}
+	}
+}
