@@ -76,8 +76,9 @@ import (
 // request refused to its upstream at once (-32603), both counted
 // (stream_queue; bus_queue for what the bus drops). A session opens at
 // most one upstream stream per upstream of its tenant, a replica at most
-// limits.upstream_streams; past that no new one opens until one closes
-// (counted, upstream_streams, and logged once). The bus bounds its
+// limits.upstream_streams, of which a principal and a tenant hold at most
+// their share (listenSlots); past that no new one opens until one closes
+// (counted under the limit reached; the pool's logged once). The bus bounds its
 // message size (session.BusOptions); the upstream client bounds each
 // message it reads. A stream that needs no upstream stream costs its
 // queue and a bus subscription, and no goroutine.
