@@ -498,8 +498,8 @@ func newBus(store session.Store, m *telemetry.Metrics) (session.Bus, func() erro
 // first. So a call that may need the client (its method may, and the client
 // declared roots, which open the stream) waits, on the replica holding the
 // client's GET stream, until the upstream answered the stream's request.
-// The wait is bounded by the upstream's own answer (its timeout) and the
-// call's context; a call on another replica than the GET stream's does not
+// The wait is bounded by openWait and the call's context; a call on
+// another replica than the GET stream's does not
 // wait.
 
 // A heardSet is the upstream streams of one session being opened, or open,
@@ -559,11 +559,29 @@ func (rq *Request) awaitHeard(ctx context.Context, up *upstreamRef) {
 	set.mu.Lock()
 	ch := set.m[up.cfg.Name]
 	set.mu.Unlock()
-	if ch == nil {
-		return
+	if ch != nil {
+		awaitOpen(ctx, ch)
 	}
+}
+
+// openWait bounds how long a call waits for an upstream to answer the
+// request of a GET stream it needs open: an upstream slow to answer it
+// delays the call by at most that much, then the call goes as it did
+// before the stream was awaited.
+const openWait = 5 * time.Second
+
+// awaitOpen waits until ready is closed, ctx ends, or openWait passed.
+func awaitOpen(ctx context.Context, ready <-chan struct{}) {
 	select {
-	case <-ch:
+	case <-ready:
+		return
+	default:
+	}
+	t := time.NewTimer(openWait)
+	defer t.Stop()
+	select {
+	case <-ready:
 	case <-ctx.Done():
+	case <-t.C:
 	}
 }

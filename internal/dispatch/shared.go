@@ -47,8 +47,8 @@ type sharedStream struct {
 
 // holdShared holds the GET stream of upstream session us with up (opening
 // it if need be) for a call of the 2026-07-28 request rq, and waits until
-// the upstream answered its request or ctx ends. It returns release, which
-// the call calls once it is over.
+// the upstream answered its request (at most openWait) or ctx ends. It
+// returns release, which the call calls once it is over.
 func (rq *Request) holdShared(ctx context.Context, up *upstreamRef, us session.Upstream) (release func()) {
 	h := rq.h
 	if us.SessionID == "" || upstream.IsModern(us) || !up.client.PerSession() {
@@ -97,10 +97,7 @@ func (rq *Request) holdShared(ctx context.Context, up *upstreamRef, us session.U
 		s.linger = nil
 	}
 	h.sharedMu.Unlock()
-	select {
-	case <-s.ready:
-	case <-ctx.Done():
-	}
+	awaitOpen(ctx, s.ready)
 	return func() {
 		h.sharedMu.Lock()
 		defer h.sharedMu.Unlock()
