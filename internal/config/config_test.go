@@ -181,6 +181,7 @@ var defaultLimits = Limits{
 	StreamsPerPrincipal: 32, StreamsPerTenant: 10000, BatchMessages: 50,
 	ClientInfoBytes: 8 << 10, ClientCapabilitiesBytes: 64 << 10,
 	ParkedCallsPerPrincipal: 16, DetachedCallsPerPrincipal: 16, ListPages: 100, ListBytes: 16 << 20, StdioProcesses: 256, UpstreamStreams: 10_000,
+	DetachedCalls: 1024, DetachedCallsPerTenant: 256, UpstreamStreamsPerPrincipal: 625, UpstreamStreamsPerTenant: 5000,
 }
 
 func TestParseDefaults(t *testing.T) {
@@ -292,7 +293,8 @@ limits:
 		t.Errorf("Sessions mismatch (-want +got):\n%s", diff)
 	}
 	wantLimits := Limits{StreamsPerPrincipal: 1, StreamsPerTenant: 2, BatchMessages: 3, ClientInfoBytes: 4,
-		ClientCapabilitiesBytes: 5, ParkedCallsPerPrincipal: 16, DetachedCallsPerPrincipal: 16, ListPages: 6, ListBytes: 7, StdioProcesses: 256, UpstreamStreams: 10_000}
+		ClientCapabilitiesBytes: 5, ParkedCallsPerPrincipal: 16, DetachedCallsPerPrincipal: 16, ListPages: 6, ListBytes: 7, StdioProcesses: 256, UpstreamStreams: 10_000,
+		DetachedCalls: 1024, DetachedCallsPerTenant: 256, UpstreamStreamsPerPrincipal: 625, UpstreamStreamsPerTenant: 5000}
 	if diff := cmp.Diff(wantLimits, got.Limits); diff != "" {
 		t.Errorf("Limits mismatch (-want +got):\n%s", diff)
 	}

@@ -32,7 +32,8 @@ const (
 	DefaultClientCapsBytes   = 64 << 10 // 64 KiB
 	DefaultListPages         = 100
 	DefaultParkedCalls       = 16
-	DefaultDetachedCalls     = 16
+	DefaultDetachedCalls     = 16   // per principal
+	DefaultDetachedPool      = 1024 // per replica
 	DefaultEventsPerStream   = 1000
 	DefaultEventBytes        = 1 << 20 // 1 MiB, per stream
 	DefaultEventTTL          = 2 * time.Minute
@@ -271,6 +272,12 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&l.ListBytes, DefaultListBytes)
 	setDefault(&l.StdioProcesses, DefaultStdioProcesses)
 	setDefault(&l.UpstreamStreams, DefaultUpstreamStreams)
+	// The shares of the replica's pools, derived from the pools: no one
+	// principal or tenant takes all of one.
+	setDefault(&l.DetachedCalls, DefaultDetachedPool)
+	setDefault(&l.DetachedCallsPerTenant, max(1, l.DetachedCalls/4))
+	setDefault(&l.UpstreamStreamsPerPrincipal, max(1, l.UpstreamStreams/16))
+	setDefault(&l.UpstreamStreamsPerTenant, max(1, l.UpstreamStreams/2))
 
 	t := &c.Telemetry
 	if t.Tracing.SampleRatio == nil {

@@ -818,6 +818,12 @@ type Limits struct {
 	// stream (the events go to the event log for a resume); beyond it, a
 	// hang-up cancels the call. Default 16.
 	DetachedCallsPerPrincipal int `yaml:"detached_calls_per_principal" cfg:"positive"`
+	// DetachedCallsPerTenant bounds those of one tenant on one replica.
+	// Default a quarter of DetachedCalls.
+	DetachedCallsPerTenant int `yaml:"detached_calls_per_tenant" cfg:"positive"`
+	// DetachedCalls bounds those of all principals on one replica.
+	// Default 1024.
+	DetachedCalls int `yaml:"detached_calls" cfg:"positive"`
 	// ListPages bounds the pages of one upstream list. Default 100.
 	ListPages int `yaml:"list_pages" cfg:"positive"`
 	// ListBytes bounds the bytes of one upstream list, all pages together.
@@ -836,6 +842,12 @@ type Limits struct {
 	// open for its client sessions' GET streams (see dispatch/listen.go).
 	// Default 10000.
 	UpstreamStreams int `yaml:"upstream_streams" cfg:"positive"`
+	// UpstreamStreamsPerPrincipal bounds those one principal holds on one
+	// replica. Default a sixteenth of UpstreamStreams.
+	UpstreamStreamsPerPrincipal int `yaml:"upstream_streams_per_principal" cfg:"positive"`
+	// UpstreamStreamsPerTenant bounds those one tenant holds on one
+	// replica. Default half of UpstreamStreams.
+	UpstreamStreamsPerTenant int `yaml:"upstream_streams_per_tenant" cfg:"positive"`
 }
 
 // Watches reports whether the upstream is watched (see Upstream.Watch).

@@ -165,6 +165,10 @@ func (v *validator) limits(l *Limits) {
 	nonNegative(v, "limits.list_pages", l.ListPages)
 	nonNegative(v, "limits.list_bytes", l.ListBytes)
 	nonNegative(v, "limits.upstream_streams", l.UpstreamStreams)
+	nonNegative(v, "limits.upstream_streams_per_principal", l.UpstreamStreamsPerPrincipal)
+	nonNegative(v, "limits.upstream_streams_per_tenant", l.UpstreamStreamsPerTenant)
+	nonNegative(v, "limits.detached_calls_per_tenant", l.DetachedCallsPerTenant)
+	nonNegative(v, "limits.detached_calls", l.DetachedCalls)
 }
 
 func (v *validator) server(s *Server) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/bridge"
 	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
@@ -49,7 +50,9 @@ import (
 //     level the client set);
 //   - notifications/resources/updated: its uri rewritten into the
 //     gateway's namespace; it reaches only this session, whose own
-//     upstream session subscribed;
+//     upstream session subscribed, and only if the tenant's rules in
+//     force let it see the resource (exposeUpdated, the check a
+//     subscription makes);
 //   - list_changed: dropped for an upstream the gateway watches (its
 //     watch tells every session, see watch.go); for one it does not (an
 //     upstream reached as each caller, or with watch off), the catalog's
@@ -73,8 +76,9 @@ import (
 // request refused to its upstream at once (-32603), both counted
 // (stream_queue; bus_queue for what the bus drops). A session opens at
 // most one upstream stream per upstream of its tenant, a replica at most
-// limits.upstream_streams; past that no new one opens until one closes
-// (counted, upstream_streams, and logged once). The bus bounds its
+// limits.upstream_streams, of which a principal and a tenant hold at most
+// their share (listenSlots); past that no new one opens until one closes
+// (counted under the limit reached; the pool's logged once). The bus bounds its
 // message size (session.BusOptions); the upstream client bounds each
 // message it reads. A stream that needs no upstream stream costs its
 // queue and a bus subscription, and no goroutine.
@@ -106,23 +110,41 @@ var errStreamFull = errors.New("the client's stream is not taking messages")
 // took from the tenant.
 var errReplaced = errors.New("the upstream was reconfigured")
 
-// listenSlots counts the upstream streams open on this replica.
+// listenSlots counts the upstream streams open on this replica, for
+// client sessions' GET streams and 2026-07-28 subscriptions alike: at most
+// limits.upstream_streams in all, of which one principal holds at most
+// limits.upstream_streams_per_principal and one tenant at most
+// limits.upstream_streams_per_tenant. A stream past any of them is not
+// opened; no open stream is closed for it, since an open stream is in use
+// (its session would hear nothing until it reconnected).
 type listenSlots struct {
-	n      atomic.Int64
-	logged atomic.Bool // the limit was logged since the count was last under it
+	Shares
+	logged atomic.Bool // the pool's limit was logged since the count was last under it
 }
 
-// take takes a slot, unless max are taken.
-func (s *listenSlots) take(max int) bool {
-	if s.n.Add(1) > int64(max) {
-		s.n.Add(-1)
-		return false
+// take takes a slot for principal and tenant, unless the pool or their
+// share is full; a refusal is counted under its limit, and the pool's
+// logged once.
+func (s *listenSlots) take(h *Server, principal, tenant string, l *config.Limits) bool {
+	switch s.Take(principal, tenant, Share{Pool: l.UpstreamStreams, Principal: l.UpstreamStreamsPerPrincipal, Tenant: l.UpstreamStreamsPerTenant}) {
+	case 0:
+		return true
+	case SharePrincipal:
+		h.metrics.LimitRejection(telemetry.LimitUpstreamStreamsPrincipal, tenant)
+	case ShareTenant:
+		h.metrics.LimitRejection(telemetry.LimitUpstreamStreamsTenant, tenant)
+	default:
+		h.metrics.LimitRejection(telemetry.LimitUpstreamStreams, tenant)
+		if !s.logged.Swap(true) {
+			h.log.Warn("upstream stream limit reached: sessions hear no more upstreams until streams close",
+				"limit", "limits.upstream_streams", "max", l.UpstreamStreams)
+		}
 	}
-	return true
+	return false
 }
 
-func (s *listenSlots) give() {
-	s.n.Add(-1)
+func (s *listenSlots) give(principal, tenant string) {
+	s.Give(principal, tenant)
 	s.logged.Store(false)
 }
 
@@ -232,19 +254,15 @@ func (l *listener) start() {
 		if _, ok := l.needs(up); !ok {
 			continue
 		}
-		lim := l.rq.st.cfg.Limits.UpstreamStreams
-		if !l.h.listenSlots.take(lim) {
-			l.h.metrics.LimitRejection(telemetry.LimitUpstreamStreams, l.who.Tenant)
-			if !l.h.listenSlots.logged.Swap(true) {
-				l.h.log.Warn("upstream stream limit reached: sessions hear no more upstreams until streams close",
-					"limit", "limits.upstream_streams", "max", lim)
-			}
+		if !l.h.listenSlots.take(l.h, l.who.Principal, l.who.Tenant, &l.rq.st.cfg.Limits) {
 			return
 		}
 		l.wg.Add(1)
+		opened, forget := l.h.hearing(l.rq.Session.ID, up.cfg.Name)
 		started := l.h.own.Go(func(owned context.Context) {
 			defer l.wg.Done()
-			defer l.h.listenSlots.give()
+			defer l.h.listenSlots.give(l.who.Principal, l.who.Tenant)
+			defer forget()
 			defer func() {
 				l.mu.Lock()
 				delete(l.streams, up.cfg.Name)
@@ -255,11 +273,12 @@ func (l *listener) start() {
 			defer context.AfterFunc(owned, cancel)()
 			l.h.metrics.UpstreamStream(1)
 			defer l.h.metrics.UpstreamStream(-1)
-			l.listenUpstream(ctx, up)
+			l.listenUpstream(ctx, up, opened)
 		})
 		if !started { // the Server is closing
+			forget()
 			l.wg.Done()
-			l.h.listenSlots.give()
+			l.h.listenSlots.give(l.who.Principal, l.who.Tenant)
 			return
 		}
 		l.streams[up.cfg.Name] = true
@@ -298,7 +317,7 @@ func (l *listener) needs(up *upstreamRef) (session.Upstream, bool) {
 
 // listenUpstream keeps up's stream open while the session needs it, on
 // the session's current upstream session, opened again with backoff.
-func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef) {
+func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef, opened func()) {
 	name := up.cfg.Name
 	log := l.h.log.With("upstream", name)
 	var b backoff
@@ -313,7 +332,7 @@ func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef) {
 			return
 		}
 		start := time.Now()
-		err := l.listenOnce(ctx, up, us)
+		err := l.listenOnce(ctx, up, us, opened)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -339,9 +358,11 @@ func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef) {
 }
 
 // listenOnce opens the stream of upstream session us and relays what it
-// carries until it ends.
-func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.Upstream) error {
+// carries until it ends. It calls opened once the upstream answered the
+// stream's request, whether it opened it or not.
+func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.Upstream, opened func()) error {
 	st, err := up.client.Watch(ctx, us)
+	opened()
 	if err != nil {
 		return err
 	}
@@ -374,7 +395,12 @@ func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.U
 			case msg.Method == "notifications/message", msg.Method == "notifications/tasks/status":
 				l.notify(raw)
 			case msg.Method == "notifications/resources/updated":
-				l.notify(rewriteUpdated(raw, msg, up.cat.Prefix))
+				// Checked against the tenant's rules in force.
+				if v, err := state.tenants.Get(l.who.Tenant); err == nil {
+					if raw = l.rq.exposeUpdated(ctx, v, up, msg); raw != nil {
+						l.notify(raw)
+					}
+				}
 			case catalog.ChangedKinds(msg.Method) != nil && !watched:
 				for _, k := range catalog.ChangedKinds(msg.Method) {
 					l.h.catalog.Stale(up.cfg.Name, k)
@@ -456,4 +482,106 @@ func newBus(store session.Store, m *telemetry.Metrics) (session.Bus, func() erro
 	}
 	b := session.NewMemoryBus(opts)
 	return b, b.Close
+}
+
+// Calls wait for the session's upstream stream.
+//
+// An upstream may ask a session's client something (roots/list, say) on
+// its GET stream while a call of that client is in flight, unrelated to the
+// call (2025-11-25 basic/transports, "Listening for Messages from the
+// Server": such messages SHOULD be unrelated to any concurrently-running
+// request); server-everything's get-roots-list does. An upstream with no
+// GET stream open for the session drops it ("the server MAY send" on the
+// stream: there is none), and the call then waits for an answer that never
+// comes. The listener opens that stream asynchronously, when the client's
+// GET stream begins: a call that arrives meanwhile would reach the upstream
+// first. So a call that may need the client (its method may, and the client
+// declared roots, which open the stream) waits, on the replica holding the
+// client's GET stream, until the upstream answered the stream's request.
+// The wait is bounded by openWait and the call's context; a call on
+// another replica than the GET stream's does not
+// wait.
+
+// A heardSet is the upstream streams of one session being opened, or open,
+// on this replica, by upstream name: each channel is closed once its
+// upstream answered the stream's request.
+type heardSet struct {
+	mu   sync.Mutex
+	m    map[string]chan struct{}
+	dead bool // emptied and taken out of Server.heard: make a new one
+}
+
+// hearing records that the listener is opening session sessionID's stream
+// with upstream name. It returns opened, which says the upstream answered
+// (or the listener gave up), and may be called any number of times; and
+// forget, which the listener's goroutine calls on its way out.
+func (h *Server) hearing(sessionID, name string) (opened, forget func()) {
+	ch := make(chan struct{})
+	var set *heardSet
+	for {
+		v, _ := h.heard.LoadOrStore(sessionID, &heardSet{})
+		set = v.(*heardSet)
+		set.mu.Lock()
+		if !set.dead {
+			break
+		}
+		set.mu.Unlock()
+	}
+	if set.m == nil {
+		set.m = make(map[string]chan struct{})
+	}
+	set.m[name] = ch
+	set.mu.Unlock()
+	var once sync.Once
+	opened = func() { once.Do(func() { close(ch) }) }
+	return opened, func() {
+		opened()
+		set.mu.Lock()
+		defer set.mu.Unlock()
+		if set.m[name] == ch {
+			delete(set.m, name)
+		}
+		if len(set.m) == 0 && !set.dead {
+			set.dead = true
+			h.heard.CompareAndDelete(sessionID, set)
+		}
+	}
+}
+
+// awaitHeard waits until the session's stream with up, if this replica is
+// opening one, is open (see above), or ctx ends.
+func (rq *Request) awaitHeard(ctx context.Context, up *upstreamRef) {
+	v, ok := rq.h.heard.Load(rq.Session.ID)
+	if !ok {
+		return
+	}
+	set := v.(*heardSet)
+	set.mu.Lock()
+	ch := set.m[up.cfg.Name]
+	set.mu.Unlock()
+	if ch != nil {
+		awaitOpen(ctx, ch)
+	}
+}
+
+// openWait bounds how long a call waits for an upstream to answer the
+// request of a GET stream it needs open: an upstream slow to answer it
+// delays the call by at most that much, then the call goes as it did
+// before the stream was awaited.
+const openWait = 5 * time.Second
+
+// awaitOpen waits until ready is closed, ctx ends, or openWait passed.
+func awaitOpen(ctx context.Context, ready <-chan struct{}) {
+	select {
+	case <-ready:
+		return
+	default:
+	}
+	t := time.NewTimer(openWait)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

@@ -2,34 +2,52 @@ package dispatch
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/session"
 )
 
 // TestListenSlots: limits.upstream_streams is a hard bound on the
-// streams taken at once, and the limit is logged again only after the
-// count fell below it.
+// streams taken at once, one principal and one tenant hold at most their
+// share of it, and the pool's limit is logged again only after the count
+// fell below it.
 func TestListenSlots(t *testing.T) {
+	h := &Server{log: slog.New(slog.DiscardHandler)}
+	l := &config.Limits{UpstreamStreams: 3, UpstreamStreamsPerPrincipal: 2, UpstreamStreamsPerTenant: 3}
 	var s listenSlots
-	for i := range 3 {
-		if !s.take(3) {
-			t.Fatalf("slot %d refused under the bound", i)
+	for i := range 2 {
+		if !s.take(h, "alice", "t1", l) {
+			t.Fatalf("alice's slot %d refused under her share", i)
 		}
 	}
-	if s.take(3) {
+	if s.take(h, "alice", "t1", l) {
+		t.Fatal("alice took a third slot of her share of 2")
+	}
+	if !s.take(h, "bob", "t1", l) {
+		t.Fatal("bob refused while the pool had room")
+	}
+	if s.take(h, "carol", "t2", l) {
 		t.Fatal("a fourth slot of 3")
 	}
-	if s.logged.Swap(true) {
-		t.Fatal("logged before")
+	if !s.logged.Load() {
+		t.Fatal("the pool's limit was not logged")
 	}
-	s.give()
+	s.give("bob", "t1")
 	if s.logged.Load() {
 		t.Error("still marked logged once a slot was free")
 	}
-	if !s.take(3) || s.take(3) {
+	if !s.take(h, "carol", "t2", l) || s.take(h, "dave", "t2", l) {
 		t.Error("the freed slot, and only it, is taken again")
+	}
+	l.UpstreamStreams, l.UpstreamStreamsPerTenant = 10, 3
+	if !s.take(h, "erin", "t1", l) || s.take(h, "frank", "t1", l) {
+		t.Error("tenant t1 took other than its share of 3")
+	}
+	if got := s.Held(); got != 4 {
+		t.Errorf("held %d, want 4", got)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
+	"github.com/mcpgw/gateway/internal/tenant"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -62,6 +63,13 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 	if rq.Stateless && rq.WantsLogs {
 		rq.enableLogs(ctx, up)
 	}
+	if rq.Stateless && c.m.input {
+		// The upstream may ask on the shared session's GET stream (see
+		// shared.go), which must be open first.
+		if us, err := rq.upstreamSession(ctx, up); err == nil {
+			defer rq.holdShared(ctx, up, us)()
+		}
+	}
 	// The principal's 2026-07-28 clients share its upstream sessions, and
 	// each numbers its requests on its own: ids of the gateway's keep two
 	// in flight apart. Nothing names them later (see Serve).
@@ -99,6 +107,11 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 // request for input it parks sets *parked and returns the input_required
 // result.
 func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstreamRef, id jsonrpc.ID, params json.RawMessage, parked *bool) (json.RawMessage, session.Upstream, error) {
+	if !rq.Stateless && c.m.input && rq.Session != nil && bytes.Contains(rq.Session.ClientCapabilities, []byte(`"roots"`)) {
+		// The upstream may ask the client for its roots on its GET
+		// stream, which must be open first (see awaitHeard).
+		rq.awaitHeard(callCtx, up)
+	}
 	resp, err := rq.callWith(callCtx, up, id, c.method, params, c.upHeader)
 	if err != nil {
 		return nil, session.Upstream{}, err
@@ -127,7 +140,16 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 				continue // about the upstream's own requests, of which we relay none
 			}
 			if msg.Method == "notifications/resources/updated" {
-				raw = rewriteUpdated(raw, msg, up.cat.Prefix)
+				// A 2026-07-28 caller hears of updates only on the
+				// subscriptions/listen stream that subscribed
+				// (basic/patterns/subscriptions): the principal's shared
+				// upstream session subscribed to nothing of its.
+				if rq.Stateless {
+					continue
+				}
+				if raw = rq.exposeUpdated(ctx, rq.view, up, msg); raw == nil {
+					continue
+				}
 			}
 			if raw = rq.exposeTaskNote(ctx, up, resp.us, msg, raw); raw == nil {
 				continue // about a task the caller does not hold
@@ -171,20 +193,33 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 	}
 }
 
-// rewriteUpdated rewrites the uri of a notifications/resources/updated.
-func rewriteUpdated(raw []byte, msg *jsonrpc.Message, prefix string) []byte {
-	if prefix == "" {
-		return raw
-	}
+// exposeUpdated returns a notifications/resources/updated of upstream up
+// with its uri in the gateway's namespace, or nil when the session may not
+// hear of that resource: its tenant (view) may not see it, or its exposed
+// URI is not up's (an upstream naming a URI of another's namespace). It is
+// the check a subscription makes (resolveURI), so that what a session could
+// not subscribe to, it never hears of.
+//
+// The upstream session is the session's own: it holds only the
+// subscriptions this session made (resources/subscribe), and an update of
+// any other URI reaches at most this session's client, and only when the
+// check above passes.
+func (rq *Request) exposeUpdated(ctx context.Context, view *tenant.View, up *upstreamRef, msg *jsonrpc.Message) []byte {
 	p, err := jsonx.ParseValidObject(msg.Params)
 	if err != nil {
-		return raw
+		return nil
 	}
-	if u, ok := p.GetString("uri"); ok {
-		p.SetString("uri", catalog.ExposedURI(prefix, u))
-		return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, p.Bytes())
+	orig, ok := p.GetString("uri")
+	if !ok || !view.Decide(tenant.Resource, up.cfg.Name, orig).Allowed {
+		return nil
 	}
-	return raw
+	exposed := catalog.ExposedURI(up.cat.Prefix, orig)
+	owner, back, err := rq.resolveURI(ctx, catalog.Resources, exposed)
+	if err != nil || owner.cfg.Name != up.cfg.Name || back != orig {
+		return nil
+	}
+	p.SetString("uri", exposed)
+	return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, p.Bytes())
 }
 
 // caller is who rq is, to the bridge.

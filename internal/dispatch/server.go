@@ -111,6 +111,9 @@ type Server struct {
 	closeBus    func() error
 	listenSlots listenSlots // upstream streams open for client sessions
 	noStream    sync.Map    // upstream name → when it answered a GET with 405
+	heard       sync.Map    // session id → *heardSet: its upstream streams opening or open here (listen.go)
+	sharedMu    sync.Mutex
+	shared      map[string]*sharedStream // upstream name, upstream session id → its GET stream (shared.go)
 
 	own    owner          // goroutines that outlive a request: see owner.go
 	bridge *bridge.Bridge // requests for input between revisions

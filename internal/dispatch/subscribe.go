@@ -86,7 +86,7 @@ func (h *Server) SubscribeResources(ctx context.Context, rq *Request, uris []str
 				h.relayUpdates(ctx, rq, up, us, set, out)
 			}) {
 				running.Done()
-				h.listenSlots.give()
+				h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
 				h.endSubscription(ctx, rq, up, us)
 			}
 		})
@@ -103,14 +103,12 @@ func (h *Server) SubscribeResources(ctx context.Context, rq *Request, uris []str
 // having ended the session, if the upstream refused any, or could not be
 // reached, or the replica holds as many upstream streams as it may.
 func (h *Server) subscribeOn(ctx context.Context, rq *Request, up *upstreamRef, set map[string]string) (session.Upstream, bool) {
-	lim := rq.st.cfg.Limits.UpstreamStreams
-	if !h.listenSlots.take(lim) {
-		h.metrics.LimitRejection(telemetry.LimitUpstreamStreams, rq.principal.Tenant)
+	if !h.listenSlots.take(h, PrincipalKey(rq), rq.principal.Tenant, &rq.st.cfg.Limits) {
 		return session.Upstream{}, false
 	}
 	res, err := up.client.OpenAs(ctx, rq.announced().upstreamCaps())
 	if err != nil || upstream.IsModern(res.Session) {
-		h.listenSlots.give()
+		h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
 		if err == nil {
 			h.endSubscription(ctx, rq, up, res.Session)
 		}
@@ -127,7 +125,7 @@ func (h *Server) subscribeOn(ctx context.Context, rq *Request, up *upstreamRef, 
 		}
 		if err != nil {
 			h.log.Debug("subscribing for a 2026-07-28 listen", "upstream", up.cfg.Name, "error", err)
-			h.listenSlots.give()
+			h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
 			h.endSubscription(ctx, rq, up, res.Session)
 			return session.Upstream{}, false
 		}
@@ -139,7 +137,7 @@ func (h *Server) subscribeOn(ctx context.Context, rq *Request, up *upstreamRef, 
 // session us for the URIs of set to out, until ctx ends, then ends us.
 // The stream is opened again, with backoff, if it breaks (updatesOnce).
 func (h *Server) relayUpdates(ctx context.Context, rq *Request, up *upstreamRef, us session.Upstream, set map[string]string, out chan<- []byte) {
-	defer h.listenSlots.give()
+	defer h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
 	defer h.endSubscription(ctx, rq, up, us)
 	h.metrics.UpstreamStream(1)
 	defer h.metrics.UpstreamStream(-1)

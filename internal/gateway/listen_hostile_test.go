@@ -204,6 +204,8 @@ func TestListenUpstreamStreamLimit(t *testing.T) {
 	u := newFloodUpstream(t, 0)
 	g, url := startGatewayG(t, []upstreamSpec{{name: "flood", url: u.url}}, func(c *config.Config) {
 		c.Limits.UpstreamStreams = 2
+		// The pool, not the shares (see TestUpstreamStreamsShare).
+		c.Limits.UpstreamStreamsPerPrincipal, c.Limits.UpstreamStreamsPerTenant = 2, 2
 	})
 	for range 5 {
 		rawSession(t, url, `{"roots":{}}`)

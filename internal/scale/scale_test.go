@@ -250,6 +250,8 @@ sessions:
 limits:
   streams_per_principal: %[3]d
   streams_per_tenant: %[3]d
+  upstream_streams_per_principal: %[3]d
+  upstream_streams_per_tenant: %[3]d
 upstreams:
   - name: up
     url: %q

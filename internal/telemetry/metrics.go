@@ -478,6 +478,14 @@ const (
 	LimitTasksTenant     = "tasks_per_tenant"
 	LimitTasks           = "max_tasks"
 	LimitDetachedCalls   = "detached_calls_per_principal"
+	// LimitDetachedTenant and LimitDetachedPool are
+	// limits.detached_calls_per_tenant and limits.detached_calls;
+	// LimitUpstreamStreamsPrincipal and LimitUpstreamStreamsTenant
+	// limits.upstream_streams_per_principal and _per_tenant.
+	LimitDetachedTenant           = "detached_calls_per_tenant"
+	LimitDetachedPool             = "detached_calls"
+	LimitUpstreamStreamsPrincipal = "upstream_streams_per_principal"
+	LimitUpstreamStreamsTenant    = "upstream_streams_per_tenant"
 	// LimitStdioProcesses is limits.stdio_processes; LimitMaxProcesses
 	// is upstreams[].stdio.max_processes.
 	LimitStdioProcesses = "stdio_processes"
@@ -490,7 +498,8 @@ var limitNames = set(LimitBodyBytes, LimitReadBodyTimeout, LimitSessions, LimitS
 	LimitParkedCalls, LimitListPages, LimitListBytes, LimitListTime, LimitStdioProcesses, LimitMaxProcesses,
 	LimitUpstreamStreams, LimitStreamQueue, LimitBusQueue,
 	LimitTasksPrincipal, LimitTasksTenant, LimitTasks,
-	LimitDetachedCalls)
+	LimitDetachedCalls, LimitDetachedTenant, LimitDetachedPool,
+	LimitUpstreamStreamsPrincipal, LimitUpstreamStreamsTenant)
 
 // The shares of the stdio processes one principal and one tenant hold:
 // limits.stdio_processes_per_principal and _per_tenant of

@@ -40,9 +40,11 @@ import (
 // Disconnection is no cancellation ("Sending Messages to the Server" 6):
 // once a POST's stream has an id the client can resume from, a client that
 // hangs up leaves the call running, its events going to the log, up to
-// limits.detached_calls_per_principal calls per principal on a replica
-// (beyond it, the call is cancelled as before); the request timeout bounds
-// each. notifications/cancelled still cancels.
+// limits.detached_calls_per_principal calls per principal,
+// limits.detached_calls_per_tenant per tenant and limits.detached_calls in
+// all on a replica (beyond them, the call is cancelled as before: a
+// detached call is running work, never taken back for another's); the
+// request timeout bounds each. notifications/cancelled still cancels.
 //
 // 2026-07-28 streams carry no ids: that revision has no resumable streams
 // (basic/transports/streamable-http, "Resumable SSE streams via
@@ -406,33 +408,6 @@ func (c *liveCalls) renew() {
 	}
 }
 
-// detachedCalls counts, per principal, the calls of this replica that
-// go on after their client hung up.
-type detachedCalls struct {
-	mu sync.Mutex
-	n  map[string]int // no zero entries
-}
-
-// take counts one more for principal unless it holds max already.
-func (d *detachedCalls) take(principal string, max int) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.n[principal] >= max {
-		return false
-	}
-	if d.n == nil {
-		d.n = make(map[string]int)
-	}
-	d.n[principal]++
-	return true
-}
-
-func (d *detachedCalls) release(principal string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	decr(d.n, principal)
-}
-
 // callContext returns the context of a POSTed request whose answer out
 // writes: when the client hangs up, the call goes on if its stream is
 // resumable and the principal's detached calls are below the limit, and
@@ -467,12 +442,20 @@ type hangUp struct {
 func (w *hangUp) fire() {
 	defer w.fired.Done()
 	if w.out.resumable() {
-		if w.h.detached.take(dispatch.PrincipalKey(w.rq), w.rq.State().Config().Limits.DetachedCallsPerPrincipal) {
+		l := &w.rq.State().Config().Limits
+		share := dispatch.Share{Pool: l.DetachedCalls, Principal: l.DetachedCallsPerPrincipal, Tenant: l.DetachedCallsPerTenant}
+		limit := telemetry.LimitDetachedCalls
+		switch w.h.detached.Take(dispatch.PrincipalKey(w.rq), w.rq.Principal().Tenant, share) {
+		case 0:
 			w.held = true
 			w.h.metrics.CallDetached(1)
 			return
+		case dispatch.ShareTenant:
+			limit = telemetry.LimitDetachedTenant
+		case dispatch.SharePool:
+			limit = telemetry.LimitDetachedPool
 		}
-		w.h.srv.LimitHit(context.WithoutCancel(w.r.Context()), w.rq, telemetry.LimitDetachedCalls, "")
+		w.h.srv.LimitHit(context.WithoutCancel(w.r.Context()), w.rq, limit, "")
 	}
 	w.cancel(context.Cause(w.r.Context()))
 }
@@ -484,7 +467,7 @@ func (w *hangUp) done() {
 	if !w.stop() {
 		w.fired.Wait()
 		if w.held {
-			w.h.detached.release(dispatch.PrincipalKey(w.rq))
+			w.h.detached.Give(dispatch.PrincipalKey(w.rq), w.rq.Principal().Tenant)
 			w.h.metrics.CallDetached(-1)
 		}
 	}

@@ -41,7 +41,7 @@ type Handler struct {
 	streams streams
 
 	events   session.EventLog // nil: streams are not resumable
-	detached detachedCalls
+	detached dispatch.Shares  // calls going on after their client hung up
 	calls    liveCalls
 }
 
