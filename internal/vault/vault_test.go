@@ -160,9 +160,14 @@ func TestPending(t *testing.T) {
 	stores(t, lim, func(t *testing.T, s vault.Store, _ func() []string) {
 		ctx := context.Background()
 		v := vault.New(s, mustCipher(t, key("k1")))
+		// Each consent expires 2 ms after the one made before it: the
+		// Redis store orders consents by their expiry in milliseconds, and
+		// two in the same millisecond are as old as each other.
+		var made time.Duration
 		p := func(sub string, ttl time.Duration) *vault.Pending {
+			made += 2 * time.Millisecond
 			return &vault.Pending{Principal: vault.Principal{Issuer: "i", Subject: sub, Tenant: "t"}, Upstream: "gh",
-				Verifier: "verifier-secret", Expires: time.Now().Add(ttl)}
+				Verifier: "verifier-secret", Expires: time.Now().Add(ttl + made)}
 		}
 		a1, err := v.Begin(ctx, p("alice", time.Minute))
 		if err != nil {
