@@ -99,7 +99,7 @@ func (o *Object) HasCaseVariant(name string) bool {
 		if ascii(m.Name) && ascii(name) {
 			// The common case, without allocating: in ASCII, every folding
 			// above is ASCII case.
-			if len(m.Name) == len(name) && asciiEqualFold(m.Name, name) {
+			if strings.EqualFold(m.Name, name) {
 				return true
 			}
 			continue
@@ -117,22 +117,6 @@ func (o *Object) HasCaseVariant(name string) bool {
 func ascii(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
-}
-
-func asciiEqualFold(a, b string) bool {
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
 			return false
 		}
 	}
