@@ -49,9 +49,10 @@ import (
 //   - notifications/message: passed through (the upstream filters by the
 //     level the client set);
 //   - notifications/resources/updated: its uri rewritten into the
-//     gateway's namespace; it reaches only this session, whose own
-//     upstream session subscribed, and only if the tenant's rules in
-//     force let it see the resource (exposeUpdated, the check a
+//     gateway's namespace; it reaches only this session, and only if the
+//     session subscribed to the resource (or to one it is a sub-resource
+//     of) on this upstream session (subscriptions.go) and the tenant's
+//     rules in force let it see the resource (exposeUpdated, the check a
 //     subscription makes);
 //   - list_changed: dropped for an upstream the gateway watches (its
 //     watch tells every session, see watch.go); for one it does not (an
@@ -87,13 +88,16 @@ import (
 // GET stream; a 2026-07-28 upstream's subscriptions/listen is not opened
 // for client sessions. An upstream session that is re-initialized (the
 // upstream forgot it: 404) loses what the client subscribed to there, as
-// the upstream does: its new entry in the record has no Listen, and the
-// client must subscribe again (the gateway keeps no list of URIs).
+// the upstream does: its new entry in the record has no Listen and no
+// subscriptions, and the client must subscribe again.
 
 const (
 	// listenQueue bounds the messages waiting for a client's GET stream
 	// to take them.
 	listenQueue = 16
+	// missInterval spaces the session record reads of updates that
+	// belong to no subscription the listener knows of (listener.holds).
+	missInterval = 100 * time.Millisecond
 	// noStreamFor is how long an upstream that offers no GET stream (405)
 	// is not asked again, by any session.
 	noStreamFor = 10 * time.Minute
@@ -207,6 +211,7 @@ type listener struct {
 
 	mu      sync.Mutex
 	streams map[string]bool // upstreams with a running stream goroutine
+	missed  time.Time       // when holds last read the record again
 	wg      sync.WaitGroup
 }
 
@@ -397,7 +402,7 @@ func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.U
 			case msg.Method == "notifications/resources/updated":
 				// Checked against the tenant's rules in force.
 				if v, err := state.tenants.Get(l.who.Tenant); err == nil {
-					if raw = l.rq.exposeUpdated(ctx, v, up, msg); raw != nil {
+					if raw = l.rq.exposeUpdated(ctx, v, up, msg, func(uri string) bool { return l.holds(up, uri) }); raw != nil {
 						l.notify(raw)
 					}
 				}
@@ -412,6 +417,29 @@ func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.U
 			l.h.bridge.UpstreamRequest(ctx, l.who, l, up.client, us, msg)
 		}
 	}
+}
+
+// holds reports whether an update of uri (up's own) belongs to one of the
+// session's subscriptions. The record the listener holds may predate a
+// subscription just made, whose wake-up is still on its way: on a miss it
+// reads the record again, at most once per missInterval, so that an
+// upstream's flood of updates nobody subscribed to costs no more than that.
+func (l *listener) holds(up *upstreamRef, uri string) bool {
+	if l.rq.holds(up, uri) {
+		return true
+	}
+	l.mu.Lock()
+	now := time.Now()
+	again := now.Sub(l.missed) >= missInterval
+	if again {
+		l.missed = now
+	}
+	l.mu.Unlock()
+	if !again {
+		return false
+	}
+	l.reload()
+	return l.rq.holds(up, uri)
 }
 
 // notify queues a notification for the client's stream, dropping it

@@ -686,10 +686,16 @@ func uriCall(ctx context.Context, rq *Request, c *call) (json.RawMessage, error)
 		return nil, err
 	}
 	p.SetString("uri", orig)
+	on := c.method == "resources/subscribe"
+	if on && !rq.roomFor(up, orig) {
+		return nil, errTooManySubscriptions
+	}
 	res, err := rq.relay(ctx, c, up, p.Bytes(), nil)
-	if err == nil && c.method == "resources/subscribe" {
-		// Updates come on the upstream's GET stream (see listen.go).
-		rq.markListen(ctx, up)
+	if err == nil {
+		// Updates come on the upstream's GET stream (see listen.go), and
+		// are checked against the session's subscriptions
+		// (subscriptions.go).
+		rq.noteSubscription(ctx, up, orig, on)
 	}
 	return res, err
 }

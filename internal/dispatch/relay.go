@@ -147,7 +147,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 				if rq.Stateless {
 					continue
 				}
-				if raw = rq.exposeUpdated(ctx, rq.view, up, msg); raw == nil {
+				if raw = rq.exposeUpdated(ctx, rq.view, up, msg, func(uri string) bool { return rq.holds(up, uri) }); raw == nil {
 					continue
 				}
 			}
@@ -195,22 +195,19 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 
 // exposeUpdated returns a notifications/resources/updated of upstream up
 // with its uri in the gateway's namespace, or nil when the session may not
-// hear of that resource: its tenant (view) may not see it, or its exposed
-// URI is not up's (an upstream naming a URI of another's namespace). It is
-// the check a subscription makes (resolveURI), so that what a session could
-// not subscribe to, it never hears of.
-//
-// The upstream session is the session's own: it holds only the
-// subscriptions this session made (resources/subscribe), and an update of
-// any other URI reaches at most this session's client, and only when the
-// check above passes.
-func (rq *Request) exposeUpdated(ctx context.Context, view *tenant.View, up *upstreamRef, msg *jsonrpc.Message) []byte {
+// hear of that resource: it holds no subscription the update belongs to
+// (held, given the upstream's own URI: see subscriptions.go), its tenant
+// (view) may not see it, or its exposed URI is not up's (an upstream
+// naming a URI of another's namespace). The last two are the check a
+// subscription makes (resolveURI), so that what a session could not
+// subscribe to, it never hears of.
+func (rq *Request) exposeUpdated(ctx context.Context, view *tenant.View, up *upstreamRef, msg *jsonrpc.Message, held func(uri string) bool) []byte {
 	p, err := jsonx.ParseValidObject(msg.Params)
 	if err != nil {
 		return nil
 	}
 	orig, ok := p.GetString("uri")
-	if !ok || !view.Decide(tenant.Resource, up.cfg.Name, orig).Allowed {
+	if !ok || !held(orig) || !view.Decide(tenant.Resource, up.cfg.Name, orig).Allowed {
 		return nil
 	}
 	exposed := catalog.ExposedURI(up.cat.Prefix, orig)

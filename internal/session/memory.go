@@ -323,6 +323,7 @@ func (m *Memory) Get(ctx context.Context, id string) (*Record, error) {
 // SetUpstream implements [Store.SetUpstream].
 func (m *Memory) SetUpstream(ctx context.Context, id, name, prev string, u Upstream) (Upstream, error) {
 	u.Capabilities = m.intern(u.Capabilities)
+	u.Subscribed = slices.Clone(u.Subscribed)
 	now := m.now()
 	m.mu.Lock()
 	e, ok := m.byID[id]
@@ -559,6 +560,7 @@ func (m *Memory) compact(r *Record) *compact {
 		c.ups = make([]namedUpstream, 0, len(r.Upstreams))
 		for name, u := range r.Upstreams {
 			u.Capabilities = m.intern(u.Capabilities)
+			u.Subscribed = slices.Clone(u.Subscribed)
 			c.ups = append(c.ups, namedUpstream{name, u})
 		}
 	}
@@ -666,6 +668,7 @@ func (m *Memory) internedLen() int {
 
 func cloneUpstream(u Upstream) Upstream {
 	u.Capabilities = bytes.Clone(u.Capabilities)
+	u.Subscribed = slices.Clone(u.Subscribed)
 	return u
 }
 

@@ -136,6 +136,12 @@ type Upstream struct {
 	// holding the client's GET stream opens (see dispatch/listen.go). It
 	// stays set for the upstream session's life.
 	Listen bool `json:"listen,omitempty"`
+	// Subscribed lists the resources (the upstream's own URIs) the client
+	// subscribed to on this upstream session and has not unsubscribed
+	// from: an update the upstream sends of any other is not the
+	// session's (see dispatch/listen.go). The dispatcher bounds it. A
+	// value in a Record is never changed in place: a new list replaces it.
+	Subscribed []string `json:"subscribed,omitempty"`
 }
 
 // Store persists session records.
