@@ -300,17 +300,17 @@ func TestGate(t *testing.T) {
 	g.Configure([]config.Upstream{{Name: "u", Concurrency: &config.Concurrency{MaxInFlight: 2, PerTenant: 1, Queue: new(1), QueueTimeout: config.Duration(50 * time.Millisecond)}}})
 	gate := g.Gate("u")
 	ctx := context.Background()
-	relA, err := gate.Acquire(ctx, "a")
+	relA, err := gate.Acquire(ctx, "a", "p-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	relB, err := gate.Acquire(ctx, "b")
+	relB, err := gate.Acquire(ctx, "b", "p-b")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Tenant a's share is taken: it waits, then is refused.
 	start := time.Now()
-	if _, err := gate.Acquire(ctx, "a"); err == nil {
+	if _, err := gate.Acquire(ctx, "a", "p-a"); err == nil {
 		t.Fatal("tenant a over its share")
 	} else if time.Since(start) < 40*time.Millisecond {
 		t.Errorf("refused after %v, before the queue timeout", time.Since(start))
@@ -319,7 +319,7 @@ func TestGate(t *testing.T) {
 	var wg sync.WaitGroup
 	var waited error
 	wg.Go(func() {
-		rel, err := gate.Acquire(ctx, "c")
+		rel, err := gate.Acquire(ctx, "c", "p-c")
 		waited = err
 		if rel != nil {
 			rel()
@@ -327,7 +327,7 @@ func TestGate(t *testing.T) {
 	})
 	time.Sleep(10 * time.Millisecond)
 	start = time.Now()
-	_, err = gate.Acquire(ctx, "d")
+	_, err = gate.Acquire(ctx, "d", "p-d")
 	if ref, ok := err.(*Refusal); !ok || !strings.Contains(ref.Detail, "queue full") || time.Since(start) > 20*time.Millisecond {
 		t.Fatalf("second waiter: %v after %v", err, time.Since(start))
 	}

@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,21 @@ type gateRig struct {
 	mu   sync.Mutex
 	done []waitResult
 	wg   sync.WaitGroup
+	n    int // principals named so far
+}
+
+// who returns the tenant and principal of a request of who: "tenant/name"
+// is principal name of tenant; a bare tenant is a principal of its own,
+// new each time, so that only the tenant's share applies.
+func (r *gateRig) who(who string) (tenant, principal string) {
+	if t, p, ok := strings.Cut(who, "/"); ok {
+		return t, p
+	}
+	r.mu.Lock()
+	r.n++
+	n := r.n
+	r.mu.Unlock()
+	return who, fmt.Sprintf("%s#%d", who, n)
 }
 
 func newGateRig(t *testing.T, c config.Concurrency) *gateRig {
@@ -39,7 +55,8 @@ func newGateRig(t *testing.T, c config.Concurrency) *gateRig {
 // hold takes a slot at once, for tenant.
 func (r *gateRig) hold(tenant string) func() {
 	r.t.Helper()
-	rel, err := r.gate.Acquire(context.Background(), tenant)
+	t, p := r.who(tenant)
+	rel, err := r.gate.Acquire(context.Background(), t, p)
 	if err != nil {
 		r.t.Fatalf("%s: no free slot: %v", tenant, err)
 	}
@@ -51,7 +68,8 @@ func (r *gateRig) hold(tenant string) func() {
 func (r *gateRig) start(ctx context.Context, tenant string) {
 	r.wg.Go(func() {
 		start := time.Now()
-		rel, err := r.gate.Acquire(ctx, tenant)
+		t, p := r.who(tenant)
+		rel, err := r.gate.Acquire(ctx, t, p)
 		r.mu.Lock()
 		r.done = append(r.done, waitResult{tenant, rel, err, time.Since(start)})
 		r.mu.Unlock()
@@ -261,4 +279,59 @@ func TestGateReload(t *testing.T) {
 	if g.Gate("u") == gate {
 		t.Error("gate kept with queue 0")
 	}
+}
+
+// TestGateQueuePrincipalShare: a principal waits in at most its share of
+// its tenant's share (half of it by default); its next request is refused
+// at once while another principal of the same tenant still waits; and when
+// the queue is full, the heaviest tenant's heaviest principal loses its
+// newest waiter to a lighter tenant.
+func TestGateQueuePrincipalShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGateRig(t, config.Concurrency{MaxInFlight: 1, Queue: new(8), QueueTimeout: config.Duration(time.Second)})
+		if r.gate.cfg.tenantQueue != 4 || r.gate.cfg.principalQueue != 2 {
+			t.Fatalf("default shares %d and %d, want 4 (half of 8) and 2 (half of 4)", r.gate.cfg.tenantQueue, r.gate.cfg.principalQueue)
+		}
+		rel := r.hold("x")
+		ctx := context.Background()
+		r.start(ctx, "a/alice")
+		r.start(ctx, "a/alice")
+		r.start(ctx, "a/alice")
+		d := r.take()
+		if len(d) != 1 || d[0].after != 0 || !isConcurrency(d[0].err, "2 of this principal's requests waiting") {
+			t.Fatalf("alice's third waiter: %+v", d)
+		}
+		r.start(ctx, "a/bob")
+		if n := r.waiting("a"); n != 3 || len(r.take()) != 0 {
+			t.Fatalf("bob is not waiting (a has %d waiting)", n)
+		}
+		// Fill the queue: b holds 4, a 3, c 1.
+		r.start(ctx, "a/carol")
+		for range 2 {
+			r.start(ctx, "b/dan")
+			r.start(ctx, "b/erin")
+		}
+		if all, _ := r.gate.Waiting(""); all != 8 || len(r.take()) != 0 {
+			t.Fatalf("%d waiting, want a full queue", all)
+		}
+		// c's newcomer takes the place of the newest waiter of b's
+		// heaviest principal (dan and erin hold 2 each: erin came last).
+		r.start(ctx, "c/frank")
+		d = r.take()
+		if len(d) != 1 || !isConcurrency(d[0].err, "queue full") || d[0].tenant != "b/erin" {
+			t.Fatalf("full queue: %+v, want erin's newest refused", d)
+		}
+		for {
+			rel()
+			d := r.take()
+			if len(d) == 0 {
+				break
+			}
+			rel = d[0].release
+		}
+		r.wg.Wait()
+		if all, _ := r.gate.Waiting(""); all != 0 || r.gate.InFlight() != 0 || len(r.gate.tenants) != 0 || len(r.gate.principals) != 0 {
+			t.Errorf("left: %d waiting, %d in flight, tallies %v %v", all, r.gate.InFlight(), r.gate.tenants, r.gate.principals)
+		}
+	})
 }

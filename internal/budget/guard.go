@@ -15,9 +15,11 @@ import (
 // at once when there is no room for it.
 //
 // The queue is shared by the tenants, so each holds at most a share of it
-// (queue_per_tenant). When it is full, the tenant with the most waiters
+// (queue_per_tenant), and each principal at most a share of its tenant's
+// (queue_per_principal). When it is full, the tenant with the most waiters
 // loses one so that a lighter tenant's request can wait: the heaviest
-// holder loses first, as everywhere tenants share a pool. Its newest
+// holder loses first, as everywhere tenants share a pool, and within that
+// tenant its principal with the most waiters. Its newest
 // waiter is the one refused, not its oldest: a waiter is not idle, and the
 // oldest has waited longest and is nearest to a slot, so refusing it would
 // waste the most waiting and turn the tenant's own queue order around. The
@@ -35,7 +37,10 @@ type Gate struct {
 	waiting  int
 	// tenants holds the slots (with per_tenant only) and waiters of each
 	// tenant that has either; bounded by max_in_flight + queue.
-	tenants    map[string]tally
+	tenants map[string]tally
+	// principals holds the waiters of each principal that has any;
+	// bounded by queue.
+	principals map[string]int
 	head, tail *waiter // the queue, oldest first
 }
 
@@ -44,6 +49,7 @@ type Gate struct {
 type gateConfig struct {
 	maxInFlight, perTenant int
 	queue, tenantQueue     int
+	principalQueue         int
 	timeout                time.Duration
 }
 
@@ -55,6 +61,7 @@ type tally struct{ inFlight, waiting int }
 // (granted) or is refused to make room (evicted).
 type waiter struct {
 	tenant     string
+	principal  string
 	prev, next *waiter
 	ready      chan struct{}
 	granted    bool
@@ -62,7 +69,7 @@ type waiter struct {
 }
 
 func newGate(name string, c config.Concurrency) *Gate {
-	return &Gate{name: name, cfg: gateConfigOf(c), tenants: map[string]tally{}}
+	return &Gate{name: name, cfg: gateConfigOf(c), tenants: map[string]tally{}, principals: map[string]int{}}
 }
 
 func gateConfigOf(c config.Concurrency) gateConfig {
@@ -72,7 +79,9 @@ func gateConfigOf(c config.Concurrency) gateConfig {
 		perTenant:   c.PerTenant,
 		queue:       q,
 		tenantQueue: min(max(c.TenantQueue(), 0), q),
-		timeout:     c.QueueTimeout.D(),
+		// A principal waits among its tenant's waiters.
+		principalQueue: min(max(c.PrincipalQueue(), 0), max(c.TenantQueue(), 0), q),
+		timeout:        c.QueueTimeout.D(),
 	}
 }
 
@@ -90,16 +99,16 @@ func (g *Gate) Waiting(tenant string) (all, ofTenant int) {
 	return g.waiting, g.tenants[tenant].waiting
 }
 
-// Acquire takes a slot for a request of tenant, waiting as the gate's
-// queue allows. It returns the release func, or the refusal.
-func (g *Gate) Acquire(ctx context.Context, tenant string) (func(), error) {
+// Acquire takes a slot for a request of principal, of tenant, waiting as
+// the gate's queue allows. It returns the release func, or the refusal.
+func (g *Gate) Acquire(ctx context.Context, tenant, principal string) (func(), error) {
 	g.mu.Lock()
 	if g.fits(tenant) {
 		g.hold(tenant)
 		g.mu.Unlock()
 		return func() { g.release(tenant) }, nil
 	}
-	w, ref := g.enqueue(tenant)
+	w, ref := g.enqueue(tenant, principal)
 	g.mu.Unlock()
 	if ref != nil {
 		return nil, ref
@@ -175,18 +184,19 @@ func (g *Gate) count(tenant string, inFlight, waiting int) {
 	g.tenants[tenant] = t
 }
 
-// enqueue queues a request of tenant, or returns its refusal: when none
-// may wait, when the tenant's waiters hold its share of the queue, or when
-// the queue is full and no tenant holds at least two waiters more than
-// this one (the heaviest loses its newest waiter to make room, if that
-// leaves it with no fewer than the newcomer's tenant then has).
-func (g *Gate) enqueue(tenant string) (*waiter, *Refusal) {
+// enqueue queues a request of principal, of tenant, or returns its
+// refusal: when none may wait, when the principal's or the tenant's
+// waiters hold their share of the queue, or when the queue is full and no
+// tenant holds at least two waiters more than this one (the heaviest loses
+// a newest waiter to make room, if that leaves it with no fewer than the
+// newcomer's tenant then has).
+func (g *Gate) enqueue(tenant, principal string) (*waiter, *Refusal) {
 	switch mine := g.tenants[tenant].waiting; {
 	case g.cfg.queue == 0:
 		return nil, g.refusal(g.detail(tenant) + ", none may wait")
 	case g.waiting >= g.cfg.queue:
 		v := g.heaviest()
-		if v == nil || mine >= g.cfg.tenantQueue || g.tenants[v.tenant].waiting < mine+2 {
+		if v == nil || mine >= g.cfg.tenantQueue || g.principals[principal] >= g.cfg.principalQueue || g.tenants[v.tenant].waiting < mine+2 {
 			return nil, g.refusal(g.detail(tenant) + ", queue full")
 		}
 		g.unlink(v)
@@ -194,8 +204,10 @@ func (g *Gate) enqueue(tenant string) (*waiter, *Refusal) {
 		close(v.ready)
 	case mine >= g.cfg.tenantQueue:
 		return nil, g.refusal(fmt.Sprintf("%s, %d of this tenant's requests waiting", g.detail(tenant), mine))
+	case g.principals[principal] >= g.cfg.principalQueue:
+		return nil, g.refusal(fmt.Sprintf("%s, %d of this principal's requests waiting", g.detail(tenant), g.principals[principal]))
 	}
-	w := &waiter{tenant: tenant, prev: g.tail, ready: make(chan struct{})}
+	w := &waiter{tenant: tenant, principal: principal, prev: g.tail, ready: make(chan struct{})}
 	if g.tail != nil {
 		g.tail.next = w
 	} else {
@@ -204,18 +216,38 @@ func (g *Gate) enqueue(tenant string) (*waiter, *Refusal) {
 	g.tail = w
 	g.waiting++
 	g.count(tenant, 0, 1)
+	g.principals[principal]++
 	return w, nil
 }
 
-// heaviest returns the newest waiter of the tenant with the most waiters;
-// of several such tenants, that whose newest waiter came last.
+// heaviest returns the newest waiter of the principal with the most
+// waiters in the tenant with the most waiters; of several such tenants,
+// that whose newest waiter came last, and likewise of several such
+// principals.
 func (g *Gate) heaviest() *waiter {
 	most := 0
 	for _, t := range g.tenants {
 		most = max(most, t.waiting)
 	}
+	var tenant string
+	found := false
 	for w := g.tail; w != nil; w = w.prev {
 		if g.tenants[w.tenant].waiting == most {
+			tenant, found = w.tenant, true
+			break
+		}
+	}
+	if !found {
+		return nil
+	}
+	mostP := 0
+	for w := g.head; w != nil; w = w.next {
+		if w.tenant == tenant {
+			mostP = max(mostP, g.principals[w.principal])
+		}
+	}
+	for w := g.tail; w != nil; w = w.prev {
+		if w.tenant == tenant && g.principals[w.principal] == mostP {
 			return w
 		}
 	}
@@ -237,6 +269,9 @@ func (g *Gate) unlink(w *waiter) {
 	w.prev, w.next = nil, nil
 	g.waiting--
 	g.count(w.tenant, 0, -1)
+	if g.principals[w.principal]--; g.principals[w.principal] <= 0 {
+		delete(g.principals, w.principal)
+	}
 }
 
 // detail says which bound holds a request of tenant back.

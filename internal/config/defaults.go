@@ -236,6 +236,7 @@ func (c *Config) ApplyDefaults() {
 				cc.Queue = &q
 			}
 			setDefault(&cc.QueuePerTenant, cc.TenantQueue())
+			setDefault(&cc.QueuePerPrincipal, cc.PrincipalQueue())
 			setDefault(&cc.QueueTimeout, Duration(DefaultQueueTimeout))
 		}
 		if cb := u.CircuitBreaker; cb != nil {
@@ -308,6 +309,18 @@ func (c *Concurrency) TenantQueue() int {
 		return min(c.QueuePerTenant, q)
 	}
 	return (q + 1) / 2
+}
+
+// PrincipalQueue returns the most requests of one principal that may
+// wait: QueuePerPrincipal, or its default, half the tenant's share rounded
+// up, when it is 0. It is never more than the tenant's share: a principal
+// waits among its tenant's waiters.
+func (c *Concurrency) PrincipalQueue() int {
+	t := c.TenantQueue()
+	if c.QueuePerPrincipal > 0 {
+		return min(c.QueuePerPrincipal, t)
+	}
+	return (t + 1) / 2
 }
 
 func redisDefaults(r *Redis) {

@@ -473,6 +473,11 @@ type Concurrency struct {
 	// one tenant's waiters cannot take the whole queue. Default half the
 	// queue, rounded up (see [Concurrency.TenantQueue]).
 	QueuePerTenant int `yaml:"queue_per_tenant" cfg:"positive"`
+	// QueuePerPrincipal bounds the waiting requests of one principal, so
+	// that one user or agent cannot take its whole tenant's share. Default
+	// half the tenant's share, rounded up (see
+	// [Concurrency.PrincipalQueue]).
+	QueuePerPrincipal int `yaml:"queue_per_principal" cfg:"positive"`
 	// QueueTimeout bounds the wait for a slot. Default 1s.
 	QueueTimeout Duration `yaml:"queue_timeout"`
 }

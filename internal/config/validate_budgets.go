@@ -39,6 +39,10 @@ func (v *validator) budgets(c *Config) {
 				v.addf(p+".concurrency.queue", "must not be negative")
 			}
 			nonNegative(v, p+".concurrency.queue_per_tenant", cc.QueuePerTenant)
+			nonNegative(v, p+".concurrency.queue_per_principal", cc.QueuePerPrincipal)
+			if t := cc.TenantQueue(); cc.QueuePerPrincipal > t && t > 0 {
+				v.warnf(p+".concurrency.queue_per_principal", "%d is more than queue_per_tenant (%d): it never applies", cc.QueuePerPrincipal, t)
+			}
 			if q := cc.QueueSize(); cc.QueuePerTenant > q && q > 0 {
 				v.warnf(p+".concurrency.queue_per_tenant", "%d is more than queue (%d): it never applies", cc.QueuePerTenant, q)
 			}

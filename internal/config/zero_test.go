@@ -130,6 +130,7 @@ func TestExplicitZeros(t *testing.T) {
 		{key: "upstreams[0].concurrency.max_in_flight", up: "    concurrency: {max_in_flight: 0}\n"},
 		{key: "upstreams[0].concurrency.per_tenant", up: "    concurrency: {max_in_flight: 4, per_tenant: 0}\n"},
 		{key: "upstreams[0].concurrency.queue_per_tenant", up: "    concurrency: {max_in_flight: 4, queue_per_tenant: 0}\n"},
+		{key: "upstreams[0].concurrency.queue_per_principal", up: "    concurrency: {max_in_flight: 4, queue_per_principal: 0}\n"},
 		{key: "upstreams[0].concurrency.queue_timeout", up: "    concurrency: {max_in_flight: 4, queue_timeout: 0s}\n"},
 		up("circuit_breaker.failures", "0"),
 		up("circuit_breaker.open_for", "0s"),

@@ -88,7 +88,7 @@ func (rq *Request) guard(ctx context.Context, up *upstreamRef) (func(error), err
 	var release func()
 	if up.gate != nil {
 		var err error
-		if release, err = up.gate.Acquire(ctx, rq.view.ID); err != nil {
+		if release, err = up.gate.Acquire(ctx, rq.view.ID, PrincipalKey(rq)); err != nil {
 			if report != nil {
 				report(budget.Unknown)
 			}

@@ -24,6 +24,7 @@ type queueEnv struct {
 	g     *gateway.Gateway
 	alpha *testkit.Upstream
 	acme  *mcp.ClientSession
+	other *mcp.ClientSession // another principal of acme's
 	glob  *mcp.ClientSession
 	// waiting gets the progress of acme's gate call: the upstream holds
 	// the call (and the gateway its slot) once it says "waiting".
@@ -53,6 +54,7 @@ func newQueueEnv(t *testing.T, cc config.Concurrency) *queueEnv {
 			}
 		}})
 	e.glob = testkit.Connect(t, url, &testkit.ConnectOptions{Header: bearer("globex-app")})
+	e.other = testkit.Connect(t, url, &testkit.ConnectOptions{Header: bearer("acme-other")})
 	return e
 }
 
@@ -132,7 +134,7 @@ func firstOf(t *testing.T, chans []<-chan callResult, taken map[int]bool) (int, 
 // call then still finds room: it waits and is served in its turn, after
 // acme's earlier waiters.
 func TestConcurrencyQueueShare(t *testing.T) {
-	e := newQueueEnv(t, config.Concurrency{MaxInFlight: 1, Queue: new(3), QueueTimeout: config.Duration(time.Minute)})
+	e := newQueueEnv(t, config.Concurrency{MaxInFlight: 1, Queue: new(3), QueuePerPrincipal: 3, QueueTimeout: config.Duration(time.Minute)})
 	gate := e.holdSlot(t)
 
 	const flood = 5
@@ -202,7 +204,7 @@ func TestConcurrencyQueueShare(t *testing.T) {
 // takes the place of acme's newest waiter, which is refused, and is
 // served after acme's older waiter.
 func TestConcurrencyQueueEviction(t *testing.T) {
-	e := newQueueEnv(t, config.Concurrency{MaxInFlight: 1, Queue: new(2), QueuePerTenant: 2, QueueTimeout: config.Duration(time.Minute)})
+	e := newQueueEnv(t, config.Concurrency{MaxInFlight: 1, Queue: new(2), QueuePerTenant: 2, QueuePerPrincipal: 2, QueueTimeout: config.Duration(time.Minute)})
 	gate := e.holdSlot(t)
 
 	var acme []<-chan callResult
@@ -231,5 +233,42 @@ func TestConcurrencyQueueEviction(t *testing.T) {
 	}
 	if n := metricValue(scrape(t, e.g), `mcpgw_budget_refusals_total{budget="concurrency",name="alpha",tenant="acme"}`); n != 2 {
 		t.Errorf("acme's concurrency refusals %v, want 2", n)
+	}
+}
+
+// TestConcurrencyQueuePrincipalShare: within its tenant's share, one
+// principal waits in at most its own (by default half the tenant's): with
+// a queue of 4, acme may hold 2 waiters and each of its principals 1. Two
+// calls of acme-app: one waits, the other is refused at once; then two of
+// acme-other: likewise, so acme-other found room beside acme-app's waiter.
+// Both waiters are served once the slot is free.
+func TestConcurrencyQueuePrincipalShare(t *testing.T) {
+	e := newQueueEnv(t, config.Concurrency{MaxInFlight: 1, Queue: new(4), QueueTimeout: config.Duration(time.Minute)})
+	gate := e.holdSlot(t)
+	const over = `Upstream "alpha" is busy (1 requests in flight, 1 of this principal's requests waiting). Retry after 60s.`
+	const tenantOver = `Upstream "alpha" is busy (1 requests in flight, 2 of this tenant's requests waiting). Retry after 60s.`
+	var waiters []<-chan callResult
+	for _, cs := range []*mcp.ClientSession{e.acme, e.other} {
+		pair := []<-chan callResult{
+			goCall(t, cs, "alpha__echo", map[string]any{"text": "1"}, nil),
+			goCall(t, cs, "alpha__echo", map[string]any{"text": "2"}, nil),
+		}
+		// The one refused ends at once; the other waits for the slot.
+		// acme-other's second finds acme's share (2) taken as well,
+		// which is said first.
+		i, r := firstOf(t, pair, map[int]bool{})
+		if r.err != nil || !r.isErr || (r.text != over && (cs == e.acme || r.text != tenantOver)) {
+			t.Fatalf("a principal's second waiter: %+v, want %q", r, over)
+		}
+		waiters = append(waiters, pair[1-i])
+	}
+	e.alpha.Release()
+	if r := <-gate; r.err != nil || r.text != "released" {
+		t.Fatalf("gate call: %+v", r)
+	}
+	for i, ch := range waiters {
+		if r := <-ch; r.err != nil || r.isErr || !strings.HasPrefix(r.text, "alpha:") {
+			t.Errorf("waiter %d: %+v", i, r)
+		}
 	}
 }
