@@ -371,7 +371,7 @@ upstreams:
 		`budget: rate limit per-user on every request: 20 requests per 1s per tenant and principal`,
 		`budget: rate limit alpha-calls: 5 requests per 1m0s per tenant, upstreams alpha`,
 		`budget: quota echo-daily: 100 tool calls per day per tenant, tools echo`,
-		`concurrency: 8 in flight per replica, 8 queued for at most 1s`,
+		`concurrency: 8 in flight per replica, 8 queued (4 per tenant, 2 per principal) for at most 1s`,
 		`circuit breaker: opens after 3 consecutive failures for 30s, 1 probes at once`,
 		`budgets of its prompts, resources and completions: rate limit alpha-calls`,
 		`requires scopes [mcp:write]; budgets: rate limit alpha-calls, quota echo-daily`,

@@ -79,7 +79,7 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 			if c.PerTenant > 0 {
 				fmt.Fprintf(w, ", %d per tenant", c.PerTenant)
 			}
-			fmt.Fprintf(w, ", %d queued for at most %s\n", c.QueueSize(), c.QueueTimeout)
+			fmt.Fprintf(w, ", %d queued (%d per tenant, %d per principal) for at most %s\n", c.QueueSize(), c.TenantQueue(), c.PrincipalQueue(), c.QueueTimeout)
 		}
 		if b := u.CircuitBreaker; b != nil {
 			fmt.Fprintf(w, "  circuit breaker: opens after %d consecutive failures for %s, %d probes at once\n", b.Failures, b.OpenFor, b.HalfOpenProbes)
