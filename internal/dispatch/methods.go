@@ -46,6 +46,9 @@ type call struct {
 	// cancelParked, set while a 2026-07-28 client's call may be parked,
 	// ends the upstream call (see relay).
 	cancelParked context.CancelCauseFunc
+	// hold, set for a 2026-07-28 client's call that may need input, is
+	// its hold on the shared upstream session's GET stream (shared.go).
+	hold *sharedHold
 }
 
 // A methodFunc serves one MCP method. It returns the result, or an error

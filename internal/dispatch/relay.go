@@ -63,11 +63,18 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 	if rq.Stateless && rq.WantsLogs {
 		rq.enableLogs(ctx, up)
 	}
+	c.hold = noHold
 	if rq.Stateless && c.m.input {
 		// The upstream may ask on the shared session's GET stream (see
-		// shared.go), which must be open first.
+		// shared.go), which must be open first. A parked call's hold is
+		// given back when its upstream call ends (mergedResponse.Close).
 		if us, err := rq.upstreamSession(ctx, up); err == nil {
-			defer rq.holdShared(ctx, up, us)()
+			c.hold = rq.holdShared(ctx, up, us)
+			defer func() {
+				if !parked {
+					c.hold.release()
+				}
+			}()
 		}
 	}
 	// The principal's 2026-07-28 clients share its upstream sessions, and
@@ -116,9 +123,15 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 	if err != nil {
 		return nil, session.Upstream{}, err
 	}
+	// What the call reads: its response, and the requests of the shared
+	// GET stream that are the call's (shared.go).
+	var stream bridge.Stream = resp
+	if c.hold != nil && c.hold.inbox != nil {
+		stream = c.hold.merge(resp)
+	}
 	defer func() {
 		if !*parked {
-			resp.Close()
+			stream.Close()
 		}
 	}()
 	// A 2026-07-28 caller's call that may need a capability it did not
@@ -129,7 +142,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 		c.out.Stream()
 	}
 	for {
-		msg, raw, err := resp.Next()
+		msg, raw, err := stream.Next()
 		if err != nil {
 			return nil, resp.us, err
 		}
@@ -168,7 +181,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 			who := rq.caller()
 			_, _, lacks := rq.h.bridge.Lacks(who, msg)
 			if c.cancelParked != nil && !lacks {
-				res, err := rq.h.bridge.Park(ctx, who, c.bridged(), up.client, resp, msg, c.cancelParked, rq.st.cfg.Limits.ParkedCallsPerPrincipal)
+				res, err := rq.h.bridge.Park(ctx, who, c.bridged(), up.client, stream, msg, c.cancelParked, rq.st.cfg.Limits.ParkedCallsPerPrincipal)
 				if le := (*bridge.LimitError)(nil); errors.As(err, &le) {
 					rq.h.LimitHit(ctx, rq, telemetry.LimitParkedCalls, c.method)
 				}

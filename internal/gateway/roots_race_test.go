@@ -57,21 +57,34 @@ func sseStreamsOpen(t *testing.T, g interface{ AdminHandler() http.Handler }) in
 
 // TestRootsOnTheStandaloneStreamStateless: a 2026-07-28 client bridged to
 // a 2025-11-25 upstream that asks for roots on its standalone stream
-// during the call (server-everything's get-roots-list) gets an answer
-// promptly, never the upstream timeout: the gateway holds the shared
-// upstream session's GET stream while calls are in flight on it, and
-// refuses there, at once, what belongs to no one call.
+// during the call (server-everything's get-roots-list) gets its roots
+// asked within the call: the gateway holds the shared upstream session's
+// GET stream while calls are in flight on it, and a request arriving there
+// while one call holds it is that call's (see dispatch/shared.go), bridged
+// to the client in the call's input_required result. Four calls in a row,
+// each answered with the client's root, never after the upstream timeout.
 func TestRootsOnTheStandaloneStreamStateless(t *testing.T) {
 	ev := testkit.StartEverythingHTTP(t)
 	url := startGateway(t, []upstreamSpec{{name: "ev", url: ev, timeout: 30 * time.Second}})
-	cs := testkit.Connect(t, url, &testkit.ConnectOptions{ProtocolVersion: "2026-07-28"})
+	client := mcp.NewClient(&mcp.Implementation{Name: "roots-2026", Version: "0.0.1"}, nil)
+	//lint:ignore SA1019 roots are deprecated only from 2026-07-28; a 2026-07-28 client may still declare them
+	client.AddRoots(&mcp.Root{URI: "file:///work/project", Name: "project"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
 	for i := range 4 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev__get-roots-list"})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev__get-roots-list"})
 		cancel()
-		// The upstream's request refused, its tool answers without roots.
 		if err != nil {
 			t.Fatalf("call %d: %v (a deadline: the call waited for the upstream's timeout)", i, err)
+		}
+		if got := text(t, res); !strings.Contains(got, "file:///work/project") {
+			t.Fatalf("call %d: the upstream did not get the client's roots: %q", i, got)
 		}
 	}
 }
