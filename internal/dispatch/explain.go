@@ -19,6 +19,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/tenant"
+	"github.com/mcpgw/gateway/internal/toolsearch"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -61,9 +62,9 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 	if ts := view.Search; ts != nil {
 		fmt.Fprintf(w, "tool search: mode %s, at most %d results: tools/list ", ts.Mode, ts.MaxResults)
 		if ts.Mode == config.SearchBeside {
-			fmt.Fprintf(w, "adds %s and %s to the tools below\n", searchToolName, callToolName)
+			fmt.Fprintf(w, "adds %s and %s to the tools below\n", toolsearch.SearchTool, toolsearch.CallTool)
 		} else {
-			fmt.Fprintf(w, "holds only %s and %s; they find and call the tools below\n", searchToolName, callToolName)
+			fmt.Fprintf(w, "holds only %s and %s; they find and call the tools below\n", toolsearch.SearchTool, toolsearch.CallTool)
 		}
 	}
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway-explain", "version": "0"})

@@ -21,6 +21,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/telemetry"
+	"github.com/mcpgw/gateway/internal/toolsearch"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -517,7 +518,7 @@ type mergedEntry struct {
 	// first search.
 	items     []catalog.Item
 	indexOnce sync.Once
-	index     *searchIndex
+	index     *toolsearch.Index
 }
 
 func (e *mergedEntry) matches(ups []*catalog.Upstream, ls []*catalog.Listing) bool {

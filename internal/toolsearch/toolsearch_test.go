@@ -1,4 +1,4 @@
-package dispatch
+package toolsearch
 
 import (
 	"encoding/json"
@@ -48,7 +48,7 @@ func syntheticCatalog(n int) []catalog.Item {
 // TestSearchRanking: on a known catalog, the tool a query describes
 // comes first.
 func TestSearchRanking(t *testing.T) {
-	ix := newSearchIndex(syntheticCatalog(1200))
+	ix := NewIndex(syntheticCatalog(1200))
 	for query, want := range map[string]string{
 		"archive a zendesk ticket":       "zendesk__archive_ticket",
 		"refund stripe invoice delete":   "stripe__delete_invoice",
@@ -56,7 +56,7 @@ func TestSearchRanking(t *testing.T) {
 		"search slack messages":          "slack__search_message",
 		"export calendar events (drive)": "drive__export_calendar_event",
 	} {
-		got := ix.search(query, 5)
+		got := ix.Search(query, 5)
 		if len(got) == 0 || !hasPrefix(got[0].Exposed, want) {
 			var names []string
 			for _, it := range got {
@@ -65,7 +65,7 @@ func TestSearchRanking(t *testing.T) {
 			t.Errorf("search %q: %v, want %s… first", query, names, want)
 		}
 	}
-	if got := ix.search("the of and", 5); len(got) != 0 {
+	if got := ix.Search("the of and", 5); len(got) != 0 {
 		t.Errorf("stop words matched %d tools", len(got))
 	}
 }
@@ -77,7 +77,7 @@ func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 // whole list and for one search of 10 results.
 func BenchmarkToolSearch(b *testing.B) {
 	items := syntheticCatalog(1200)
-	ix := newSearchIndex(items)
+	ix := NewIndex(items)
 	queries := []string{"create a github issue", "list stripe invoices", "delete a customer in crm",
 		"search files on drive", "update a jira ticket status", "send a slack message", "export orders from shopify"}
 	var ds []time.Duration
@@ -85,9 +85,9 @@ func BenchmarkToolSearch(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		start := time.Now()
-		found := ix.search(queries[i%len(queries)], 10)
+		found := ix.Search(queries[i%len(queries)], 10)
 		ds = append(ds, time.Since(start))
-		resBytes = len(searchResult(found))
+		resBytes = len(Result(found))
 		i++
 	}
 	slices.Sort(ds)
@@ -101,7 +101,7 @@ func BenchmarkToolSearch(b *testing.B) {
 func BenchmarkSearchIndex(b *testing.B) {
 	items := syntheticCatalog(1200)
 	for b.Loop() {
-		newSearchIndex(items)
+		NewIndex(items)
 	}
 }
 
@@ -135,7 +135,7 @@ func TestSearchIndexBounds(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	ix := newSearchIndex(items)
+	ix := NewIndex(items)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	postings, terms := 0, len(ix.postings)
@@ -159,13 +159,13 @@ func TestSearchIndexBounds(t *testing.T) {
 	}
 	// The first tool's words past the first KiB of its description are
 	// not indexed, its first words are; the last tool is found by name.
-	if got := ix.search("w0x5", 5); len(got) != 1 || got[0].Exposed != "tool_0" {
+	if got := ix.Search("w0x5", 5); len(got) != 1 || got[0].Exposed != "tool_0" {
 		t.Errorf("search of a first word: %v", got)
 	}
-	if got := ix.search("w0x400", 5); len(got) != 0 {
+	if got := ix.Search("w0x400", 5); len(got) != 0 {
 		t.Errorf("a word past the indexed prefix found %d tools", len(got))
 	}
-	if got := ix.search("tool 3999", 1); len(got) != 1 || got[0].Exposed != "tool_3999" {
+	if got := ix.Search("tool 3999", 1); len(got) != 1 || got[0].Exposed != "tool_3999" {
 		t.Errorf("search of the last tool by name: %v", got)
 	}
 	runtime.KeepAlive(items)
