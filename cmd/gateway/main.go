@@ -84,11 +84,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "demo":
 		return runDemo(ctx, rest, getenv, stdout, stderr)
 	case "explain":
-		return explain(ctx, rest, getenv, stdout, stderr)
+		return explainCmd(ctx, rest, getenv, stdout, stderr)
 	case "bridge":
 		return bridge(ctx, rest, stderr)
 	case "pin":
-		return pin(ctx, rest, getenv, stdout, stderr)
+		return pinCmd(ctx, rest, getenv, stdout, stderr)
 	case "tokens":
 		return tokens(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":

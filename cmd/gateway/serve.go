@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/dispatch"
+	"github.com/mcpgw/gateway/internal/explain"
 	"github.com/mcpgw/gateway/internal/gateway"
 )
 
@@ -107,7 +108,8 @@ func validate(args []string, getenv func(string) string, stdout, stderr io.Write
 // quote shell-quotes s for the instructions demo mode prints.
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-func explain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// explainCmd prints what a tenant would see of each upstream, and why.
+func explainCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("explain", stderr)
 	path := fs.String("config", "", "path of the YAML config file (required)")
 	id := fs.String("tenant", "", "tenant id (required)")
@@ -126,7 +128,7 @@ func explain(ctx context.Context, args []string, getenv func(string) string, std
 	for _, w := range cfg.Warnings {
 		fmt.Fprintln(stderr, "warning:", w.Error())
 	}
-	if err := dispatch.Explain(ctx, cfg, *id, stdout, dispatch.ExplainOptions{}); err != nil {
+	if err := explain.Explain(ctx, cfg, *id, stdout, explain.Options{}); err != nil {
 		fmt.Fprintln(stderr, "gateway explain:", err)
 		return exitError{1}
 	}
@@ -140,8 +142,8 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "redis")
 }
 
-// pin writes the pins file: the definitions every upstream lists now.
-func pin(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// pinCmd writes the pins file: the definitions every upstream lists now.
+func pinCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("pin", stderr)
 	path := fs.String("config", "", "path of the YAML config file (required)")
 	out := fs.String("out", "", "file to write (default: the config's pins.file)")
@@ -162,7 +164,7 @@ func pin(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "gateway pin: the config has no pins.file: give -out")
 		return exitError{2}
 	}
-	f, err := dispatch.Pin(ctx, cfg, dispatch.ExplainOptions{})
+	f, err := explain.Pin(ctx, cfg, explain.Options{})
 	if err != nil {
 		// Nothing written: a partial file would misjudge the others.
 		fmt.Fprintln(stderr, "gateway pin:", err)

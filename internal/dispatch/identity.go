@@ -21,22 +21,6 @@ import (
 // (see internal/credentials). The caller travels in the request's context;
 // the credentials' partition keeps apart what each identity was shown.
 
-// tenantCredentials is what of cfg's tenants decides upstream name's
-// credentials: each tenant's headers, auth and (stdio) env for it, by
-// tenant id.
-func tenantCredentials(cfg *config.Config, name string) map[string]config.TenantUpstream {
-	var out map[string]config.TenantUpstream
-	for i := range cfg.Tenants {
-		if tu := cfg.Tenants[i].TenantUpstream(name); tu != nil && (len(tu.Headers) > 0 || tu.Auth != nil || len(tu.Env) > 0) {
-			if out == nil {
-				out = make(map[string]config.TenantUpstream)
-			}
-			out[cfg.Tenants[i].ID] = config.TenantUpstream{Headers: tu.Headers, Auth: tu.Auth, Env: tu.Env}
-		}
-	}
-	return out
-}
-
 // credentialSecrets are the secrets of upstream u's credentials beyond its
 // own headers: the client secrets, and the tenants' header values, scrubbed
 // from whatever the upstream answers (see upstream.Scrubber).
@@ -65,7 +49,7 @@ func usesSigner(cfg *config.Config, u *config.Upstream) bool {
 	if u.Auth != nil && u.Auth.Mode == config.AuthSignedIdentity {
 		return true
 	}
-	for _, tu := range tenantCredentials(cfg, u.Name) {
+	for _, tu := range cfg.TenantCredentials(u.Name) {
 		if a := config.EffectiveAuth(u, &tu); a != nil && a.Mode == config.AuthSignedIdentity {
 			return true
 		}

@@ -249,12 +249,12 @@ func (h *Server) build(cfg *config.Config, prev *State) *State {
 		st.keysSum = keyFilesSum(cfg.Identity.SigningKeys)
 	}
 	for _, u := range cfg.Upstreams {
-		tc := tenantCredentials(cfg, u.Name)
+		tc := cfg.TenantCredentials(u.Name)
 		if prev != nil {
 			// DeepEqual also compares u.TLS's fingerprint, the hash of
 			// its files' contents: rotated files make a new client.
 			if old := prev.byName[u.Name]; old != nil && reflect.DeepEqual(old.cfg, u) &&
-				reflect.DeepEqual(tenantCredentials(prev.cfg, u.Name), tc) && (!usesSigner(cfg, &u) || prev.signer == st.signer) {
+				reflect.DeepEqual(prev.cfg.TenantCredentials(u.Name), tc) && (!usesSigner(cfg, &u) || prev.signer == st.signer) {
 				st.upstreams = append(st.upstreams, old)
 				st.byName[u.Name] = old
 				st.creds = st.creds || old.creds != nil || u.IsStdio()

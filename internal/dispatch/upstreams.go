@@ -19,7 +19,6 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
-	"github.com/mcpgw/gateway/internal/tenant"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -481,7 +480,7 @@ func listOn(ctx context.Context, c *upstream.Client, us session.Upstream, k cata
 			return nil, err
 		}
 		defer resp.Close()
-		return resultOf(resp.Next, nil)
+		return resp.Result()
 	})
 }
 
@@ -535,17 +534,7 @@ func (rq *Request) Listing(ctx context.Context, up *catalog.Upstream, k catalog.
 // may see, and so use, the item of kind k that up calls name (see
 // tenant.View.Decide).
 func (rq *Request) Visible(k catalog.Kind, up *catalog.Upstream, name string) bool {
-	return rq.view.Decide(policyKind(k), up.Name, name).Allowed
-}
-
-func policyKind(k catalog.Kind) tenant.Kind {
-	switch k {
-	case catalog.Tools:
-		return tenant.Tool
-	case catalog.Prompts:
-		return tenant.Prompt
-	}
-	return tenant.Resource
+	return rq.view.Decide(k.Policy(), up.Name, name).Allowed
 }
 
 // resolve finds the upstream exposing name (a tool or prompt name, or a

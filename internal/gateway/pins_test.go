@@ -18,7 +18,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/config"
-	"github.com/mcpgw/gateway/internal/dispatch"
+	"github.com/mcpgw/gateway/internal/explain"
 	"github.com/mcpgw/gateway/internal/gateway"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
@@ -56,7 +56,7 @@ func writePins(t *testing.T, dir, url string) string {
 	t.Helper()
 	cfg := &config.Config{Upstreams: []config.Upstream{{Name: "s", URL: url}}}
 	cfg.ApplyDefaults()
-	f, err := dispatch.Pin(context.Background(), cfg, dispatch.ExplainOptions{})
+	f, err := explain.Pin(context.Background(), cfg, explain.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,18 +13,19 @@ import (
 	"net/http/httptest"
 	"sync"
 
-	"github.com/redis/go-redis/v9"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/gateway/internal/config"
-	"github.com/mcpgw/gateway/internal/dispatch"
+	"github.com/mcpgw/gateway/internal/explain"
 	"github.com/mcpgw/gateway/internal/gateway"
 	"github.com/mcpgw/gateway/internal/testkit"
 	"github.com/mcpgw/gateway/internal/vault"
@@ -301,7 +302,7 @@ func TestUserOAuth(t *testing.T) {
 	cfg := *e.cfg
 	cfg.ApplyDefaults()
 	var out strings.Builder
-	if err := dispatch.Explain(context.Background(), &cfg, "acme", &out, dispatch.ExplainOptions{}); err != nil {
+	if err := explain.Explain(context.Background(), &cfg, "acme", &out, explain.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "user_oauth") || strings.Contains(out.String(), tok.AccessToken[:16]) || strings.Contains(out.String(), gwSecret) {

@@ -1,4 +1,4 @@
-package dispatch
+package explain
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ func TestExplainPerUserTenant(t *testing.T) {
 	}
 	cfg.ApplyDefaults()
 	var out bytes.Buffer
-	if err := Explain(context.Background(), cfg, "acme", &out, ExplainOptions{}); err != nil {
+	if err := Explain(context.Background(), cfg, "acme", &out, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"identity: token_exchange, per user", "not listed: the upstream is reached as each user"} {
@@ -54,7 +54,7 @@ done`
 	}
 	cfg.ApplyDefaults()
 	var out bytes.Buffer
-	if err := Explain(context.Background(), cfg, "acme", &out, ExplainOptions{}); err != nil {
+	if err := Explain(context.Background(), cfg, "acme", &out, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "sh__acme_tool") || strings.Contains(out.String(), "base_tool") {

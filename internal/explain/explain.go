@@ -1,4 +1,8 @@
-package dispatch
+// Package explain tells an admin, before a config is loaded, what a tenant
+// would see of each upstream and why (gateway explain), and pins the
+// upstreams' definitions (gateway pin). It reaches the upstreams as the
+// gateway would, with their credentials, outside any client's session.
+package explain
 
 import (
 	"context"
@@ -9,6 +13,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -16,6 +21,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
+	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/tenant"
@@ -23,8 +29,8 @@ import (
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
-// ExplainOptions configure Explain.
-type ExplainOptions struct {
+// Options configure Explain and Pin.
+type Options struct {
 	// HTTPClient talks to the upstreams; nil means each gets its own.
 	HTTPClient *http.Client
 	// Logger, if nil, means no logging.
@@ -37,7 +43,7 @@ type ExplainOptions struct {
 // the rule that decided. It asks the upstreams for their lists, as the
 // gateway would, so admins can check a config before they load it. An
 // upstream that cannot be reached is reported and the others still are.
-func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, opts ExplainOptions) error {
+func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, opts Options) error {
 	view, err := tenant.NewSet(cfg).Get(id)
 	if err != nil {
 		return fmt.Errorf("tenant %q: %w", id, err)
@@ -115,7 +121,7 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 		if u.IsStdio() {
 			// The tenant's own process, with its env.
 			uopts.Tenant = func(context.Context) string { return id }
-			if tu, ok := tenantCredentials(cfg, u.Name)[id]; ok && len(tu.Env) > 0 {
+			if tu, ok := cfg.TenantCredentials(u.Name)[id]; ok && len(tu.Env) > 0 {
 				uopts.TenantEnv = map[string]map[string]string{id: tu.Env}
 			}
 		}
@@ -140,7 +146,7 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 			}
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			for i, orig := range items {
-				d := view.Decide(policyKind(k), u.Name, orig)
+				d := view.Decide(k.Policy(), u.Name, orig)
 				var pin *catalog.PinStatus
 				if u.Pin != nil && k.Pinnable() {
 					_, pin = catalog.CheckPin(u.Pin, u.Name, k, orig, raws[i])
@@ -189,10 +195,22 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 	return nil
 }
 
+// noCaps is the ClientCapabilities of a client that declares none.
+var noCaps = json.RawMessage(`{}`)
+
 // listAll returns the original keys (names or URIs) of every item of kind
 // k an upstream lists, following pagination.
 func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k catalog.Kind, b catalog.Bounds) ([]string, []json.RawMessage, error) {
-	raw, _, err := listOn(ctx, c, us, k, "explain", b)
+	n := 0
+	raw, _, err := catalog.Paginate(c.Name(), k, b, func(params json.RawMessage) (json.RawMessage, error) {
+		n++
+		resp, err := c.Call(ctx, us, jsonrpc.StringID("explain."+strconv.Itoa(n)), k.Info().ListMethod, params)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Close()
+		return resp.Result()
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -214,7 +232,7 @@ func listAll(ctx context.Context, c *upstream.Client, us session.Upstream, k cat
 // returns their pins. An upstream reached as each user, or that cannot be
 // reached, is an error: a pins file that leaves it out would quarantine
 // or accept its items by accident.
-func Pin(ctx context.Context, cfg *config.Config, opts ExplainOptions) (*config.PinsFile, error) {
+func Pin(ctx context.Context, cfg *config.Config, opts Options) (*config.PinsFile, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
