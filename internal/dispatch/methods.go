@@ -91,8 +91,14 @@ func (rq *Request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 // resources.subscribe on a session of the 2025-11-25 revision, whose
 // updates come on the GET stream the gateway relays.
 func (rq *Request) offersSubscribe(up *upstreamRef) bool {
+	return !rq.modern(up) && rq.subscribable(up)
+}
+
+// subscribable reports whether up is known to offer resources.subscribe,
+// in either revision.
+func (rq *Request) subscribable(up *upstreamRef) bool {
 	caps := rq.caps(up)
-	if caps == nil || rq.modern(up) {
+	if caps == nil {
 		return false
 	}
 	o, err := jsonx.ParseValidObject(caps)

@@ -3,6 +3,10 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -28,13 +32,16 @@ import (
 // client's stream closes; then they are ended. Another stream's, or
 // another principal's, subscriptions never share them.
 //
+// A 2026-07-28 upstream is subscribed to its own way: a
+// subscriptions/listen of its own per listen stream, opened as the caller,
+// with the stream's URIs of that upstream in its resourceSubscriptions,
+// and its acknowledgment says which it agreed to.
+//
 // A URI is agreed (named in the acknowledgment) when the tenant may see it
-// and its upstream, speaking a session-based revision and offering
-// resources.subscribe, accepted the subscription; the rest are left out, as
-// the revision says of what a server does not support. Updates reach the
-// stream with the URI in the gateway's namespace. 2026-07-28 upstreams are
-// not subscribed to this way (their own subscriptions/listen would be),
-// and their URIs are not agreed.
+// and its upstream, offering resources.subscribe, accepted the
+// subscription; the rest are left out, as the revision says of what a
+// server does not support. Updates reach the stream with the URI in the
+// gateway's namespace, and only for URIs agreed.
 
 // maxListenResources bounds the resources one subscriptions/listen may
 // subscribe to; the rest are not agreed. With limits.streams_per_principal
@@ -51,23 +58,61 @@ func (h *Server) SubscribeResources(ctx context.Context, rq *Request, uris []str
 	out := make(chan []byte, listenQueue)
 	// Each upstream's URIs, by their upstream's own URI.
 	byUp := map[*upstreamRef]map[string]string{}
-	seen := map[string]bool{}
+	byModern := map[*upstreamRef]map[string]string{}
+	seen, opened := map[string]bool{}, map[*upstreamRef]bool{}
 	for _, uri := range uris {
 		if seen[uri] || len(seen) >= maxListenResources {
 			continue
 		}
 		seen[uri] = true
 		up, orig, err := rq.resolveURI(ctx, catalog.Resources, uri)
-		if err != nil || !rq.offersSubscribe(up) || !up.client.PerSession() {
-			continue // hidden, unknown, or not to be subscribed to
+		if err == nil && !opened[up] {
+			// The upstream's revision and capabilities, known once the
+			// principal's session with it is.
+			opened[up] = true
+			_, err = rq.upstreamSession(ctx, up)
 		}
-		if byUp[up] == nil {
-			byUp[up] = map[string]string{}
+		var to map[*upstreamRef]map[string]string
+		switch {
+		case err != nil:
+			continue // hidden, unknown or unreachable
+		case rq.modern(up) && rq.subscribable(up):
+			to = byModern
+		case rq.offersSubscribe(up) && up.client.PerSession():
+			to = byUp
+		default:
+			continue // not to be subscribed to
 		}
-		byUp[up][orig] = uri
+		if to[up] == nil {
+			to[up] = map[string]string{}
+		}
+		to[up][orig] = uri
 	}
 	var mu sync.Mutex
 	var wg, running sync.WaitGroup
+	for up, set := range byModern {
+		wg.Go(func() {
+			st, set, ok := h.listenOn(ctx, rq, up, set)
+			if !ok {
+				return
+			}
+			mu.Lock()
+			for _, uri := range set {
+				agreed = append(agreed, uri)
+			}
+			mu.Unlock()
+			running.Add(1)
+			if !h.own.Go(func(owned context.Context) {
+				defer running.Done()
+				defer context.AfterFunc(owned, cancel)()
+				h.relayModernUpdates(ctx, rq, up, st, set, out)
+			}) {
+				running.Done()
+				st.Close()
+				h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
+			}
+		})
+	}
 	for up, set := range byUp {
 		wg.Go(func() {
 			us, ok := h.subscribeOn(ctx, rq, up, set)
@@ -169,21 +214,146 @@ func (h *Server) updatesOnce(ctx context.Context, rq *Request, up *upstreamRef, 
 		if msg.Kind != jsonrpc.KindNotification || msg.Method != "notifications/resources/updated" {
 			continue // log messages, requests: this session asked for none
 		}
-		p, err := jsonx.ParseValidObject(msg.Params)
+		h.forwardUpdate(rq, msg, set, out)
+	}
+}
+
+// listenOn opens, for the 2026-07-28 request rq, a subscriptions/listen of
+// 2026-07-28 upstream up with the URIs of set (the upstream's own to the
+// exposed ones) and waits for its acknowledgment, at most openWait. It
+// returns the stream and the URIs the upstream agreed to, or false, having
+// closed the stream, if it agreed to none, could not be reached, or the
+// replica holds as many upstream streams as it may. The stream holds one
+// of them until relayModernUpdates ends.
+func (h *Server) listenOn(ctx context.Context, rq *Request, up *upstreamRef, set map[string]string) (*upstream.Stream, map[string]string, bool) {
+	if !h.listenSlots.take(h, PrincipalKey(rq), rq.principal.Tenant, &rq.st.cfg.Limits) {
+		return nil, nil, false
+	}
+	st, agreed, err := h.listenOnce(ctx, rq, up, set)
+	if err != nil {
+		h.log.Debug("subscribing a 2026-07-28 upstream for a listen", "upstream", up.cfg.Name, "error", err)
+		h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
+		return nil, nil, false
+	}
+	return st, agreed, true
+}
+
+// listenOnce opens up's subscriptions/listen for the URIs of set and
+// reads its acknowledgment: the subset of set it agreed to.
+func (h *Server) listenOnce(ctx context.Context, rq *Request, up *upstreamRef, set map[string]string) (*upstream.Stream, map[string]string, error) {
+	us, err := rq.upstreamSession(ctx, up)
+	if err != nil {
+		return nil, nil, err
+	}
+	origs := slices.Sorted(maps.Keys(set))
+	filter, _ := json.Marshal(map[string][]string{"resourceSubscriptions": origs})
+	st, err := up.client.Listen(ctx, us, filter)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The acknowledgment is the stream's first message: a stream that
+	// sends none within openWait is given up.
+	wait, cancel := context.WithTimeout(ctx, openWait)
+	defer cancel()
+	stop := context.AfterFunc(wait, func() { st.Close() })
+	msg, _, err := st.Next()
+	if !stop() {
+		err = errors.Join(err, errors.New("no acknowledgment in time"))
+	}
+	if err == nil && (msg.Kind != jsonrpc.KindNotification || msg.Method != "notifications/subscriptions/acknowledged") {
+		err = fmt.Errorf("the stream began with %s, not its acknowledgment", msg.Method)
+	}
+	var agreed map[string]string
+	if err == nil {
+		var p struct {
+			Notifications struct {
+				ResourceSubscriptions []string `json:"resourceSubscriptions"`
+			} `json:"notifications"`
+		}
+		if json.Unmarshal(msg.Params, &p) != nil {
+			err = errors.New("a malformed acknowledgment")
+		}
+		for _, orig := range p.Notifications.ResourceSubscriptions {
+			if exposed, ok := set[orig]; ok {
+				if agreed == nil {
+					agreed = map[string]string{}
+				}
+				agreed[orig] = exposed
+			}
+		}
+		if err == nil && len(agreed) == 0 {
+			err = errors.New("no resource agreed")
+		}
+	}
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return st, agreed, nil
+}
+
+// relayModernUpdates relays the resources/updated notifications of
+// 2026-07-28 upstream up's listen stream st for the URIs of set to out,
+// until ctx ends; the stream is opened again, with backoff, if it breaks,
+// for the same URIs, of which the upstream may then agree to fewer.
+func (h *Server) relayModernUpdates(ctx context.Context, rq *Request, up *upstreamRef, st *upstream.Stream, set map[string]string, out chan<- []byte) {
+	defer h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
+	h.metrics.UpstreamStream(1)
+	defer h.metrics.UpstreamStream(-1)
+	agreed := set
+	var b backoff
+	for {
+		start := time.Now()
+		if st != nil {
+			h.modernUpdatesOnce(ctx, rq, st, agreed, out)
+			st.Close()
+			st = nil
+		}
+		if !b.wait(ctx, start) {
+			return
+		}
+		var err error
+		if st, agreed, err = h.listenOnce(ctx, rq, up, set); err != nil {
+			h.log.Debug("re-subscribing a 2026-07-28 upstream for a listen", "upstream", up.cfg.Name, "error", err)
+		}
+	}
+}
+
+// modernUpdatesOnce relays the updates of st for the URIs of set (the
+// upstream's own URI to the exposed one) to out, until the stream or ctx
+// ends.
+func (h *Server) modernUpdatesOnce(ctx context.Context, rq *Request, st *upstream.Stream, set map[string]string, out chan<- []byte) {
+	defer context.AfterFunc(ctx, func() { st.Close() })()
+	for {
+		msg, _, err := st.Next()
 		if err != nil {
-			continue
+			return
 		}
-		orig, _ := p.GetString("uri")
-		exposed, ok := set[orig]
-		if !ok {
-			continue
+		if msg.Kind != jsonrpc.KindNotification || msg.Method != "notifications/resources/updated" {
+			continue // nothing else was asked for
 		}
-		params, _ := json.Marshal(map[string]string{"uri": exposed})
-		select {
-		case out <- jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, params):
-		default: // the client is not reading: an update queued already says as much
-			h.metrics.LimitRejection(telemetry.LimitStreamQueue, rq.principal.Tenant)
-		}
+		h.forwardUpdate(rq, msg, set, out)
+	}
+}
+
+// forwardUpdate queues an update of a subscribed resource for a listen
+// stream: its URI (the upstream's own) exposed by set, dropped if set has
+// none for it, or if the client is not reading.
+func (h *Server) forwardUpdate(rq *Request, msg *jsonrpc.Message, set map[string]string, out chan<- []byte) {
+	p, err := jsonx.ParseValidObject(msg.Params)
+	if err != nil {
+		return
+	}
+	orig, _ := p.GetString("uri")
+	exposed, ok := set[orig]
+	if !ok {
+		return
+	}
+	params, _ := json.Marshal(map[string]string{"uri": exposed})
+	select {
+	case out <- jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, params):
+	default: // the client is not reading: an update queued already says as much
+		h.metrics.LimitRejection(telemetry.LimitStreamQueue, rq.principal.Tenant)
 	}
 }
 

@@ -151,3 +151,67 @@ func newSDKServer(t *testing.T, srv *mcp.Server, ended func()) string {
 	})
 	return hs.URL
 }
+
+// TestStatelessResourceSubscriptionsModern: a 2026-07-28 client's
+// subscriptions/listen for resources of a 2026-07-28 upstream is passed on
+// as the upstream's own subscriptions/listen, with the upstream's URIs:
+// what the upstream agrees to is agreed, the tenant's hidden resource is
+// not asked for, and the updates reach the client with the gateway's URIs
+// and its subscription id, nothing of another resource.
+func TestStatelessResourceSubscriptionsModern(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "up"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	for _, name := range []string{"a", "b", "secret"} {
+		uri := "test://up/" + name
+		srv.AddResource(&mcp.Resource{URI: uri, Name: name}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: name}}}, nil
+		})
+	}
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	url := startGateway(t, []upstreamSpec{{name: "up", url: hs.URL}}, func(c *config.Config) {
+		c.Tenants = []config.Tenant{{ID: "default", Upstreams: []config.TenantUpstream{{Name: "up", Resources: config.Rules{Deny: []string{"test://up/secret"}}}}}}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, err := http.DefaultClient.Do(post2026(t, url, 7, "subscriptions/listen",
+		`"notifications":{"resourceSubscriptions":["up+test://up/a","up+test://up/secret"]}`).WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := testkit.ReadSSE(resp.Body)
+	next := func() string {
+		t.Helper()
+		select {
+		case e := <-events:
+			return e.Data
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event on the subscription")
+			return ""
+		}
+	}
+	validate := schemaValidator(t)
+	ack := next()
+	validate("SubscriptionsAcknowledgedNotification", ack)
+	if !strings.Contains(ack, `"up+test://up/a"`) || strings.Contains(ack, "secret") || !strings.Contains(ack, `"io.modelcontextprotocol/subscriptionId":7`) {
+		t.Fatalf("acknowledgment: %s", ack)
+	}
+	for _, uri := range []string{"test://up/b", "test://up/secret", "test://up/a"} {
+		_ = srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+	}
+	ev := next()
+	validate("ResourceUpdatedNotification", ev)
+	if !strings.Contains(ev, `"uri":"up+test://up/a"`) || !strings.Contains(ev, `"io.modelcontextprotocol/subscriptionId":7`) {
+		t.Errorf("update: %s", ev)
+	}
+	select {
+	case e := <-events:
+		t.Errorf("an update not subscribed to: %s", e.Data)
+	case <-time.After(300 * time.Millisecond):
+	}
+}

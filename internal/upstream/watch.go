@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,11 +37,29 @@ type Stream struct {
 // it lasts until ctx ends, the upstream ends it, or Close. A legacy upstream
 // that offers no GET stream gives ErrNoStream.
 func (c *Client) Watch(ctx context.Context, s session.Upstream) (*Stream, error) {
+	return c.stream(ctx, s, watchParams)
+}
+
+// Listen opens subscriptions/listen on 2026-07-28 upstream session s with
+// the notification filter notifications (a SubscriptionFilter object),
+// whose first message is the upstream's acknowledgment
+// (basic/patterns/subscriptions). Like Watch, it has no timeout.
+func (c *Client) Listen(ctx context.Context, s session.Upstream, notifications json.RawMessage) (*Stream, error) {
+	if !IsModern(s) {
+		return nil, c.error("watch", 0, errors.New("subscriptions/listen needs a 2026-07-28 upstream"))
+	}
+	params := append(append([]byte(`{"notifications":`), notifications...), '}')
+	return c.stream(ctx, s, params)
+}
+
+// stream opens the GET stream of legacy session s, or subscriptions/listen
+// with params on a 2026-07-28 one.
+func (c *Client) stream(ctx context.Context, s session.Upstream, params []byte) (*Stream, error) {
 	const op = "watch"
 	var req *http.Request
 	var err error
 	if IsModern(s) {
-		params := WithModernMeta(watchParams, c.info, c.caps)
+		params := WithModernMeta(params, c.info, c.caps)
 		req, err = c.newRequest(ctx, http.MethodPost, s, jsonrpc.AppendRequest(nil, jsonrpc.StringID("watch"), "subscriptions/listen", params))
 		if err == nil {
 			setModernHeaders(req.Header, "subscriptions/listen", params, nil)
