@@ -2,7 +2,9 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,8 +87,11 @@ import (
 // queue and a bus subscription, and no goroutine.
 //
 // Only upstream sessions of the 2025-11-25 revision (and older) have a
-// GET stream; a 2026-07-28 upstream's subscriptions/listen is not opened
-// for client sessions. An upstream session that is re-initialized (the
+// GET stream. A 2026-07-28 upstream has no resources/subscribe: the
+// resources a session subscribed to there are kept in its record, and
+// the replica holding the GET stream opens the upstream's
+// subscriptions/listen for them (listenModern), again whenever they
+// change; nothing else of such an upstream is heard there. An upstream session that is re-initialized (the
 // upstream forgot it: 404) loses what the client subscribed to there, as
 // the upstream does: its new entry in the record has no Listen and no
 // subscriptions, and the client must subscribe again.
@@ -180,6 +185,7 @@ func (h *Server) Listen(ctx context.Context, rq *Request) (msgs <-chan []byte, s
 		ctx:     ctx,
 		out:     make(chan []byte, listenQueue),
 		streams: make(map[string]bool),
+		subs:    make(map[string]subscribedListen),
 		who: &bridge.Caller{
 			Principal: PrincipalKey(rq), Tenant: rq.principal.Tenant,
 			Session: rq.Session.ID, Caps: rq.Session.ClientCapabilities,
@@ -210,8 +216,9 @@ type listener struct {
 	out   chan []byte
 
 	mu      sync.Mutex
-	streams map[string]bool // upstreams with a running stream goroutine
-	missed  time.Time       // when holds last read the record again
+	streams map[string]bool             // upstreams with a running stream goroutine
+	subs    map[string]subscribedListen // 2026-07-28 upstreams' running listens
+	missed  time.Time                   // when holds last read the record again
 	wg      sync.WaitGroup
 }
 
@@ -221,6 +228,9 @@ type listener struct {
 func (l *listener) shape(msg []byte) []byte {
 	if string(msg) == string(listenWake) {
 		l.reload()
+		l.mu.Lock()
+		l.restartChanged()
+		l.mu.Unlock()
 		l.start()
 		return nil
 	}
@@ -311,7 +321,12 @@ func (l *listener) needs(up *upstreamRef) (session.Upstream, bool) {
 	// the tenant's process from ever going idle
 	// (upstreams[].stdio.idle_timeout) while any client holds a GET
 	// stream.
-	if !ok || us.SessionID == "" || upstream.IsModern(us) || !(us.Listen || l.roots && !up.cfg.IsStdio()) {
+	if ok && upstream.IsModern(us) {
+		// A 2026-07-28 upstream is heard on a subscriptions/listen of
+		// the session's subscriptions, and only for them.
+		return us, len(us.Subscribed) > 0
+	}
+	if !ok || us.SessionID == "" || !(us.Listen || l.roots && !up.cfg.IsStdio()) {
 		return us, false
 	}
 	if t, ok := l.h.noStream.Load(up.cfg.Name); ok && time.Since(t.(time.Time)) < noStreamFor {
@@ -337,10 +352,17 @@ func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef, opened f
 			return
 		}
 		start := time.Now()
-		err := l.listenOnce(ctx, up, us, opened)
+		var err error
+		if upstream.IsModern(us) {
+			err = l.listenModern(ctx, up, us, opened)
+		} else {
+			err = l.listenOnce(ctx, up, us, opened)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, errResubscribe):
+			continue // the session's subscriptions changed: at once
 		case errors.Is(err, upstream.ErrNoStream):
 			l.h.noStream.Store(up.cfg.Name, time.Now())
 			log.Debug("upstream offers no GET stream")
@@ -440,6 +462,75 @@ func (l *listener) holds(up *upstreamRef, uri string) bool {
 	}
 	l.reload()
 	return l.rq.holds(up, uri)
+}
+
+// errResubscribe ends a 2026-07-28 upstream's listen whose resources are
+// no longer the session's subscriptions.
+var errResubscribe = errors.New("the session's subscriptions changed")
+
+// listenModern opens 2026-07-28 upstream up's subscriptions/listen for
+// the resources the session subscribed to there (us.Subscribed) and
+// relays their updates, until the stream ends, or the session's
+// subscriptions change (errResubscribe: a reload of the record that finds
+// them changed ends it, see restartChanged). It calls opened once the
+// upstream answered.
+func (l *listener) listenModern(ctx context.Context, up *upstreamRef, us session.Upstream, opened func()) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	l.mu.Lock()
+	l.subs[up.cfg.Name] = subscribedListen{list: us.Subscribed, cancel: cancel}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.subs, up.cfg.Name)
+		l.mu.Unlock()
+	}()
+	filter, _ := json.Marshal(map[string][]string{"resourceSubscriptions": us.Subscribed})
+	st, err := up.client.Listen(ctx, us, filter)
+	opened()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	defer context.AfterFunc(ctx, func() { st.Close() })()
+	for {
+		msg, _, err := st.Next()
+		if err != nil {
+			if c := context.Cause(ctx); errors.Is(c, errResubscribe) {
+				return c
+			}
+			return err
+		}
+		if msg.Kind != jsonrpc.KindNotification || msg.Method != "notifications/resources/updated" {
+			continue // the acknowledgment; nothing else was asked for
+		}
+		if v, err := l.h.Current().tenants.Get(l.who.Tenant); err == nil {
+			if raw := l.rq.exposeUpdated(ctx, v, up, msg, func(uri string) bool { return l.holds(up, uri) }); raw != nil {
+				l.notify(raw)
+			}
+		}
+	}
+}
+
+// A subscribedListen is a running 2026-07-28 upstream listen: the
+// resources it asked for, and how to end it.
+type subscribedListen struct {
+	list   []string
+	cancel context.CancelCauseFunc
+}
+
+// restartChanged ends the 2026-07-28 upstream listens whose resources are
+// no longer the session's subscriptions, by the record rq holds: each
+// opens again with the new ones (or ends, with none). l.mu is held.
+func (l *listener) restartChanged() {
+	for name, sl := range l.subs {
+		l.rq.mu.Lock()
+		now := l.rq.Session.Upstreams[name].Subscribed
+		l.rq.mu.Unlock()
+		if !slices.Equal(now, sl.list) {
+			sl.cancel(errResubscribe)
+		}
+	}
 }
 
 // notify queues a notification for the client's stream, dropping it

@@ -80,7 +80,7 @@ func (rq *Request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 			}
 		}
 	}
-	if out["resources"] != nil && !rq.Stateless && slices.ContainsFunc(ups, rq.offersSubscribe) {
+	if out["resources"] != nil && !rq.Stateless && slices.ContainsFunc(ups, rq.subscribable) {
 		out["resources"] = json.RawMessage(`{"listChanged":true,"subscribe":true}`)
 	}
 	rq.taskCapabilities(ups, out)
@@ -699,6 +699,17 @@ func uriCall(ctx context.Context, rq *Request, c *call) (json.RawMessage, error)
 	on := c.method == "resources/subscribe"
 	if on && !rq.roomFor(up, orig) {
 		return nil, errTooManySubscriptions
+	}
+	if _, err := rq.upstreamSession(ctx, up); err == nil && rq.modern(up) {
+		// 2026-07-28 has no resources/subscribe: the session's
+		// subscriptions of such an upstream are the gateway's to keep,
+		// and its GET stream's subscriptions/listen of the upstream asks
+		// for them (listen.go).
+		if !rq.subscribable(up) {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: the resource's server offers no subscriptions")
+		}
+		rq.noteSubscription(ctx, up, orig, on)
+		return json.RawMessage(`{}`), nil
 	}
 	res, err := rq.relay(ctx, c, up, p.Bytes(), nil)
 	if err == nil {

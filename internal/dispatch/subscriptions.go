@@ -104,7 +104,9 @@ func (rq *Request) noteSubscription(ctx context.Context, up *upstreamRef, uri st
 			return
 		}
 		us, ok := rec.Upstreams[name]
-		if !ok || us.SessionID == "" || us.SessionID != used || upstream.IsModern(us) {
+		// A 2026-07-28 upstream has no session: the entry holds the
+		// session's subscriptions of it.
+		if !ok || !upstream.IsModern(us) && (us.SessionID == "" || us.SessionID != used) {
 			return // replaced meanwhile: the new upstream session holds no subscription
 		}
 		if slices.Contains(us.Subscribed, uri) == on && (us.Listen || !on) {

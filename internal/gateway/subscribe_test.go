@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -213,5 +214,73 @@ func TestStatelessResourceSubscriptionsModern(t *testing.T) {
 	case e := <-events:
 		t.Errorf("an update not subscribed to: %s", e.Data)
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestSessionSubscriptionsOfModernUpstream: a 2025-11-25 session
+// subscribes to resources of a 2026-07-28 upstream, which has no
+// resources/subscribe: the gateway keeps the subscriptions and, from the
+// replica holding the session's GET stream, asks the upstream for their
+// updates on a subscriptions/listen of its own, opened again whenever
+// they change. The client hears of what it subscribed to, with the
+// gateway's URIs, and of nothing else.
+func TestSessionSubscriptionsOfModernUpstream(t *testing.T) {
+	ctx := context.Background()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "up"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	for _, name := range []string{"a", "b"} {
+		uri := "test://up/" + name
+		srv.AddResource(&mcp.Resource{URI: uri, Name: name}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: name}}}, nil
+		})
+	}
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	url := startGateway(t, []upstreamSpec{{name: "up", url: hs.URL}})
+	alice := connectListen(t, url)
+	if caps := alice.cs.InitializeResult().Capabilities; caps.Resources == nil || !caps.Resources.Subscribe {
+		t.Fatalf("the gateway offers no subscriptions: %+v", caps.Resources)
+	}
+	if err := alice.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+test://up/a"}); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "a's update", func() bool {
+		_ = srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "test://up/b"})
+		_ = srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "test://up/a"})
+		return len(alice.Updated()) > 0
+	})
+	for _, uri := range alice.Updated() {
+		if uri != "up+test://up/a" {
+			t.Fatalf("the client heard of %q", uri)
+		}
+	}
+	// Subscribed to b, unsubscribed from a: the upstream's listen is
+	// opened again, for b alone.
+	if err := alice.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+test://up/b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "up+test://up/a"}); err != nil {
+		t.Fatal(err)
+	}
+	seen := len(alice.Updated())
+	until(t, "b's update", func() bool {
+		_ = srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "test://up/a"})
+		_ = srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "test://up/b"})
+		got := alice.Updated()[seen:]
+		return len(got) > 0 && got[len(got)-1] == "up+test://up/b"
+	})
+	// a's updates sent before the listen was opened again may have come:
+	// none after the first of b's.
+	got := alice.Updated()[seen:]
+	first := slices.Index(got, "up+test://up/b")
+	for _, uri := range got[first:] {
+		if uri != "up+test://up/b" {
+			t.Fatalf("after unsubscribing, the client heard of %q", uri)
+		}
 	}
 }
