@@ -158,22 +158,42 @@ func VaultCipher(cfg *config.Config) (*vault.Cipher, error) {
 
 // Configure makes cfg the broker's config: its vault keys, its upstreams.
 func (b *Broker) Configure(cfg *config.Config) error {
+	c, err := b.Prepare(cfg)
+	if err != nil {
+		return err
+	}
+	b.Apply(c)
+	return nil
+}
+
+// A BrokerConfig is a config made ready for a broker (see Prepare).
+type BrokerConfig struct{ st *brokerState }
+
+// Prepare makes what of cfg the broker needs (its vault keys) ready,
+// changing nothing: Apply makes it the broker's. It fails when the keys
+// are unusable.
+func (b *Broker) Prepare(cfg *config.Config) (*BrokerConfig, error) {
 	st := &brokerState{cfg: cfg}
 	c, err := VaultCipher(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if c != nil && b.store != nil {
 		st.vault = vault.New(b.store, c)
 	}
-	if ls, ok := b.store.(interface{ SetLimits(vault.Limits) }); ok {
-		ls.SetLimits(VaultLimits(cfg))
-	}
 	if u, err := url.Parse(cfg.Server.PublicURL); err == nil && u.Host != "" {
 		st.origin = u.Scheme + "://" + u.Host
 	}
-	b.cur.Store(st)
-	return nil
+	return &BrokerConfig{st: st}, nil
+}
+
+// Apply makes c, which Prepare returned, the broker's config, and its
+// vault's bounds those of c's config.
+func (b *Broker) Apply(c *BrokerConfig) {
+	if ls, ok := b.store.(interface{ SetLimits(vault.Limits) }); ok {
+		ls.SetLimits(VaultLimits(c.st.cfg))
+	}
+	b.cur.Store(c.st)
 }
 
 // OnLinked sets fn as what happens once a user linked an account at

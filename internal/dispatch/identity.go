@@ -57,48 +57,32 @@ func usesSigner(cfg *config.Config, u *config.Upstream) bool {
 	return false
 }
 
-// CheckConfig checks what of cfg only loading can tell: the signing keys
-// of signed identity, when an upstream uses it. The error names the file,
-// never its contents.
-func CheckConfig(cfg *config.Config) error {
-	for i := range cfg.Upstreams {
-		if usesSigner(cfg, &cfg.Upstreams[i]) {
-			_, err := identity.NewSigner(identity.Options{Issuer: cfg.Server.PublicURL, KeyFiles: cfg.Identity.SigningKeys, TTL: cfg.Identity.TokenTTL.D()})
-			if err != nil {
-				return fmt.Errorf("identity: %w", err)
-			}
-			return nil
-		}
-	}
-	return nil
-}
-
 // signerFor returns the signer of cfg: prev's when the identity settings
 // and the public URL are the same, nil when no upstream signs.
-func (h *Server) signerFor(cfg *config.Config, prev *State) *identity.Signer {
+//
+// It fails when the key files cannot be used (config.Validate cannot load
+// them): a config that cannot be served is not.
+func (h *Server) signerFor(cfg *config.Config, prev *State) (*identity.Signer, string, error) {
 	need := false
 	for i := range cfg.Upstreams {
 		need = need || usesSigner(cfg, &cfg.Upstreams[i])
 	}
 	if !need {
-		return nil
+		return nil, "", nil
 	}
 	// Key files rotated in place (the same paths) make a new signer too.
 	sum := keyFilesSum(cfg.Identity.SigningKeys)
 	if prev != nil && prev.signer != nil && reflect.DeepEqual(prev.cfg.Identity, cfg.Identity) &&
 		prev.cfg.Server.PublicURL == cfg.Server.PublicURL && prev.keysSum == sum {
-		return prev.signer
+		return prev.signer, sum, nil
 	}
 	s, err := identity.NewSigner(identity.Options{
 		Issuer: cfg.Server.PublicURL, KeyFiles: cfg.Identity.SigningKeys, TTL: cfg.Identity.TokenTTL.D(), Logger: h.log,
 	})
 	if err != nil {
-		// CheckConfig loaded the keys before (config.Validate cannot):
-		// reaching here means they changed on disk since.
-		h.log.Error("signed identity: no signer; upstreams with auth mode signed_identity will fail", "error", err)
-		return nil
+		return nil, "", fmt.Errorf("identity: %w", err)
 	}
-	return s
+	return s, sum, nil
 }
 
 // keyFilesSum is a digest of the contents of key files ("" for none, or

@@ -2,15 +2,63 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/credentials"
+	"github.com/mcpgw/gateway/internal/identity"
 )
 
-// SetConfig makes cfg, which must be valid with defaults applied, the
-// configuration of every request that starts from now on. Requests in
+// A Generation is a config made ready to serve: what of it can fail (the
+// signing keys, the vault keys) is built, and nothing the Server shares
+// is changed. SetConfig makes it the Server's; one that is not used needs
+// no cleaning up.
+type Generation struct {
+	cfg     *config.Config
+	signer  *identity.Signer
+	keysSum string
+	broker  *credentials.BrokerConfig
+}
+
+// Config returns the generation's config.
+func (g *Generation) Config() *config.Config { return g.cfg }
+
+// Prepare makes cfg, which must be valid with defaults applied, a
+// generation, or fails with what makes it unusable; either way the
+// Server is unchanged. The signing keys it loads are the ones the
+// generation signs with (a key file rotated between Prepare and SetConfig
+// is seen at the next reload).
+func (h *Server) Prepare(cfg *config.Config) (*Generation, error) {
+	gen := &Generation{cfg: cfg}
+	var err error
+	if gen.signer, gen.keysSum, err = h.signerFor(cfg, h.state.Load()); err != nil {
+		return nil, err
+	}
+	if gen.broker, err = h.broker.Prepare(cfg); err != nil {
+		return nil, fmt.Errorf("user_oauth: %w", err)
+	}
+	return gen, nil
+}
+
+// CheckConfig reports what Prepare would refuse cfg for (its signing or
+// vault keys unusable), without a Server: for gateway validate.
+func CheckConfig(cfg *config.Config) error {
+	h := &Server{log: slog.New(slog.DiscardHandler)}
+	if _, _, err := h.signerFor(cfg, nil); err != nil {
+		return err
+	}
+	if _, err := credentials.VaultCipher(cfg); err != nil {
+		return fmt.Errorf("user_oauth: %w", err)
+	}
+	return nil
+}
+
+// SetConfig makes generation gen (see Prepare) the configuration of every
+// request that starts from now on; it cannot fail. Requests in
 // flight finish with the snapshot they started with. Upstreams whose config
 // is unchanged keep their clients and cached lists; the others start
 // afresh (their sessions with the old server are re-opened on first use).
@@ -22,10 +70,10 @@ import (
 // caller makes it the snapshot requests enter with there, so that no
 // request starts with a replaced upstream's client, and a client told that
 // its lists changed finds the new ones. Calls must not overlap.
-func (h *Server) SetConfig(cfg *config.Config, publish func(*State)) (prev, next *State) {
+func (h *Server) SetConfig(gen *Generation, publish func(*State)) (prev, next *State) {
 	prev = h.state.Load()
-	next = h.build(cfg, prev)
-	h.catalog.Configure(cfg)
+	next = h.build(gen, prev)
+	h.catalog.Configure(gen.cfg)
 	for name, old := range prev.byName {
 		if next.byName[name] != old {
 			h.catalog.Invalidate(name, catalog.Tools, catalog.Prompts, catalog.Resources, catalog.Templates)

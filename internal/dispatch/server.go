@@ -220,11 +220,21 @@ func New(opts Options) (*Server, error) {
 	if h.broker, err = newBroker(opts.Config, opts.Store, h); err != nil {
 		return nil, err
 	}
+	gen, err := h.Prepare(opts.Config)
+	if err != nil {
+		if closeBudgets != nil {
+			closeBudgets()
+		}
+		if h.closeBus != nil {
+			h.closeBus()
+		}
+		return nil, err
+	}
 	h.catalog = catalog.New(opts.Config.Server.ListCacheTTL.D(), log, opts.Metrics)
 	h.catalog.Configure(opts.Config)
 	h.catalog.OnChange = h.upstreamListChanged
 	h.catalog.OnPin = h.pinMismatch
-	st := h.build(opts.Config, nil)
+	st := h.build(gen, nil)
 	h.state.Store(st)
 	h.syncWatches(st)
 	return h, nil
@@ -232,22 +242,18 @@ func New(opts Options) (*Server, error) {
 
 // build makes the state for cfg. An upstream whose config is unchanged
 // from prev keeps its client (and so its connections).
-func (h *Server) build(cfg *config.Config, prev *State) *State {
+func (h *Server) build(gen *Generation, prev *State) *State {
+	cfg := gen.cfg
 	st := &State{cfg: cfg, byName: make(map[string]*upstreamRef), origins: make(map[string]bool), tenants: tenant.NewSet(cfg)}
 	st.plans = budget.Compile(cfg)
 	// An upstream whose guards' settings are unchanged keeps them, and
 	// one whose whole config is unchanged keeps its upstreamRef too.
 	h.guards.Configure(cfg.Upstreams)
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
-	st.signer = h.signerFor(cfg, prev)
-	if err := h.broker.Configure(cfg); err != nil {
-		h.log.Error("user_oauth: vault keys unusable; the previous keys stay", "error", err)
-	}
+	st.signer, st.keysSum = gen.signer, gen.keysSum
+	h.broker.Apply(gen.broker)
 	h.processes.SetMax(cfg.Limits.StdioProcesses)
 	h.processes.SetShares(cfg.Limits.StdioShares())
-	if st.signer != nil {
-		st.keysSum = keyFilesSum(cfg.Identity.SigningKeys)
-	}
 	for _, u := range cfg.Upstreams {
 		tc := cfg.TenantCredentials(u.Name)
 		if prev != nil {

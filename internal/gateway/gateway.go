@@ -168,10 +168,6 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if m, ok := store.(*session.Memory); ok {
 		metrics.SetSessionsActiveFunc(m.Len)
 	}
-	if err := dispatch.CheckConfig(cfg); err != nil {
-		store.Close()
-		return nil, err
-	}
 	srv, err := dispatch.New(dispatch.Options{
 		Config: cfg, Store: store, Logger: log, Version: opts.Version, HTTPClient: opts.HTTPClient, AuthClient: opts.IdPClient, Now: opts.Now,
 		Metrics: metrics, TracerProvider: opts.TracerProvider, Audit: opts.Audit,

@@ -492,3 +492,64 @@ func TestSigningKeyRotation(t *testing.T) {
 		t.Error("the key file was rotated and reloaded, but the old key is still published")
 	}
 }
+
+// TestReloadWithUnusableKeysChangesNothing: a reload whose signing key
+// file can no longer be read is refused as a whole: the error is
+// reported (the error, the metric, /readyz), the generation stays, and
+// the upstream is still reached with the key in force, which the JWKS
+// still publishes.
+func TestReloadWithUnusableKeysChangesNothing(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "identity.pem")
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	raw := testkit.NewRawUpstream(t)
+	var cfg *config.Config
+	g, url := startGatewayG(t, []upstreamSpec{{name: "raw", url: raw.URL}}, func(c *config.Config) {
+		c.Upstreams[0].Auth = &config.UpstreamAuth{Mode: config.AuthSignedIdentity}
+		c.Identity.SigningKeys = []string{keyFile}
+		cfg = c
+	})
+	cs := testkit.Connect(t, url, nil)
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "raw__raw"}); err != nil {
+		t.Fatal(err)
+	}
+	before := raw.LastHeader("tools/call").Get("Authorization")
+	if before == "" {
+		t.Fatal("the upstream got no signed identity")
+	}
+
+	if err := os.WriteFile(keyFile, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next := *cfg
+	next.Upstreams = slices.Clone(cfg.Upstreams)
+	next.Upstreams[0].Timeout = config.Duration(7 * time.Second) // a change, so that the upstream would be rebuilt
+	err = g.Reload(&next)
+	if err == nil || !strings.Contains(err.Error(), "identity") {
+		t.Fatalf("reload with an unusable key file: %v", err)
+	}
+	if g.Generation() != 1 || !strings.Contains(g.ReloadStatus(), "refused") {
+		t.Errorf("after the refused reload: generation %d, status %q", g.Generation(), g.ReloadStatus())
+	}
+	if n := metricValue(scrape(t, g), `mcpgw_config_reloads_total{result="error"}`); n != 1 {
+		t.Errorf("refused reloads counted %v, want 1", n)
+	}
+	if g.Config().Upstreams[0].Timeout == next.Upstreams[0].Timeout {
+		t.Error("the refused config is in force")
+	}
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "raw__raw"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.LastHeader("tools/call").Get("Authorization"); got == "" {
+		t.Error("after the refused reload, the upstream got no signed identity")
+	}
+}

@@ -54,18 +54,22 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	defer g.reload.swap.Unlock()
 	prev := g.live.Load()
 	cfg = keepRestartOnly(prev.cfg, cfg, g.log.Warn)
+	// Provision and validate: everything of the new generation that can
+	// fail is built first, and a failure changes nothing.
 	v, err := g.verifierFor(cfg, prev)
+	var next *dispatch.Generation
 	if err == nil {
-		err = dispatch.CheckConfig(cfg)
+		next, err = g.server.Prepare(cfg)
 	}
 	if err != nil {
 		g.refused(err)
 		return err
 	}
+	// Swap: the new auth chain is built around the endpoint's new
+	// generation and published as one, so a request entering /mcp gets
+	// both or neither; the replaced upstreams' clients are released after.
+	g.edge.SetConfig(next, func(rt *transport.Snapshot) { g.live.Store(g.buildLive(cfg, v, rt)) })
 	g.metrics.ConfigReload(telemetry.ReloadOK)
-	// The new auth chain is built around the endpoint's new generation and
-	// published as one: a request entering /mcp gets both or neither.
-	g.edge.SetConfig(cfg, func(rt *transport.Snapshot) { g.live.Store(g.buildLive(cfg, v, rt)) })
 	g.reload.mu.Lock()
 	g.reload.generation++
 	g.reload.loaded = time.Now()

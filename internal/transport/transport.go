@@ -13,7 +13,6 @@ import (
 
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/catalog"
-	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/protocol"
@@ -68,14 +67,15 @@ type Snapshot struct {
 	st *dispatch.State
 }
 
-// SetConfig makes cfg the configuration of every request that starts from
-// now on (see dispatch.Server.SetConfig): publish, if not nil, gets the new
+// SetConfig makes generation gen (see dispatch.Server.Prepare) the
+// configuration of every request that starts from now on (see
+// dispatch.Server.SetConfig): publish, if not nil, gets the new
 // generation before anything of the previous one is released. Then the
 // sessions with an open GET stream whose tenant now sees something else
 // are told so with list_changed notifications, and streams of tenants that
 // no longer exist are ended. Calls must not overlap.
-func (h *Handler) SetConfig(cfg *config.Config, publish func(*Snapshot)) {
-	prev, next := h.srv.SetConfig(cfg, func(st *dispatch.State) {
+func (h *Handler) SetConfig(gen *dispatch.Generation, publish func(*Snapshot)) {
+	prev, next := h.srv.SetConfig(gen, func(st *dispatch.State) {
 		if publish != nil {
 			publish(&Snapshot{h: h, st: st})
 		}
