@@ -3,12 +3,9 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/budget"
-	"github.com/mcpgw/gateway/internal/config"
-	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -19,23 +16,6 @@ import (
 // by every request sent to it (in callWith). A refusal is a tools/call
 // result with isError, or a JSON-RPC error with the budget in its data, or
 // at the edge an HTTP 429; each is counted and audited.
-
-// budgetStore returns the store budgets share: budgets.redis when it is
-// configured (with the func that closes its client), else the session
-// store's Redis when it is one, else a memory store of this replica.
-func budgetStore(cfg *config.Config, s session.Store) (budget.Store, func() error, error) {
-	if r := cfg.Budgets.Redis; r != nil {
-		rc, err := session.NewRedisClient(*r)
-		if err != nil {
-			return nil, nil, fmt.Errorf("budgets.redis: %w", err)
-		}
-		return budget.NewRedis(rc.Client, rc.Prefix, rc.CallTimeout), rc.Client.Close, nil
-	}
-	if rs, ok := s.(*session.Redis); ok {
-		return budget.NewRedis(rs.Client(), rs.KeyPrefix(), rs.CallTimeout()), nil, nil
-	}
-	return budget.NewMemory(0), nil, nil
-}
 
 // plan returns the tenant's budgets.
 func (rq *Request) plan() *budget.Plan { return rq.st.plans.Tenant(rq.view.ID) }

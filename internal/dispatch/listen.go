@@ -591,18 +591,6 @@ func (rq *Request) markListen(ctx context.Context, up *upstreamRef) {
 	}
 }
 
-// newBus returns the session bus of store (see session.Bus): over Redis
-// pub/sub for the Redis store, in process otherwise; and its Close.
-func newBus(store session.Store, m *telemetry.Metrics) (session.Bus, func() error) {
-	opts := session.BusOptions{OnDrop: func() { m.LimitRejection(telemetry.LimitBusQueue, "") }}
-	if rs, ok := store.(*session.Redis); ok {
-		b := session.NewRedisBus(rs, opts)
-		return b, b.Close
-	}
-	b := session.NewMemoryBus(opts)
-	return b, b.Close
-}
-
 // Calls wait for the session's upstream stream.
 //
 // An upstream may ask a session's client something (roots/list, say) on

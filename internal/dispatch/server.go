@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
+	"github.com/mcpgw/gateway/internal/backend"
 	"github.com/mcpgw/gateway/internal/bridge"
 	"github.com/mcpgw/gateway/internal/budget"
 	"github.com/mcpgw/gateway/internal/catalog"
@@ -37,8 +38,10 @@ type Options struct {
 	// Config is the initial configuration; it must be valid and have its
 	// defaults applied.
 	Config *config.Config
-	// Store keeps session records. Required.
-	Store session.Store
+	// Backend holds the stores: session records, tasks, mailboxes, the
+	// session bus, budget counters, the vault. Required; the caller
+	// closes it after the Server.
+	Backend *backend.Backend
 	// Logger, if nil, means no logging.
 	Logger *slog.Logger
 	// Version is the gateway's version, announced in serverInfo.
@@ -58,10 +61,6 @@ type Options struct {
 	// Now, if not nil, is the clock of quotas' periods; nil means
 	// time.Now.
 	Now func() time.Time
-	// Bus carries messages to the replica holding a session's GET stream
-	// (see listen.go). If nil, the Server makes one for Store: over Redis
-	// pub/sub for a *session.Redis, in process otherwise, and closes it.
-	Bus session.Bus
 }
 
 // A Server answers MCP methods for the transport: it holds what outlives
@@ -105,10 +104,7 @@ type Server struct {
 	announcedSets    clearingMap // client capabilities JSON → *announced, see announce
 	logsOn           clearingMap // upstream and session id → set to log: see enableLogs
 
-	// bus reaches the replica holding a session's GET stream; closeBus
-	// closes it, if it is the Server's own. See listen.go.
-	bus         session.Bus
-	closeBus    func() error
+	bus         session.Bus // reaches the replica holding a session's GET stream
 	listenSlots listenSlots // upstream streams open for client sessions
 	noStream    sync.Map    // upstream name → when it answered a GET with 405
 	heard       sync.Map    // session id → *heardSet: its upstream streams opening or open here (listen.go)
@@ -120,8 +116,6 @@ type Server struct {
 
 	budgets *budget.Engine // rate limits and quotas: see budgets.go
 	guards  *budget.Guards // upstreams' concurrency gates and circuit breakers
-	// closeBudgets closes the budgets' own Redis client, if they have one.
-	closeBudgets func() error
 
 	broker *credentials.Broker // user_oauth: see useroauth.go
 }
@@ -169,8 +163,8 @@ type tenantUpstreams struct {
 
 // New returns a Server for opts.
 func New(opts Options) (*Server, error) {
-	if opts.Store == nil {
-		return nil, errors.New("dispatch: no session store")
+	if opts.Backend == nil {
+		return nil, errors.New("dispatch: no backend")
 	}
 	if opts.Config == nil {
 		return nil, errors.New("dispatch: no config")
@@ -180,8 +174,8 @@ func New(opts Options) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Server{
-		store:            opts.Store,
-		tasks:            taskStoreOf(opts.Store),
+		store:            opts.Backend.Sessions,
+		tasks:            opts.Backend.Tasks,
 		log:              log,
 		version:          opts.Version,
 		httpc:            opts.HTTPClient,
@@ -195,39 +189,25 @@ func New(opts Options) (*Server, error) {
 		tracer:    telemetry.Tracer(opts.TracerProvider),
 		audit:     opts.Audit,
 	}
-	bstore, closeBudgets, err := budgetStore(opts.Config, opts.Store)
-	if err != nil {
-		return nil, err
-	}
-	h.closeBudgets = closeBudgets
-	h.budgets = budget.NewEngine(bstore, log, opts.Now)
+	h.budgets = budget.NewEngine(opts.Backend.Budgets, log, opts.Now)
 	h.budgets.OnQuota = opts.Metrics.QuotaUsed
 	h.guards = budget.NewGuards()
 	h.guards.Notify = h.circuitChanged
-	h.bus = opts.Bus
-	if h.bus == nil {
-		h.bus, h.closeBus = newBus(opts.Store, opts.Metrics)
-	}
-	mailbox, _ := opts.Store.(session.Mailbox)
+	h.bus = opts.Backend.Bus
 	h.bridge = bridge.New(bridge.Options{
-		Mailbox: mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capSet, Own: &h.own, Shape: h.shapeUpstreamRequest,
+		Mailbox: opts.Backend.Mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capSet, Own: &h.own, Shape: h.shapeUpstreamRequest,
 		Observe: func(name string, msg *jsonrpc.Message) {
 			if ks := catalog.ChangedKinds(msg.Method); ks != nil {
 				h.catalog.Stale(name, ks...)
 			}
 		},
 	})
-	if h.broker, err = newBroker(opts.Config, opts.Store, h); err != nil {
+	var err error
+	if h.broker, err = newBroker(opts.Config, opts.Backend.Vault, h); err != nil {
 		return nil, err
 	}
 	gen, err := h.Prepare(opts.Config)
 	if err != nil {
-		if closeBudgets != nil {
-			closeBudgets()
-		}
-		if h.closeBus != nil {
-			h.closeBus()
-		}
 		return nil, err
 	}
 	h.catalog = catalog.New(opts.Config.Server.ListCacheTTL.D(), log, opts.Metrics)
@@ -334,12 +314,6 @@ func (h *Server) Close() error {
 	var errs []error
 	for _, up := range h.state.Load().upstreams {
 		errs = append(errs, up.client.Close())
-	}
-	if h.closeBudgets != nil {
-		errs = append(errs, h.closeBudgets())
-	}
-	if h.closeBus != nil {
-		errs = append(errs, h.closeBus())
 	}
 	return errors.Join(errs...)
 }

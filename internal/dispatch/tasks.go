@@ -55,16 +55,6 @@ const minReplacedID = 8
 // the id is the upstream's choice, and kept in the store.
 const maxUpstreamTaskIDLen = 256
 
-// taskStoreOf returns the task store beside the session store s: Redis's
-// own when s is Redis, so that every replica routes every task, else one in
-// this process.
-func taskStoreOf(s session.Store) session.TaskStore {
-	if ts, ok := s.(interface{ TaskStore() session.TaskStore }); ok {
-		return ts.TaskStore()
-	}
-	return session.NewMemoryTasks(nil)
-}
-
 // errTaskNotFound is the answer to every task id the caller may not use
 // (2025-11-25 tasks, "Protocol Errors").
 func errTaskNotFound() error {

@@ -8,7 +8,6 @@ import (
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
-	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/vault"
 )
 
@@ -20,15 +19,8 @@ import (
 // client/elicitation, "URL Elicitation Required Error").
 const CodeURLElicitationRequired = -32042
 
-// newBroker returns the broker of user_oauth, its vault in store's Redis
-// when the sessions are there, else in memory.
-func newBroker(cfg *config.Config, store session.Store, h *Server) (*credentials.Broker, error) {
-	var vs vault.Store
-	if rs, ok := store.(*session.Redis); ok {
-		vs = vault.NewRedis(rs.Client(), rs.KeyPrefix(), rs.CallTimeout(), credentials.VaultLimits(cfg))
-	} else {
-		vs = vault.NewMemory(credentials.VaultLimits(cfg))
-	}
+// newBroker returns the broker of user_oauth, keeping its tokens in vs.
+func newBroker(cfg *config.Config, vs vault.Store, h *Server) (*credentials.Broker, error) {
 	b, err := credentials.NewBroker(cfg, credentials.BrokerOptions{Store: vs, HTTPClient: h.authc, Logger: h.log, OnFetch: h.metrics.TokenFetch})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-// Package gateway assembles the gateway from its parts: the session store,
+// Package gateway assembles the gateway from its parts: the stores,
 // the MCP endpoint behind its middleware, the admin endpoints, and the HTTP
 // servers that serve them. cmd/gateway parses flags and calls [Run]; tests
 // build the same handler with [New].
@@ -30,6 +30,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
+	"github.com/mcpgw/gateway/internal/backend"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/dispatch"
@@ -75,8 +76,7 @@ type Gateway struct {
 	log     *slog.Logger
 	limiter *telemetry.LogLimiter // log's handler
 	opts    Options
-	store   store
-	events  session.EventLog   // the SSE events kept for resumes
+	stores  *backend.Backend   // sessions, events, tasks, bus, budgets, vault
 	server  *dispatch.Server   // the methods, the catalog, the upstreams
 	edge    *transport.Handler // the MCP endpoint in front of server
 	mux     http.Handler
@@ -100,12 +100,6 @@ type live struct {
 	tokens   http.Handler   // a user's own upstream links (user_oauth), behind the same auth
 }
 
-// store is a session store the gateway owns.
-type store interface {
-	session.Store
-	Close() error
-}
-
 // New builds a gateway for cfg, which must be valid with defaults applied.
 // Call Close when done.
 func New(cfg *config.Config, opts Options) (*Gateway, error) {
@@ -119,66 +113,25 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	limiter := telemetry.NewLogLimiter(log.Handler(), metrics)
 	log = slog.New(limiter)
 	var expire atomic.Pointer[dispatch.Server]
-	var store store
-	var events session.EventLog
-	ev := cfg.Sessions.Events
-	evLimits := session.EventLimits{
-		EventsPerStream: ev.PerStream, BytesPerStream: ev.BytesPerStream, TTL: ev.TTL.D(),
-		StreamsPerSession: ev.StreamsPerSession, MaxStreams: ev.MaxStreams, MaxBytes: ev.MaxBytes,
-		MaxStreamsPerPrincipal: ev.MaxStreamsPerPrincipal, MaxStreamsPerTenant: ev.MaxStreamsPerTenant,
-		MaxBytesPerPrincipal: ev.MaxBytesPerPrincipal, MaxBytesPerTenant: ev.MaxBytesPerTenant,
-	}
-	switch cfg.Sessions.Store {
-	case config.StoreRedis:
-		// Records expire inside Redis; their upstream sessions expire on
-		// the upstreams' own schedule.
-		rs, err := session.NewRedis(cfg.Sessions.Redis, session.RedisOptions{
-			IdleTTL: cfg.Sessions.IdleTTL.D(), Logger: log,
-			MaxPerPrincipal: cfg.Sessions.MaxPerPrincipal, MaxPerTenant: cfg.Sessions.MaxPerTenant,
-			MailboxMessages: cfg.Sessions.MailboxMessages, MailboxBytes: cfg.Sessions.MailboxBytes,
-		})
-		if err != nil {
-			return nil, err
+	stores, err := backend.New(cfg, backend.Options{Logger: log, Metrics: metrics, OnExpire: func(rec *session.Record) {
+		if h := expire.Load(); h != nil {
+			h.Expire(rec)
 		}
-		store = rs
-		events = session.NewRedisEvents(rs, evLimits)
-	default:
-		events = session.NewMemoryEvents(evLimits, nil)
-		// Sessions that expire in the store end their upstream sessions
-		// too. The hook runs in the store's sweeper: Expire only queues
-		// the work for the server's bounded pool of workers.
-		store = session.NewMemory(session.MemoryOptions{
-			IdleTTL:         cfg.Sessions.IdleTTL.D(),
-			MaxSessions:     cfg.Sessions.MaxSessions,
-			MaxPerPrincipal: cfg.Sessions.MaxPerPrincipal,
-			MaxPerTenant:    cfg.Sessions.MaxPerTenant,
-			MailboxMessages: cfg.Sessions.MailboxMessages,
-			MailboxBytes:    cfg.Sessions.MailboxBytes,
-			OnExpire: func(rec *session.Record) {
-				if h := expire.Load(); h != nil {
-					h.Expire(rec)
-				}
-			},
-			// A session evicted from the full store (its upstream
-			// sessions were ended by OnExpire) counts at max_sessions,
-			// for the tenant that lost it.
-			OnEvict: func(p session.Principal) { metrics.LimitRejection(telemetry.LimitSessions, p.Tenant) },
-		})
-	}
-	if m, ok := store.(*session.Memory); ok {
-		metrics.SetSessionsActiveFunc(m.Len)
+	}})
+	if err != nil {
+		return nil, err
 	}
 	srv, err := dispatch.New(dispatch.Options{
-		Config: cfg, Store: store, Logger: log, Version: opts.Version, HTTPClient: opts.HTTPClient, AuthClient: opts.IdPClient, Now: opts.Now,
+		Config: cfg, Backend: stores, Logger: log, Version: opts.Version, HTTPClient: opts.HTTPClient, AuthClient: opts.IdPClient, Now: opts.Now,
 		Metrics: metrics, TracerProvider: opts.TracerProvider, Audit: opts.Audit,
 	})
 	if err != nil {
-		store.Close()
+		stores.Close()
 		return nil, err
 	}
 	expire.Store(srv)
-	edge := transport.New(srv, transport.Options{Logger: log, Metrics: metrics, Events: events})
-	g := &Gateway{log: log, limiter: limiter, opts: opts, store: store, events: events, server: srv, edge: edge, metrics: metrics}
+	edge := transport.New(srv, transport.Options{Logger: log, Metrics: metrics, Events: stores.Events})
+	g := &Gateway{log: log, limiter: limiter, opts: opts, stores: stores, server: srv, edge: edge, metrics: metrics}
 	v, err := g.verifierFor(cfg, nil)
 	if err != nil {
 		g.Close()
@@ -268,13 +221,10 @@ func (g *Gateway) Config() *config.Config { return g.live.Load().cfg }
 func (g *Gateway) Handler() http.Handler { return g.mux }
 
 // Close releases the gateway's resources: it stops the config watch, then
-// the server (and every goroutine it owns), then the session store.
+// the server (and every goroutine it owns), then the stores.
 func (g *Gateway) Close() error {
 	g.stopWatch()
-	err := errors.Join(g.server.Close(), g.store.Close())
-	if c, ok := g.events.(interface{ Close() error }); ok {
-		err = errors.Join(err, c.Close())
-	}
+	err := errors.Join(g.server.Close(), g.stores.Close())
 	g.limiter.Close() // last: the closes above may log
 	return err
 }
@@ -430,8 +380,8 @@ func (g *Gateway) Ready(ctx context.Context) []string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var problems []string
-	if p, ok := g.store.(interface{ Ping(context.Context) error }); ok {
-		if err := p.Ping(ctx); err != nil {
+	if ping := g.stores.Ping; ping != nil {
+		if err := ping(ctx); err != nil {
 			problems = append(problems, "session store: "+err.Error())
 		}
 	}

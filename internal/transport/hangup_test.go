@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpgw/gateway/internal/auth"
+	"github.com/mcpgw/gateway/internal/backend"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/session"
@@ -54,7 +55,13 @@ func TestStoreErrorOfAHangUpIsNoError(t *testing.T) {
 			store := failingStore{session.NewMemory(session.MemoryOptions{}), tc.err}
 			t.Cleanup(func() { store.Close() })
 			m := telemetry.NewMetrics(prometheus.NewRegistry())
-			srv, err := dispatch.New(dispatch.Options{Config: cfg, Store: store, Metrics: m})
+			b, err := backend.New(cfg, backend.Options{Metrics: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			b.Sessions = store
+			srv, err := dispatch.New(dispatch.Options{Config: cfg, Backend: b, Metrics: m})
 			if err != nil {
 				t.Fatal(err)
 			}

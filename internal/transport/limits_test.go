@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpgw/gateway/internal/auth"
+	"github.com/mcpgw/gateway/internal/backend"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/session"
@@ -45,7 +46,13 @@ func limitHandler(t *testing.T, store session.Store) (http.Handler, *atomic.Int6
 		t.Fatal(err)
 	}
 	m := telemetry.NewMetrics(prometheus.NewRegistry())
-	srv, err := dispatch.New(dispatch.Options{Config: cfg, Store: store, Metrics: m})
+	b, err := backend.New(cfg, backend.Options{Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	b.Sessions = store
+	srv, err := dispatch.New(dispatch.Options{Config: cfg, Backend: b, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
