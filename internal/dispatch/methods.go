@@ -365,6 +365,9 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 		// Includes error responses relayed from an upstream, verbatim.
 		return je
 	case errors.As(err, &ue):
+		if ue.RPC != nil {
+			return ue.RPC // the upstream's own answer (see RelayedError)
+		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: ue.Error()}
 	case errors.Is(context.Cause(ctx), errCancelledByClient):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request cancelled"}

@@ -421,7 +421,13 @@ func (r *responder) Refuse(id jsonrpc.ID, err error) bool {
 	var hm *catalog.HeaderMismatchError
 	var se *dispatch.ScopeError
 	var ce *dispatch.CapabilityError
+	var rel *dispatch.RelayedError
 	switch {
+	case errors.As(err, &rel) && rel.BadRequest:
+		// An upstream's JSON-RPC error, answered with 400 as the
+		// 2026-07-28 client's revision has them.
+		r.final(http.StatusBadRequest, jsonrpc.AppendError(nil, id, rel.Err))
+		return true
 	case errors.As(err, &ce):
 		// 2026-07-28 basic/index, "Per-request protocol fields".
 		r.final(http.StatusBadRequest, jsonrpc.AppendError(nil, id, ce.RPCError()))

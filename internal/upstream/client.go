@@ -1020,11 +1020,10 @@ func (c *Client) statusError(op string, resp *http.Response, sentSession bool) *
 	}
 	e := c.error(op, code, errors.New(msg))
 	if m, err := jsonrpc.Decode(body); err == nil && m.Kind == jsonrpc.KindErrorResponse {
-		rpc := cred.rpcError(c.secrets.rpcError(m.Error))
-		e.RPC = shortened(rpc)
-		if rpc.Code == protocol.CodeUnsupportedProtocolVersion && len(rpc.Data) <= maxErrorBody {
-			e.RPC.Data = rpc.Data // the supported versions (see discover)
-		}
+		// The upstream's answer, relayed as it is (dispatch.RelayedError):
+		// code, message and data, scrubbed (a data that holds a secret is
+		// dropped) and bounded by maxErrorBody with the rest of the body.
+		e.RPC = cred.rpcError(c.secrets.rpcError(m.Error))
 	}
 	return e
 }
