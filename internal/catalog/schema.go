@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
@@ -236,6 +237,22 @@ func (it *Item) ValidateResult(structured []byte) error {
 
 var printer = message.NewPrinter(language.English)
 
+// nullHint tells a model what to send instead of a null where the schema
+// wants a value of another type (JSON Schema: null is a type of its own,
+// not an absent value): to leave an optional member out, or to send a
+// value of the type wanted. "" for any other violation.
+func nullHint(e *jsonschema.ValidationError) string {
+	t, ok := e.ErrorKind.(*kind.Type)
+	if !ok || t.Got != "null" {
+		return ""
+	}
+	want := strings.Join(t.Want, " or ")
+	if n := len(e.InstanceLocation); n > 0 {
+		return "; null is not a value here: leave " + strconv.Quote(e.InstanceLocation[n-1]) + " out if it is optional, or send a value of type " + want
+	}
+	return "; null is not a value here: send a value of type " + want
+}
+
 // validate checks v against s and words a violation: one line per
 // problem, each at its place in what (the arguments or the structured
 // content), within maxProblemBytes.
@@ -263,7 +280,7 @@ func validate(c *compiled, v any, what string) error {
 			if len(e.InstanceLocation) > 0 {
 				at += "/" + strings.Join(e.InstanceLocation, "/")
 			}
-			lines = append(lines, "- at "+strconv.Quote(at)+": "+e.ErrorKind.LocalizedString(printer))
+			lines = append(lines, "- at "+strconv.Quote(at)+": "+e.ErrorKind.LocalizedString(printer)+nullHint(e))
 			n += len(lines[len(lines)-1]) + 1
 			return
 		}

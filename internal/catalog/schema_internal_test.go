@@ -102,3 +102,27 @@ func BenchmarkValidateArguments(b *testing.B) {
 		})
 	}
 }
+
+// TestSchemaNullHint: a null where the schema wants another type (an
+// optional boolean sent as null, a common slip of models) is refused, as
+// JSON Schema says, with a message that says what to send instead.
+func TestSchemaNullHint(t *testing.T) {
+	sc := &schemaCache{log: slog.New(slog.DiscardHandler), upstream: "u"}
+	it := schemaItem(sc, "t", `{"type":"object","properties":{"verbose":{"type":"boolean"},"n":{"type":["integer","string"]}}}`)
+	var se *SchemaError
+	if err := it.ValidateArguments([]byte(`{"verbose":null}`)); !errors.As(err, &se) {
+		t.Fatalf("null for a boolean: %v", err)
+	}
+	if want := `- at "arguments/verbose": got null, want boolean; null is not a value here: leave "verbose" out if it is optional, or send a value of type boolean`; se.Problems != want {
+		t.Errorf("message %q, want %q", se.Problems, want)
+	}
+	if err := it.ValidateArguments([]byte(`{"n":null}`)); !errors.As(err, &se) || !strings.HasSuffix(se.Problems, `or send a value of type integer or string`) {
+		t.Errorf("null for an integer or string: %v", err)
+	}
+	if err := it.ValidateArguments([]byte(`{"verbose":"yes"}`)); !errors.As(err, &se) || strings.Contains(se.Problems, "null") {
+		t.Errorf("a string for a boolean: %v", err)
+	}
+	if err := it.ValidateArguments([]byte(`{}`)); err != nil {
+		t.Errorf("verbose left out: %v", err)
+	}
+}
