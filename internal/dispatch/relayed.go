@@ -7,6 +7,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -17,8 +18,12 @@ import (
 // its answer whatever HTTP status carried it (a 2026-07-28 upstream
 // answers errors with 400). BadRequest says the client's revision wants it
 // answered with HTTP 400: a 2026-07-28 client, and an error the upstream
-// answered with 400 (the transport can say so only while nothing of the
-// response was sent).
+// answered with 400, or one the revision answers with 400 whoever sends it
+// (a missing client capability, a header mismatch, an unsupported
+// version: 2026-07-28 schema, MissingRequiredClientCapabilityError "For
+// HTTP, the response status code MUST be 400"), as a 2025-11-25 upstream
+// answers them with 200. The transport can say so only while nothing of
+// the response was sent.
 type RelayedError struct {
 	Err        *jsonrpc.Error
 	BadRequest bool
@@ -50,5 +55,10 @@ func (rq *Request) relayedError(up *upstreamRef, err error) error {
 			}
 		}
 	}
-	return &RelayedError{Err: e, BadRequest: rq.Stateless && status == http.StatusBadRequest}
+	bad := status == http.StatusBadRequest
+	switch e.Code {
+	case protocol.CodeMissingClientCapability, protocol.CodeHeaderMismatch, protocol.CodeUnsupportedProtocolVersion:
+		bad = true
+	}
+	return &RelayedError{Err: e, BadRequest: rq.Stateless && bad}
 }
