@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -177,7 +178,7 @@ func New(opts Options) (*Server, error) {
 		store:            opts.Backend.Sessions,
 		tasks:            opts.Backend.Tasks,
 		log:              log,
-		version:          opts.Version,
+		version:          cmp.Or(opts.Version, "dev"), // Implementation.version is required
 		httpc:            opts.HTTPClient,
 		authc:            opts.AuthClient,
 		lastCaps:         make(map[string]json.RawMessage),
