@@ -200,18 +200,43 @@ func waitListening(t *testing.T, addr string) {
 func startGateway(t *testing.T, upstream string) string {
 	t.Helper()
 	port := testkit.FreePort(t)
-	cfg := testkit.WriteFile(t, "gateway.yaml", fmt.Sprintf(`server:
+	p := startReplica(t, port, fmt.Sprintf("http://127.0.0.1:%d/mcp", port), upstream, "")
+	return p.URL + "/mcp"
+}
+
+// startReplicas runs two gateway replicas in front of upstream, sharing a
+// Redis of their own, behind a round-robin load balancer, and returns the
+// balancer's MCP endpoint URL: every request of a session may land on
+// either replica.
+func startReplicas(t *testing.T, upstream string) string {
+	t.Helper()
+	redis := testkit.StartRedis(t)
+	lb := testkit.StartLB(t, nil)
+	store := fmt.Sprintf("sessions:\n  store: redis\n  redis:\n    addrs: [%q]\n", redis.Addr)
+	var backends []string
+	for range 2 {
+		p := startReplica(t, testkit.FreePort(t), lb.URL+"/mcp", upstream, store)
+		backends = append(backends, p.URL)
+	}
+	lb.SetBackends(t, backends)
+	return lb.URL + "/mcp"
+}
+
+// startReplica runs one gateway on port, known to its clients as
+// publicURL, in front of upstream, with the config's more (YAML) added.
+func startReplica(t *testing.T, port int, publicURL, upstream, more string) *testkit.Process {
+	t.Helper()
+	cfg := testkit.WriteFile(t, fmt.Sprintf("gateway-%d.yaml", port), fmt.Sprintf(`server:
   listen: "127.0.0.1:%d"
-  public_url: "http://127.0.0.1:%d/mcp"
+  public_url: %q
 auth:
   anonymous: true
 upstreams:
   - name: everything
     url: %q
     prefix: ""
-`, port, port, upstream))
-	p := testkit.StartGateway(t, testkit.BuildGateway(t), []string{"serve", "-config", cfg}, nil)
-	return p.URL + "/mcp"
+%s`, port, publicURL, upstream, more))
+	return testkit.StartGateway(t, testkit.BuildGateway(t), []string{"serve", "-config", cfg}, nil)
 }
 
 // TestServerScenarios: the server scenarios of both revisions, each run
@@ -224,17 +249,24 @@ upstreams:
 //   - 2026-07-28 bridged: a stateless client through the gateway to the
 //     server with sessions (2025-11-25), with the stateless server run
 //     directly as the control.
+//
+// The first two also run through two replicas sharing Redis behind a
+// round-robin load balancer.
 func TestServerScenarios(t *testing.T) {
 	sessions, stateless := startEverythingServer(t, false), startEverythingServer(t, true)
 	gwSessions, gwStateless := startGateway(t, sessions), startGateway(t, stateless)
 
-	compare(t, "2025-11-25",
-		runSuite(t, "server", "--url", sessions, "--spec-version", "2025-11-25"),
+	direct2025 := runSuite(t, "server", "--url", sessions, "--spec-version", "2025-11-25")
+	compare(t, "2025-11-25", direct2025,
 		runSuite(t, "server", "--url", gwSessions, "--spec-version", "2025-11-25"), nil)
+	compare(t, "2025-11-25, two replicas on Redis", direct2025,
+		runSuite(t, "server", "--url", startReplicas(t, sessions), "--spec-version", "2025-11-25"), nil)
 
 	direct2026 := runSuite(t, "server", "--url", stateless, "--requirements", "2026-07-28")
 	compare(t, "2026-07-28", direct2026,
 		runSuite(t, "server", "--url", gwStateless, "--requirements", "2026-07-28"), nil)
+	compare(t, "2026-07-28, two replicas on Redis", direct2026,
+		runSuite(t, "server", "--url", startReplicas(t, stateless), "--requirements", "2026-07-28"), nil)
 
 	compare(t, "2026-07-28 bridged to 2025-11-25", direct2026,
 		runSuite(t, "server", "--url", gwSessions, "--requirements", "2026-07-28"), map[string]string{
