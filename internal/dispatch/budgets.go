@@ -6,6 +6,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/budget"
+	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -90,8 +91,10 @@ func (rq *Request) guard(ctx context.Context, up *upstreamRef) (func(error), err
 // transport error, an HTTP 5xx or the upstream's timeout a failure.
 func breakerOutcome(err error) budget.Outcome {
 	var ue *upstream.Error
+	var je *jsonrpc.Error
 	switch {
-	case err == nil:
+	case err == nil, errors.As(err, &je):
+		// A JSON-RPC error is an answer.
 		return budget.Succeeded
 	case errors.As(err, &ue):
 		if ue.Status == 0 || ue.Status >= 500 {

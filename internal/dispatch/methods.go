@@ -187,6 +187,11 @@ func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, o
 			// 2026-07-28 changelog, minor change 6.
 			e = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message, Data: e.Data}
 		}
+		if rq.Stateless {
+			if status := statelessStatus(e.Code); status != http.StatusOK && out.Refuse(msg.ID, &ErrorAnswer{Err: e, Status: status}) {
+				return nil
+			}
+		}
 		return jsonrpc.AppendError(nil, msg.ID, e)
 	}
 	if rq.Stateless {
@@ -365,8 +370,8 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 		// Includes error responses relayed from an upstream, verbatim.
 		return je
 	case errors.As(err, &ue):
-		if ue.RPC != nil {
-			return ue.RPC // the upstream's own answer (see RelayedError)
+		if e := answeredError(ue); e != nil {
+			return e // the upstream's own answer (see relayedError)
 		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: ue.Error()}
 	case errors.Is(context.Cause(ctx), errCancelledByClient):

@@ -121,7 +121,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 	}
 	resp, err := rq.callWith(callCtx, up, id, c.method, params, c.upHeader)
 	if err != nil {
-		return nil, session.Upstream{}, rq.relayedError(up, err)
+		return nil, session.Upstream{}, relayedError(up, err)
 	}
 	// What the call reads: its response, and the requests of the shared
 	// GET stream that are the call's (shared.go).
@@ -201,7 +201,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 		case jsonrpc.KindResponse:
 			return msg.Result, resp.us, nil
 		case jsonrpc.KindErrorResponse:
-			return nil, resp.us, rq.relayedError(up, msg.Error)
+			return nil, resp.us, relayedError(up, msg.Error)
 		}
 	}
 }

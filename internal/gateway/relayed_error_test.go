@@ -91,35 +91,3 @@ func TestUpstreamErrorsRelayed(t *testing.T) {
 		t.Errorf("2026-07-28 tools/call: %d %s", resp.StatusCode, body)
 	}
 }
-
-// TestMissingCapabilityFromLegacyUpstream: a 2025-11-25 upstream whose tool
-// answers -32021 itself (it needs sampling, which the gateway did not
-// announce to it, since the request did not declare it; the Go SDK's
-// conformance everything-server does this) answers with HTTP 200, as its
-// revision does; a 2026-07-28 client gets it with HTTP 400, as its
-// revision requires of that error, with the upstream's data.
-func TestMissingCapabilityFromLegacyUpstream(t *testing.T) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "legacy"}, nil)
-	srv.AddTool(&mcp.Tool{Name: "needs_sampling", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return nil, &sdkjsonrpc.Error{Code: -32021, Message: "sampling capability required but not declared by client", Data: json.RawMessage(`{"requiredCapabilities":{"sampling":{}}}`)}
-	})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	t.Cleanup(hs.Close)
-	url := startGateway(t, []upstreamSpec{{name: "l", url: hs.URL}})
-
-	resp, body := do(t, post2026(t, url, 9, "tools/call", `"name":"l__needs_sampling"`, func(r *http.Request) { r.Header.Set("Mcp-Name", "l__needs_sampling") }))
-	if d := lastData(body); d != "" {
-		body = d
-	}
-	if resp.StatusCode != 400 || !strings.Contains(body, `"code":-32021`) || !strings.Contains(body, `"requiredCapabilities":{"sampling":{}}`) || !strings.Contains(body, `"id":9`) {
-		t.Errorf("2026-07-28: %d %s", resp.StatusCode, body)
-	}
-	schemaValidator(t)("MissingRequiredClientCapabilityError", body)
-
-	cs := testkit.Connect(t, url, nil)
-	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "l__needs_sampling"})
-	var we *sdkjsonrpc.Error
-	if !errors.As(err, &we) || we.Code != -32021 {
-		t.Errorf("2025-11-25: %v", err)
-	}
-}

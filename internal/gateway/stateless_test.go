@@ -262,9 +262,9 @@ func TestStatelessProtocol(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(body, "alpha:b64") {
 		t.Errorf("Base64 Mcp-Name: %d %s", resp.StatusCode, body)
 	}
-	// A resource that does not exist is -32602 in this revision.
+	// A resource that does not exist is -32602 in this revision, with 400.
 	resp, body = do(t, post2026(t, url, 4, "resources/read", `"uri":"nope+x://y"`, set("Mcp-Name", "nope+x://y")))
-	if _, code := rpcError(t, body); resp.StatusCode != 200 || code != -32602 {
+	if _, code := rpcError(t, body); resp.StatusCode != 400 || code != -32602 {
 		t.Errorf("unknown resource: %d %s", resp.StatusCode, body)
 	}
 }

@@ -421,12 +421,11 @@ func (r *responder) Refuse(id jsonrpc.ID, err error) bool {
 	var hm *catalog.HeaderMismatchError
 	var se *dispatch.ScopeError
 	var ce *dispatch.CapabilityError
-	var rel *dispatch.RelayedError
+	var ea *dispatch.ErrorAnswer
 	switch {
-	case errors.As(err, &rel) && rel.BadRequest:
-		// An upstream's JSON-RPC error, answered with 400 as the
-		// 2026-07-28 client's revision has them.
-		r.final(http.StatusBadRequest, jsonrpc.AppendError(nil, id, rel.Err))
+	case errors.As(err, &ea):
+		// A 2026-07-28 error answer with the status its code has.
+		r.final(ea.Status, jsonrpc.AppendError(nil, id, ea.Err))
 		return true
 	case errors.As(err, &ce):
 		// 2026-07-28 basic/index, "Per-request protocol fields".

@@ -1003,12 +1003,14 @@ func (c *Client) statusError(op string, resp *http.Response, sentSession bool) *
 	switch {
 	case sentSession && code == http.StatusNotFound:
 		return c.error(op, code, ErrSessionExpired)
-	case sentSession && code == http.StatusBadRequest && bytes.Contains(bytes.ToLower(body), []byte("session")):
+	case sentSession && code == http.StatusBadRequest && bytes.Contains(bytes.ToLower(body), []byte("session")) && !namesRequest(body):
 		// The spec wants 404 for an unknown session, but the TypeScript
 		// SDK's servers answer 400 ("Bad Request: No valid session ID
-		// provided") when the id is not one of theirs, for instance after a
-		// restart. Treating that as expiry lets the caller re-initialize
-		// instead of failing until the gateway session ends.
+		// provided", with a null id) when the id is not one of theirs,
+		// for instance after a restart. Treating that as expiry lets the
+		// caller re-initialize instead of failing until the gateway
+		// session ends. An error naming the request is its answer, even
+		// one that mentions a session.
 		return c.error(op, code, ErrSessionExpired)
 	}
 	msg := fmt.Sprintf("HTTP %d", code)
@@ -1026,6 +1028,13 @@ func (c *Client) statusError(op string, resp *http.Response, sentSession bool) *
 		e.RPC = cred.rpcError(c.secrets.rpcError(m.Error))
 	}
 	return e
+}
+
+// namesRequest reports whether body is a JSON-RPC error response with a
+// request's id (not null): an answer to that request.
+func namesRequest(body []byte) bool {
+	m, err := jsonrpc.Decode(body)
+	return err == nil && m.Kind == jsonrpc.KindErrorResponse && m.ID.IsValid() && !m.ID.IsNull()
 }
 
 // excerpt returns at most n bytes of b as one line of printable text, for an

@@ -72,6 +72,12 @@ func TestSecretsNotInErrors(t *testing.T) {
 			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "error": map[string]any{"code": -32603, "message": echo(r), "data": echo(r)}})
 			w.Write(b)
 		}},
+		{"400 JSON-RPC error", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(400)
+			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "error": map[string]any{"code": -32602, "message": echo(r) + extra, "data": map[string]any{"uri": "x", "h": echo(r)}}})
+			w.Write(b)
+		}},
 		{"200 JSON-RPC error", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "error": map[string]any{"code": -32603, "message": echo(r) + extra, "data": echo(r)}})
