@@ -128,8 +128,8 @@ func parseAnnounced(raw json.RawMessage) *announced {
 // its session's capabilities, or a stateless request's.
 func (rq *Request) announced() *announced {
 	switch {
-	case rq.Stateless:
-		return rq.h.announce(rq.MetaCaps)
+	case rq.adm.Stateless:
+		return rq.h.announce(rq.adm.MetaCaps)
 	case rq.Session != nil:
 		return rq.h.announce(rq.Session.ClientCapabilities)
 	}

@@ -565,7 +565,7 @@ func (l *listener) Collects() bool { return false }
 // level there), and wakes the replica holding its GET stream, the first
 // time. A failure is logged: the client then hears nothing, as before.
 func (rq *Request) markListen(ctx context.Context, up *upstreamRef) {
-	if rq.Stateless || rq.Session == nil {
+	if rq.adm.Stateless || rq.Session == nil {
 		return
 	}
 	rq.mu.Lock()

@@ -80,7 +80,7 @@ func (rq *Request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 			}
 		}
 	}
-	if out["resources"] != nil && !rq.Stateless && slices.ContainsFunc(ups, rq.subscribable) {
+	if out["resources"] != nil && !rq.adm.Stateless && slices.ContainsFunc(ups, rq.subscribable) {
 		out["resources"] = json.RawMessage(`{"listChanged":true,"subscribe":true}`)
 	}
 	rq.taskCapabilities(ups, out)
@@ -129,7 +129,7 @@ func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, o
 	defer cancel()
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	defer cancelCause(nil)
-	if !rq.Stateless {
+	if !rq.adm.Stateless {
 		// A 2026-07-28 request is cancelled by closing its stream
 		// (basic/patterns/cancellation, "Transport-Specific
 		// Cancellation"), and its id is unique only to its own client,
@@ -141,7 +141,7 @@ func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, o
 
 	start := time.Now()
 	ctx, span := telemetry.StartServerSpan(ctx, h.tracer, msg.Method, "", msg.Params,
-		telemetry.SessionID(rq.Session.ID), telemetry.ProtocolVersion(rq.Version), telemetry.Tenant(rq.view.ID))
+		telemetry.SessionID(rq.Session.ID), telemetry.ProtocolVersion(rq.adm.Version), telemetry.Tenant(rq.view.ID))
 	if a, ok := telemetry.RequestID(msg.ID.Raw()); ok {
 		span.SetAttributes(a)
 	}
@@ -183,18 +183,18 @@ func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, o
 			return nil
 		}
 		e := h.toJSONRPCError(ctx, msg.Method, err)
-		if rq.Stateless && e.Code == protocol.CodeResourceNotFound {
+		if rq.adm.Stateless && e.Code == protocol.CodeResourceNotFound {
 			// 2026-07-28 changelog, minor change 6.
 			e = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message, Data: e.Data}
 		}
-		if rq.Stateless {
+		if rq.adm.Stateless {
 			if status := statelessStatus(e.Code); status != http.StatusOK && out.Refuse(msg.ID, &ErrorAnswer{Err: e, Status: status}) {
 				return nil
 			}
 		}
 		return jsonrpc.AppendError(nil, msg.ID, e)
 	}
-	if rq.Stateless {
+	if rq.adm.Stateless {
 		res = h.decorate(rq, m, res)
 	}
 	if !out.Collects() {
@@ -590,8 +590,8 @@ func namedCall(k catalog.Kind) methodFunc {
 		c.upstream, c.original = up.cfg.Name, orig
 		if k == catalog.Tools {
 			c.arguments = p.Get("arguments")
-			if rq.Stateless {
-				if msg := catalog.CheckParamHeaders(it.Headers, c.arguments, rq.Header); msg != "" {
+			if rq.adm.Stateless {
+				if msg := catalog.CheckParamHeaders(it.Headers, c.arguments, rq.adm.Header); msg != "" {
 					return nil, &catalog.HeaderMismatchError{Msg: msg}
 				}
 			}

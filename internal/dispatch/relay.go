@@ -31,7 +31,7 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 	// upstream call outlives this request, and ends with the client gone
 	// only while it is not parked.
 	callCtx, parked := ctx, false
-	if rq.Stateless && c.m.input && rq.h.bridge.Relays() {
+	if rq.adm.Stateless && c.m.input && rq.h.bridge.Relays() {
 		us, err := rq.upstreamSession(ctx, up)
 		if err != nil {
 			return nil, err
@@ -60,11 +60,11 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 			c.cancelParked = cancel
 		}
 	}
-	if rq.Stateless && rq.WantsLogs {
+	if rq.adm.Stateless && rq.adm.WantsLogs {
 		rq.enableLogs(ctx, up)
 	}
 	c.hold = noHold
-	if rq.Stateless && c.m.input {
+	if rq.adm.Stateless && c.m.input {
 		// The upstream may ask on the shared session's GET stream (see
 		// shared.go), which must be open first. A parked call's hold is
 		// given back when its upstream call ends (mergedResponse.Close).
@@ -81,7 +81,7 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 	// each numbers its requests on its own: ids of the gateway's keep two
 	// in flight apart. Nothing names them later (see Serve).
 	id := forwardID(c.id)
-	if rq.Stateless {
+	if rq.adm.Stateless {
 		id = rq.h.statelessID()
 	}
 	for round := 1; ; round++ {
@@ -89,7 +89,7 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 		if err != nil || parked {
 			return res, err
 		}
-		if !rq.Stateless && upstream.IsModern(us) && c.m.input && bridge.InputRequired(res) {
+		if !rq.adm.Stateless && upstream.IsModern(us) && c.m.input && bridge.InputRequired(res) {
 			// A 2026-07-28 upstream asks a session client for input.
 			if round > bridge.MaxInputRounds {
 				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input more than %d times", up.cfg.Name, bridge.MaxInputRounds)
@@ -114,7 +114,7 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 // request for input it parks sets *parked and returns the input_required
 // result.
 func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstreamRef, id jsonrpc.ID, params json.RawMessage, parked *bool) (json.RawMessage, session.Upstream, error) {
-	if !rq.Stateless && c.m.input && rq.Session != nil && bytes.Contains(rq.Session.ClientCapabilities, []byte(`"roots"`)) {
+	if !rq.adm.Stateless && c.m.input && rq.Session != nil && bytes.Contains(rq.Session.ClientCapabilities, []byte(`"roots"`)) {
 		// The upstream may ask the client for its roots on its GET
 		// stream, which must be open first (see awaitHeard).
 		rq.awaitHeard(callCtx, up)
@@ -138,7 +138,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 	// declare is answered 400 (see CapabilityError), which only a response
 	// not yet begun can carry: its stream starts with the first event
 	// relayed instead of with the upstream's.
-	if resp.Streaming() && !(rq.Stateless && c.m.input) {
+	if resp.Streaming() && !(rq.adm.Stateless && c.m.input) {
 		c.out.Stream()
 	}
 	for {
@@ -157,7 +157,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 				// subscriptions/listen stream that subscribed
 				// (basic/patterns/subscriptions): the principal's shared
 				// upstream session subscribed to nothing of its.
-				if rq.Stateless {
+				if rq.adm.Stateless {
 					continue
 				}
 				if raw = rq.exposeUpdated(ctx, rq.view, up, msg, func(uri string) bool { return rq.holds(up, uri) }); raw == nil {
@@ -167,7 +167,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 			if raw = rq.exposeTaskNote(ctx, up, resp.us, msg, raw); raw == nil {
 				continue // about a task the caller does not hold
 			}
-			if msg.Method == "notifications/message" && rq.Stateless && !rq.wantsLog(msg) {
+			if msg.Method == "notifications/message" && rq.adm.Stateless && !rq.wantsLog(msg) {
 				// 2026-07-28: no log messages for requests that did not
 				// ask for them (_meta logLevel), nor below the level
 				// they asked for.
@@ -192,7 +192,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 				return res, resp.us, nil
 			}
 			rq.h.bridge.UpstreamRequest(ctx, who, c.out, up.client, resp.us, msg)
-			if need, sub, lacks := rq.h.bridge.Lacks(who, msg); rq.Stateless && lacks {
+			if need, sub, lacks := rq.h.bridge.Lacks(who, msg); rq.adm.Stateless && lacks {
 				// The upstream was refused above and hears no more of the
 				// call; the client is told what it lacks (2026-07-28
 				// basic/index, "Per-request protocol fields").
@@ -234,10 +234,10 @@ func (rq *Request) exposeUpdated(ctx context.Context, view *tenant.View, up *ups
 
 // caller is who rq is, to the bridge.
 func (rq *Request) caller() *bridge.Caller {
-	who := &bridge.Caller{Principal: PrincipalKey(rq), Tenant: rq.principal.Tenant, Stateless: rq.Stateless}
+	who := &bridge.Caller{Principal: PrincipalKey(rq), Tenant: rq.principal.Tenant, Stateless: rq.adm.Stateless}
 	switch {
-	case rq.Stateless:
-		who.Caps = rq.MetaCaps
+	case rq.adm.Stateless:
+		who.Caps = rq.adm.MetaCaps
 	case rq.Session != nil:
 		who.Caps = rq.Session.ClientCapabilities
 	}
@@ -331,7 +331,7 @@ const maxLogsOn = 4096
 // wantsLog reports whether a 2026-07-28 request asked for log message msg:
 // it set a logLevel, and msg's level is at or above it.
 func (rq *Request) wantsLog(msg *jsonrpc.Message) bool {
-	if !rq.WantsLogs {
+	if !rq.adm.WantsLogs {
 		return false
 	}
 	p, err := jsonx.ParseValidObject(msg.Params)
@@ -339,7 +339,7 @@ func (rq *Request) wantsLog(msg *jsonrpc.Message) bool {
 		return false
 	}
 	level, _ := p.GetString("level")
-	return protocol.LogSeverity(level) >= protocol.LogSeverity(rq.LogLevel)
+	return protocol.LogSeverity(level) >= protocol.LogSeverity(rq.adm.LogLevel)
 }
 
 // shapeUpstreamRequest is the bridge's Shape: the resource URIs inside an

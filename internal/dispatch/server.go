@@ -357,17 +357,9 @@ type Request struct {
 	principal *auth.Principal
 	view      *tenant.View
 
-	// Set by the transport.
-	Version string // protocol version in effect
-	// Stateless is set for requests of the 2026-07-28 revision; Session
-	// is then the record the gateway keeps for the principal. WantsLogs
-	// says such a request asked for log messages (_meta logLevel).
-	Stateless, WantsLogs bool
-	// LogLevel is the least severe level of log message such a request
-	// asked for.
-	LogLevel string
-	Header   http.Header     // the request's, for Mcp-Param-* checks
-	MetaCaps json.RawMessage // a stateless request's client capabilities
+	// adm is what the transport learned of the request, set once (Admit)
+	// before it is served.
+	adm Admission
 
 	// who is whom the upstream requests are made for, once known (see
 	// withCaller).
@@ -378,6 +370,32 @@ type Request struct {
 	mu      sync.Mutex
 	Session *session.Record // nil until initialize stored it
 }
+
+// An Admission is what the transport learns of a request before it is
+// served: given once, with Request.Admit, and read-only from then on.
+type Admission struct {
+	Version string // protocol version in effect
+	// Stateless is set for requests of the 2026-07-28 revision; the
+	// request's Session is then the record the gateway keeps for the
+	// principal. WantsLogs says such a request asked for log messages
+	// (_meta logLevel).
+	Stateless, WantsLogs bool
+	// LogLevel is the least severe level of log message such a request
+	// asked for.
+	LogLevel string
+	Header   http.Header     // the request's, for Mcp-Param-* checks
+	MetaCaps json.RawMessage // a stateless request's client capabilities
+}
+
+// Admit gives the request what the transport learned of it. The
+// transport calls it once, before anything serves the request.
+func (rq *Request) Admit(a Admission) { rq.adm = a }
+
+// Admission returns what the transport learned of the request.
+func (rq *Request) Admission() Admission { return rq.adm }
+
+// Stateless reports whether the request is of the 2026-07-28 revision.
+func (rq *Request) Stateless() bool { return rq.adm.Stateless }
 
 // NewRequest returns the request of principal p, of tenant view v, served
 // with config snapshot st.

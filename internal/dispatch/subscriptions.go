@@ -89,7 +89,7 @@ func covered(subs []string, uri string) bool {
 // fresh, and the change checked and made again if another overwrote it.
 // A failure is logged: the client then hears nothing of uri.
 func (rq *Request) noteSubscription(ctx context.Context, up *upstreamRef, uri string, on bool) {
-	if rq.Stateless || rq.Session == nil {
+	if rq.adm.Stateless || rq.Session == nil {
 		return
 	}
 	h, name := rq.h, up.cfg.Name

@@ -177,7 +177,7 @@ func (rq *Request) taskCreated(ctx context.Context, c *call, up *upstreamRef, re
 	if !modern {
 		o.Set("task", task.Bytes())
 	}
-	if rq.Stateless && !modern {
+	if rq.adm.Stateless && !modern {
 		// A 2026-07-28 client is answered in its revision's shape
 		// (extension, "Task Creation").
 		out := modernTask(task)
@@ -252,7 +252,7 @@ func taskMethod(ctx context.Context, rq *Request, c *call) (json.RawMessage, err
 	if err != nil {
 		return nil, err
 	}
-	if rq.Stateless && !rq.declaresTasks() {
+	if rq.adm.Stateless && !rq.declaresTasks() {
 		// Extension, "Protocol Errors".
 		return nil, &CapabilityError{Capability: "extensions", Sub: taskExtension}
 	}
@@ -265,10 +265,10 @@ func taskMethod(ctx context.Context, rq *Request, c *call) (json.RawMessage, err
 	p.SetString("taskId", t.UpstreamTaskID)
 	modernUp := upstream.IsModern(t.Session)
 	switch {
-	case rq.Stateless && !modernUp:
+	case rq.adm.Stateless && !modernUp:
 		res, err := rq.legacyTask(ctx, c, up, t, p)
 		return res, rq.taskError(ctx, err, t, c.method)
-	case !rq.Stateless && modernUp:
+	case !rq.adm.Stateless && modernUp:
 		// Not made for a session client (see capabilities).
 		return nil, errTaskNotFound()
 	}
@@ -373,7 +373,7 @@ func (rq *Request) exposeTaskNote(ctx context.Context, up *upstreamRef, us sessi
 		return raw
 	}
 	if status {
-		if rq.Stateless {
+		if rq.adm.Stateless {
 			return nil // no such notification in 2026-07-28 (the extension's is notifications/tasks)
 		}
 		upID, _ := p.GetString("taskId")
@@ -454,7 +454,7 @@ func (rq *Request) taskCapabilities(ups []*upstreamRef, out map[string]json.RawM
 		if rq.modern(up) {
 			// The extension, offered to 2026-07-28 clients only: a
 			// session client's tasks go to 2025-11-25 upstreams.
-			if ext, ok := caps.Object("extensions"); ok && ext.Get(taskExtension) != nil && rq.Stateless {
+			if ext, ok := caps.Object("extensions"); ok && ext.Get(taskExtension) != nil && rq.adm.Stateless {
 				offered, call = true, true
 			}
 			continue
@@ -476,7 +476,7 @@ func (rq *Request) taskCapabilities(ups []*upstreamRef, out map[string]json.RawM
 	if !offered {
 		return
 	}
-	if rq.Stateless {
+	if rq.adm.Stateless {
 		if call {
 			ext := jsonx.Object{}
 			if e, err := jsonx.ParseValidObject(out["extensions"]); err == nil {

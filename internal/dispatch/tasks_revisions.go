@@ -44,7 +44,7 @@ func modernTask(task *jsonx.Object) *jsonx.Object {
 // declared the extension, and refused with -32021 naming it when not; any
 // other tool is called plainly.
 func (rq *Request) augmentTask(ctx context.Context, up *upstreamRef, it *catalog.Item, p *jsonx.Object) error {
-	if !rq.Stateless || !bytes.Contains(it.Raw, []byte(`"required"`)) {
+	if !rq.adm.Stateless || !bytes.Contains(it.Raw, []byte(`"required"`)) {
 		return nil
 	}
 	tool, err := jsonx.ParseValidObject(it.Raw)
@@ -73,7 +73,7 @@ func (rq *Request) augmentTask(ctx context.Context, up *upstreamRef, it *catalog
 // declaresTasks reports whether a 2026-07-28 request declared the Tasks
 // extension in its client capabilities.
 func (rq *Request) declaresTasks() bool {
-	caps, err := jsonx.ParseValidObject(rq.MetaCaps)
+	caps, err := jsonx.ParseValidObject(rq.adm.MetaCaps)
 	if err != nil {
 		return false
 	}

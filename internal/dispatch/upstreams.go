@@ -296,12 +296,12 @@ func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID,
 // carries its version, client info and capabilities).
 func (rq *Request) upstreamParams(us session.Upstream, params json.RawMessage) json.RawMessage {
 	if !upstream.IsModern(us) {
-		if rq.Stateless {
+		if rq.adm.Stateless {
 			return stripProtocolMeta(params)
 		}
 		return params
 	}
-	if rq.Stateless {
+	if rq.adm.Stateless {
 		return params
 	}
 	return upstream.WithModernMeta(params, rq.Session.ClientInfo, rq.Session.ClientCapabilities)

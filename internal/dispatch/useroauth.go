@@ -85,7 +85,7 @@ func (h *Server) consentAnswer(ctx context.Context, rq *Request, c *call, err er
 		urlMode = json.Unmarshal(caps, &el) == nil && len(el.Elicitation.URL) > 0 && string(el.Elicitation.URL) != "null"
 	}
 	session := ""
-	if urlMode && !rq.Stateless && rq.Session != nil {
+	if urlMode && !rq.adm.Stateless && rq.Session != nil {
 		session = rq.Session.ID
 	}
 	link, lerr := cr.Link(ctx, session)
@@ -94,11 +94,11 @@ func (h *Server) consentAnswer(ctx context.Context, rq *Request, c *call, err er
 	}
 	msg := "Authorization is required at upstream " + cr.Upstream + ": open " + link.URL + " to link your account, then retry."
 	switch {
-	case urlMode && rq.Stateless && c.m.input:
+	case urlMode && rq.adm.Stateless && c.m.input:
 		el := map[string]any{"method": "elicitation/create", "params": map[string]string{"mode": "url", "url": link.URL, "message": msg}}
 		res, _ := json.Marshal(map[string]any{"resultType": "input_required", "inputRequests": map[string]any{"consent-" + cr.Upstream: el}})
 		return res, nil, true
-	case urlMode && !rq.Stateless:
+	case urlMode && !rq.adm.Stateless:
 		data, _ := json.Marshal(map[string]any{"elicitations": []map[string]string{{
 			"mode": "url", "elicitationId": link.ID, "url": link.URL, "message": msg,
 		}}})

@@ -94,7 +94,7 @@ type logTarget struct {
 // logTarget returns the log target of rq's streams, the zero one when the gateway
 // keeps no event log or rq has no session (2026-07-28).
 func (h *Handler) logTarget(r *http.Request, rq *dispatch.Request, kind byte, id jsonrpc.ID) logTarget {
-	if h.events == nil || rq.Stateless || rq.Session == nil {
+	if h.events == nil || rq.Stateless() || rq.Session == nil {
 		return logTarget{}
 	}
 	return logTarget{h: h, r: r, rq: rq, kind: kind, id: id}

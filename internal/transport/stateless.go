@@ -153,13 +153,22 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *dis
 		}
 	}
 
-	rq.Version = body
-	rq.Stateless = true
-	rq.Header = r.Header
-	rq.MetaCaps = meta.Get(protocol.MetaClientCapabilities)
+	adm := dispatch.Admission{Version: body, Stateless: true, Header: r.Header, MetaCaps: meta.Get(protocol.MetaClientCapabilities)}
+	if raw := meta.Get(protocol.MetaLogLevel); raw != nil {
+		// 2026-07-28 server/utilities/logging, "Error Handling": an
+		// unknown level is invalid params.
+		level, err := jsonx.Unquote(raw)
+		if err != nil || protocol.LogSeverity(level) < 0 {
+			writeRPCError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidParams,
+				fmt.Sprintf("Invalid params: _meta[%q] must be one of %s", protocol.MetaLogLevel, strings.Join(protocol.LogLevels, ", ")), nil)
+			return
+		}
+		adm.WantsLogs, adm.LogLevel = true, level
+	}
+	rq.Admit(adm)
 	// The same bound as an initialize's capabilities: they are parsed,
 	// and their parse cached (see capSet), for each input request.
-	if max := rq.State().Config().Limits.ClientCapabilitiesBytes; len(rq.MetaCaps) > max {
+	if max := rq.State().Config().Limits.ClientCapabilitiesBytes; len(adm.MetaCaps) > max {
 		h.srv.LimitHit(r.Context(), rq, telemetry.LimitClientCapabilities, msg.Method)
 		writeRPCError(w, http.StatusOK, msg.ID, jsonrpc.CodeInvalidParams,
 			fmt.Sprintf("Invalid params: _meta[%q] exceeds limits.client_capabilities_bytes (%d bytes)", protocol.MetaClientCapabilities, max), nil)
@@ -175,17 +184,6 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *dis
 		rq.Session = rec
 	} else {
 		rq.Session = &session.Record{ID: "discover"}
-	}
-	if raw := meta.Get(protocol.MetaLogLevel); raw != nil {
-		// 2026-07-28 server/utilities/logging, "Error Handling": an
-		// unknown level is invalid params.
-		level, err := jsonx.Unquote(raw)
-		if err != nil || protocol.LogSeverity(level) < 0 {
-			writeRPCError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidParams,
-				fmt.Sprintf("Invalid params: _meta[%q] must be one of %s", protocol.MetaLogLevel, strings.Join(protocol.LogLevels, ", ")), nil)
-			return
-		}
-		rq.WantsLogs, rq.LogLevel = true, level
 	}
 	if m.Stream() {
 		h.serveListen(w, r, rq, msg) // subscriptions/listen, the one stream

@@ -229,10 +229,10 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *dispatch
 		if !h.loadSession(w, r, rq) {
 			return
 		}
-		if v, _ := protocol.ParseVersion(rq.Version); v.AtLeast(protocol.V2025_06_18) {
+		if v, _ := protocol.ParseVersion(rq.Admission().Version); v.AtLeast(protocol.V2025_06_18) {
 			// The 2025-06-18 changelog removed JSON-RPC batching.
 			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-				"Bad Request: JSON-RPC batches are not supported in protocol version "+rq.Version)
+				"Bad Request: JSON-RPC batches are not supported in protocol version "+rq.Admission().Version)
 			return
 		}
 		h.serveBatch(w, r, rq, body)
@@ -393,10 +393,11 @@ func (h *Handler) loadSession(w http.ResponseWriter, r *http.Request, rq *dispat
 	rq.Session = rec
 	// The negotiated version identifies the protocol, whatever the header
 	// says (an absent header only means 2025-03-26 when nothing else tells).
-	rq.Version = rec.ProtocolVersion
-	if rq.Version == "" {
-		rq.Version = protocol.Assumed.String()
+	version := rec.ProtocolVersion
+	if version == "" {
+		version = protocol.Assumed.String()
 	}
+	rq.Admit(dispatch.Admission{Version: version})
 	return true
 }
 
