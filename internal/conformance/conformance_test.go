@@ -2,8 +2,8 @@ package conformance_test
 
 import (
 	"encoding/json"
-	"io/fs"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"os"
