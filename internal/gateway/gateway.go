@@ -221,9 +221,10 @@ func (g *Gateway) Config() *config.Config { return g.live.Load().cfg }
 func (g *Gateway) Handler() http.Handler { return g.mux }
 
 // Close releases the gateway's resources: it stops the config watch, then
-// the server (and every goroutine it owns), then the stores.
+// the transport's and the server's goroutines, then the stores.
 func (g *Gateway) Close() error {
 	g.stopWatch()
+	g.edge.Close() // the transport's own goroutines first: they write to the stores
 	err := errors.Join(g.server.Close(), g.stores.Close())
 	g.limiter.Close() // last: the closes above may log
 	return err

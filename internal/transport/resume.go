@@ -353,11 +353,14 @@ func (h *Handler) followCall(w http.ResponseWriter, r *http.Request, rq *dispatc
 // liveCalls are the streams of the calls this replica runs, whose leases
 // it renews (see session.EventLog.Open), so that a resume elsewhere can
 // tell a call that is slow from one whose replica died. One goroutine
-// renews them all, while there are any.
+// renews them all, while there are any; close ends it and waits for it.
 type liveCalls struct {
 	mu      sync.Mutex
 	m       map[*streamLog]struct{}
 	running bool
+	closed  bool
+	stop    chan struct{} // closed by close
+	wg      sync.WaitGroup
 }
 
 // touchEvery is how often the leases are renewed: well within their
@@ -371,10 +374,29 @@ func (c *liveCalls) add(l *streamLog) {
 		c.m = make(map[*streamLog]struct{})
 	}
 	c.m[l] = struct{}{}
-	if !c.running {
+	if !c.running && !c.closed {
 		c.running = true
-		go c.renew()
+		if c.stop == nil {
+			c.stop = make(chan struct{})
+		}
+		c.wg.Add(1)
+		go c.renew(c.stop)
 	}
+}
+
+// close stops the renewals and waits for the goroutine that makes them:
+// nothing is written to the event log after it returns. Calls still
+// running then are the HTTP server's to end.
+func (c *liveCalls) close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		if c.stop != nil {
+			close(c.stop)
+		}
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
 }
 
 func (c *liveCalls) remove(l *streamLog) {
@@ -386,11 +408,21 @@ func (c *liveCalls) remove(l *streamLog) {
 	delete(c.m, l)
 }
 
-// renew renews the leases until there are none to renew.
-func (c *liveCalls) renew() {
+// renew renews the leases until there are none to renew, or stop is
+// closed.
+func (c *liveCalls) renew(stop <-chan struct{}) {
+	defer c.wg.Done()
 	t := time.NewTicker(touchEvery)
 	defer t.Stop()
-	for range t.C {
+	for {
+		select {
+		case <-stop:
+			c.mu.Lock()
+			c.running = false
+			c.mu.Unlock()
+			return
+		case <-t.C:
+		}
 		c.mu.Lock()
 		if len(c.m) == 0 {
 			c.running = false

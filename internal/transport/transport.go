@@ -102,6 +102,11 @@ func (h *Handler) SetConfig(gen *dispatch.Generation, publish func(*Snapshot)) {
 // not affected.
 func (h *Handler) Drain() { h.streams.drain() }
 
+// Close stops and waits for what the Handler runs beyond a request (the
+// renewal of running calls' event-log leases). The gateway calls it as it
+// shuts down, once the HTTP servers are done with the requests.
+func (h *Handler) Close() { h.calls.close() }
+
 // Current returns the generation in force.
 func (h *Handler) Current() *Snapshot { return &Snapshot{h: h, st: h.srv.Current()} }
 
