@@ -10,9 +10,9 @@ import (
 // Goroutines that outlive a request.
 //
 // A request's goroutines end with it. A few do not: the pump of a parked
-// call (mrtr.go), the Close of a replaced upstream's client (reload.go),
+// call (internal/bridge), the Close of a replaced upstream's client (reload.go),
 // and the termination of the upstream sessions of a session that expired
-// in the store (Expire). Each is started through the Handler's owner,
+// in the store (Expire). Each is started through the Server's owner,
 // which bounds it and which Close waits for: pumps are bounded by their
 // upstream's timeout and cancelled by Close; expiries go through a queue
 // of expiryQueue sessions served by at most expiryWorkers goroutines, so a
@@ -36,7 +36,7 @@ const (
 	expiryQueue = 4096
 )
 
-// owner starts and waits for the goroutines a Handler starts beyond a
+// owner starts and waits for the goroutines a Server starts beyond a
 // request's life. Its zero value is ready to use.
 type owner struct {
 	mu     sync.Mutex
@@ -98,7 +98,7 @@ func (o *owner) close() {
 
 // Expire is the session store's expiry hook: it queues the end of the
 // upstream sessions of a gateway session that expired, and returns at
-// once (the hook runs in the store's sweeper). A full queue, or a Handler
+// once (the hook runs in the store's sweeper). A full queue, or a Server
 // being closed, drops the work: the upstream sessions then expire on the
 // upstreams' own schedule.
 func (h *Server) Expire(rec *session.Record) {

@@ -22,7 +22,7 @@ import (
 // relay forwards a client request to up and relays the answer: each
 // Notification as it arrives, then the result (through rewrite, if set) or
 // the upstream's error. Requests for input are bridged between the
-// revisions (see mrtr.go).
+// revisions (see internal/bridge).
 func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params json.RawMessage, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
 	if err := rq.spend(ctx, c, up); err != nil {
 		return nil, err

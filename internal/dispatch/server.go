@@ -303,7 +303,7 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 	return st
 }
 
-// Close ends and waits for every goroutine the Handler started beyond a
+// Close ends and waits for every goroutine the Server started beyond a
 // request (parked calls' pumps, watches, expiries, replaced clients'
 // Close), then waits for the upstream clients' background work
 // (cancellations, session terminations) and releases their connections.
