@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,7 +20,6 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/telemetry"
-	"github.com/mcpgw/gateway/internal/toolsearch"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -204,33 +202,6 @@ func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, o
 	return jsonrpc.AppendResult(nil, msg.ID, res)
 }
 
-// failureReason classifies a failed request for the audit log with a short
-// fixed string: never an error text, which may quote the request or an
-// upstream.
-func failureReason(err error) string {
-	var re *catalog.ResolveError
-	var ue *upstream.Error
-	var je *jsonrpc.Error
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, context.Canceled):
-		return "cancelled"
-	case errors.As(err, &re):
-		if len(re.Conflict) > 0 {
-			return "name conflict"
-		}
-		return "unknown name"
-	case errors.As(err, &ue):
-		return "upstream unreachable or failing"
-	case errors.As(err, &je):
-		return "error " + strconv.FormatInt(je.Code, 10)
-	}
-	return "internal error"
-}
-
 // observeRequest records how a request went: its span's status, the request and
 // tool-call metrics, policy denials, and the audit record of the methods
 // that reach an upstream's tools, prompts and resources. It returns the
@@ -325,68 +296,6 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, err e
 	return outcome
 }
 
-var errCancelledByClient = errors.New("request cancelled by the client")
-
-// ClientGone reports whether a request failed because its client went
-// away: the request's context was cancelled (net/http does so when the
-// connection closes), or writing to the client failed (ErrClientGone).
-// That is no failure of the gateway's, and is not logged as one. A
-// connection of the gateway's own that broke (to Redis, to an upstream) is
-// none of these.
-func ClientGone(ctx context.Context, err error) bool {
-	return errors.Is(context.Cause(ctx), context.Canceled) || errors.Is(err, ErrClientGone)
-}
-
-// ScopeError says the token lacks scopes a tool requires. Its answer is a
-// step-up challenge, where the transport can still give one.
-type ScopeError struct{ Scopes []string }
-
-func (e *ScopeError) Error() string {
-	return "Insufficient scope: this tool requires " + strings.Join(e.Scopes, " ")
-}
-
-// toJSONRPCError maps a method's error to the error object sent to the
-// client. It is the one place where internal errors get their wire code.
-func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *jsonrpc.Error {
-	var je *jsonrpc.Error
-	var re *catalog.ResolveError
-	var ue *upstream.Error
-	var ref *budget.Refusal
-	var ce *CapabilityError
-	switch {
-	case errors.As(err, &ce):
-		return ce.RPCError()
-	case errors.As(err, new(*ScopeError)):
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
-	case errors.As(err, &ref):
-		return &jsonrpc.Error{Code: protocol.CodeBudgetExceeded, Message: ref.Error(), Data: ref.Data()}
-	case errors.As(err, &re):
-		code := int64(jsonrpc.CodeInvalidParams)
-		if (re.Kind == catalog.Resources || re.Kind == catalog.Templates) && len(re.Conflict) == 0 {
-			code = protocol.CodeResourceNotFound
-		}
-		return &jsonrpc.Error{Code: code, Message: re.Error()}
-	case errors.As(err, &je):
-		// Includes error responses relayed from an upstream, verbatim.
-		return je
-	case errors.As(err, &ue):
-		if e := answeredError(ue); e != nil {
-			return e // the upstream's own answer (see relayedError)
-		}
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: ue.Error()}
-	case errors.Is(context.Cause(ctx), errCancelledByClient):
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request cancelled"}
-	case errors.Is(err, context.DeadlineExceeded):
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request timed out"}
-	case ClientGone(ctx, err):
-		h.log.Debug("client gone", "rpc_method", method, "error", err)
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request cancelled"}
-	default:
-		h.log.Error("request failed", "rpc_method", method, "error", err)
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error"}
-	}
-}
-
 // Notification handles a notification from the client.
 func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Message) {
 	ctx = rq.withCaller(ctx)
@@ -436,107 +345,6 @@ func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Mes
 		// notifications/initialized: the upstreams were initialized at
 		// initialize already. Others have no upstream to go to.
 	}
-}
-
-// listMethod serves one of the four list methods from the catalog.
-func listMethod(k catalog.Kind) methodFunc {
-	return func(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
-		if len(c.params) > 0 {
-			p, err := jsonx.ParseValidObject(c.params)
-			if err != nil {
-				return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: must be an object")
-			}
-			// The gateway returns each list whole, on one page, so no cursor
-			// of ours exists to be passed back.
-			if cur, ok := p.GetString("cursor"); ok && cur != "" {
-				return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: invalid cursor")
-			}
-		}
-		e := rq.merged(ctx, k)
-		return e.body, nil
-	}
-}
-
-// merged returns the list of kind k as the tenant sees it, from the
-// snapshot's cache while the listings it was made from are current.
-func (rq *Request) merged(ctx context.Context, k catalog.Kind) *mergedEntry {
-	info := k.Info()
-	tu := rq.tenantUpstreams()
-	var ups []*catalog.Upstream
-	for i, up := range tu.refs {
-		// An upstream whose circuit is open is left out: its items
-		// could not be used.
-		if rq.hasCap(up, info.Capability) && !up.breaker.Open() {
-			ups = append(ups, tu.cats[i])
-		}
-	}
-	ls := make([]*catalog.Listing, len(ups))
-	var wg sync.WaitGroup
-	for i, up := range ups {
-		if l := rq.h.catalog.Fresh(up, k, rq.listScope(up)); l != nil {
-			ls[i] = l // the common case: no goroutine, no upstream
-			continue
-		}
-		wg.Go(func() {
-			l, err := rq.Listing(ctx, up, k)
-			if err != nil {
-				// One failing upstream never breaks the others.
-				rq.h.log.Warn("listing failed", "upstream", up.Name, "rpc_method", info.ListMethod, "error", err)
-				return
-			}
-			ls[i] = l
-		})
-	}
-	wg.Wait()
-	// The merged, filtered and encoded list depends only on the
-	// config snapshot, the tenant, and the listings merged: reuse it
-	// while none of them changed.
-	key := mergedKey{tenant: rq.view.ID, kind: k}
-	if v, ok := rq.st.merged.Load(key); ok {
-		if e := v.(*mergedEntry); e.matches(ups, ls) {
-			return e
-		}
-	}
-	items := rq.h.catalog.Merge(k, ups, ls, rq)
-	var body []byte
-	if k == catalog.Tools {
-		for i := range items {
-			if a, ok := rq.view.Annotations(items[i].Upstream, items[i].Original); ok {
-				items[i].Raw = catalog.AssertAnnotations(items[i].Raw, a)
-			}
-		}
-		items = rq.present(items)
-		body = rq.searchList(items)
-	} else {
-		body = catalog.Encode(k, items)
-	}
-	e := &mergedEntry{ups: ups, ls: ls, body: body, items: items}
-	rq.st.merged.Store(key, e)
-	return e
-}
-
-// mergedKey names a merged list in a config snapshot.
-type mergedKey struct {
-	tenant string
-	kind   catalog.Kind
-}
-
-// mergedEntry is a merged list and what it was made from. Its body is
-// shared by every response that uses it and must not be modified.
-type mergedEntry struct {
-	ups  []*catalog.Upstream
-	ls   []*catalog.Listing
-	body []byte
-	// items are the tenant's items, as it sees them (without the tool
-	// search's own tools); index is their search index, made on the
-	// first search.
-	items     []catalog.Item
-	indexOnce sync.Once
-	index     *toolsearch.Index
-}
-
-func (e *mergedEntry) matches(ups []*catalog.Upstream, ls []*catalog.Listing) bool {
-	return slices.Equal(e.ups, ups) && slices.Equal(e.ls, ls)
 }
 
 // routedParams parses params as an object and refuses case variants of the

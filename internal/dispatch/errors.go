@@ -1,0 +1,107 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/mcpgw/gateway/internal/budget"
+	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/protocol"
+	"github.com/mcpgw/gateway/internal/upstream"
+)
+
+// How a method's error becomes the client's: the one place internal
+// errors get their JSON-RPC code (toJSONRPCError), and their short reason
+// in the audit log (failureReason).
+
+// failureReason classifies a failed request for the audit log with a short
+// fixed string: never an error text, which may quote the request or an
+// upstream.
+func failureReason(err error) string {
+	var re *catalog.ResolveError
+	var ue *upstream.Error
+	var je *jsonrpc.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.As(err, &re):
+		if len(re.Conflict) > 0 {
+			return "name conflict"
+		}
+		return "unknown name"
+	case errors.As(err, &ue):
+		return "upstream unreachable or failing"
+	case errors.As(err, &je):
+		return "error " + strconv.FormatInt(je.Code, 10)
+	}
+	return "internal error"
+}
+
+var errCancelledByClient = errors.New("request cancelled by the client")
+
+// ClientGone reports whether a request failed because its client went
+// away: the request's context was cancelled (net/http does so when the
+// connection closes), or writing to the client failed (ErrClientGone).
+// That is no failure of the gateway's, and is not logged as one. A
+// connection of the gateway's own that broke (to Redis, to an upstream) is
+// none of these.
+func ClientGone(ctx context.Context, err error) bool {
+	return errors.Is(context.Cause(ctx), context.Canceled) || errors.Is(err, ErrClientGone)
+}
+
+// ScopeError says the token lacks scopes a tool requires. Its answer is a
+// step-up challenge, where the transport can still give one.
+type ScopeError struct{ Scopes []string }
+
+func (e *ScopeError) Error() string {
+	return "Insufficient scope: this tool requires " + strings.Join(e.Scopes, " ")
+}
+
+// toJSONRPCError maps a method's error to the error object sent to the
+// client. It is the one place where internal errors get their wire code.
+func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *jsonrpc.Error {
+	var je *jsonrpc.Error
+	var re *catalog.ResolveError
+	var ue *upstream.Error
+	var ref *budget.Refusal
+	var ce *CapabilityError
+	switch {
+	case errors.As(err, &ce):
+		return ce.RPCError()
+	case errors.As(err, new(*ScopeError)):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
+	case errors.As(err, &ref):
+		return &jsonrpc.Error{Code: protocol.CodeBudgetExceeded, Message: ref.Error(), Data: ref.Data()}
+	case errors.As(err, &re):
+		code := int64(jsonrpc.CodeInvalidParams)
+		if (re.Kind == catalog.Resources || re.Kind == catalog.Templates) && len(re.Conflict) == 0 {
+			code = protocol.CodeResourceNotFound
+		}
+		return &jsonrpc.Error{Code: code, Message: re.Error()}
+	case errors.As(err, &je):
+		// Includes error responses relayed from an upstream, verbatim.
+		return je
+	case errors.As(err, &ue):
+		if e := answeredError(ue); e != nil {
+			return e // the upstream's own answer (see relayedError)
+		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: ue.Error()}
+	case errors.Is(context.Cause(ctx), errCancelledByClient):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request cancelled"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request timed out"}
+	case ClientGone(ctx, err):
+		h.log.Debug("client gone", "rpc_method", method, "error", err)
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request cancelled"}
+	default:
+		h.log.Error("request failed", "rpc_method", method, "error", err)
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error"}
+	}
+}
