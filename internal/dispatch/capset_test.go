@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/mcpgw/gateway/internal/protocol"
 )
 
 // TestCapSetIsBounded: distinct client capability values, as many as a
@@ -35,5 +37,17 @@ func TestCapSetIsBounded(t *testing.T) {
 	first := h.capSet(small)
 	if second := h.capSet(small); fmt.Sprintf("%p", first) != fmt.Sprintf("%p", second) {
 		t.Error("a small value was not cached")
+	}
+}
+
+// TestMethodTableDescribed: every method the table serves is an MCP
+// request a client sends, as protocol.Methods describes it, so that its
+// metric label and its Mcp-Name rule come from there.
+func TestMethodTableDescribed(t *testing.T) {
+	for name := range methods {
+		d, ok := protocol.Method(name)
+		if !ok || d.Notification || d.FromServer {
+			t.Errorf("%s: described %+v (%v), want a client's request", name, d, ok)
+		}
 	}
 }

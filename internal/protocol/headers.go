@@ -26,18 +26,11 @@ func EncodeHeaderValue(v string) string {
 	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
 }
 
-// NameKey is the params member Mcp-Name mirrors for a method, or "".
+// NameKey is the params member Mcp-Name mirrors for a method, or "" (see
+// Methods).
 func NameKey(method string) string {
-	switch method {
-	case "tools/call", "prompts/get":
-		return "name"
-	case "resources/read":
-		return "uri"
-	case "tasks/get", "tasks/update", "tasks/cancel":
-		// The Tasks extension, "Streamable HTTP: Routing Headers".
-		return "taskId"
-	}
-	return ""
+	m, _ := Method(method)
+	return m.NameKey
 }
 
 // DecodeHeaderValue undoes the Base64 sentinel encoding of a mirrored header

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -40,24 +41,14 @@ var outcomes = set(OutcomeOK, OutcomeError, OutcomeToolError, OutcomeDenied, Out
 
 // methods are the MCP method names (requests and notifications, client to
 // server and server to client) of the protocol revisions the gateway
-// speaks, 2025-03-26 to 2026-07-28: the values of the method label.
-var methods = set(
-	"initialize", "ping", "server/discover",
-	"tools/list", "tools/call",
-	"prompts/list", "prompts/get",
-	"resources/list", "resources/templates/list", "resources/read",
-	"resources/subscribe", "resources/unsubscribe",
-	"subscriptions/listen",
-	"completion/complete", "logging/setLevel",
-	"roots/list", "sampling/createMessage", "elicitation/create",
-	"tasks/get", "tasks/list", "tasks/result", "tasks/cancel",
-	"notifications/initialized", "notifications/cancelled", "notifications/progress",
-	"notifications/message", "notifications/roots/list_changed",
-	"notifications/tools/list_changed", "notifications/prompts/list_changed",
-	"notifications/resources/list_changed", "notifications/resources/updated",
-	"notifications/elicitation/complete", "notifications/tasks/status",
-	"notifications/subscriptions/acknowledged",
-)
+// speaks (protocol.Methods): the values of the method label.
+var methods = func() map[string]bool {
+	m := make(map[string]bool, len(protocol.Methods))
+	for _, d := range protocol.Methods {
+		m[d.Name] = true
+	}
+	return m
+}()
 
 func set(vs ...string) map[string]bool {
 	m := make(map[string]bool, len(vs))
