@@ -364,85 +364,100 @@ func routedParams(params json.RawMessage, key string) (*jsonx.Object, string, er
 	return p, v, nil
 }
 
-// namedCall serves tools/call and prompts/get: resolve the exposed name,
-// forward with the upstream's own name, relay the answer with its resource
-// URIs exposed.
-func namedCall(k catalog.Kind) methodFunc {
-	return func(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
-		p, name, err := routedParams(c.params, "name")
-		if err != nil {
-			return nil, err
-		}
-		if k == catalog.Tools {
-			if res, ok, err := rq.searchCall(ctx, c, name, p); ok {
-				return res, err
-			}
-		}
-		c.target = name
-		var up *upstreamRef
-		var it *catalog.Item
-		if k == catalog.Tools {
-			up, it, err = rq.resolveTool(ctx, name)
-		} else {
-			up, it, err = rq.resolve(ctx, k, name)
-		}
-		if err != nil {
-			return nil, err
-		}
-		orig := it.Original
-		if !catalog.PinAllows(up.cfg.Pin, k, it) {
-			// Listed before this snapshot's pins (a walk that raced a
-			// reload): quarantined now, so as unknown as it is listed.
-			return nil, &catalog.ResolveError{Kind: k, Name: name}
-		}
-		c.upstream, c.original = up.cfg.Name, orig
-		if k == catalog.Tools {
-			c.arguments = p.Get("arguments")
-			if rq.adm.Stateless {
-				if msg := catalog.CheckParamHeaders(it.Headers, c.arguments, rq.adm.Header); msg != "" {
-					return nil, &catalog.HeaderMismatchError{Msg: msg}
-				}
-			}
-			if need := rq.view.RequiredScopes(up.cfg.Name, orig); !rq.principal.HasScopes(need...) {
-				return nil, &ScopeError{Scopes: append(slices.Clone(rq.st.cfg.Auth.RequiredScopes), need...)}
-			}
-			// Before relay, which spends the budgets: a call refused here
-			// costs the tenant nothing and never reaches the upstream.
-			if res := rq.fixArguments(up, orig, p, c); res != nil {
-				return res, nil
-			}
-			c.upHeader = catalog.ParamHeaderValues(it.Headers, c.arguments)
-			if res := rq.checkArguments(up, it, c); res != nil {
-				return res, nil
-			}
-		}
-		if k == catalog.Tools {
-			if err := rq.augmentTask(ctx, up, it, p); err != nil {
-				return nil, err
-			}
-		}
-		p.SetString("name", orig)
-		// The resource URIs inside the result are exposed, so that the
-		// client can read them back through the gateway (see
-		// catalog/uris.go for every place the schema has one).
-		prefix := up.cat.Prefix
-		if k != catalog.Tools {
-			return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
-				return catalog.ExposePromptResult(res, prefix), nil
-			})
-		}
-		return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
-			if out, ok, err := rq.taskCreated(ctx, c, up, res); ok {
-				return out, err
-			}
-			// Only noted, for metrics and the audit log: a tool error is
-			// a result like any other to the client.
-			if o, err := jsonx.ParseValidObject(res); err == nil && string(o.Get("isError")) == "true" {
-				c.isError = true
-			}
-			return catalog.ExposeToolResult(rq.checkResult(ctx, up, it, c, res), prefix), nil
-		})
+// callTool serves tools/call: resolve the exposed name (or serve one of
+// the gateway's own tools), check the call (Mcp-Param headers, scopes,
+// fixed arguments, the arguments' schema), forward it with the upstream's
+// own name, and relay the answer with its resource URIs exposed (a task
+// it creates recorded as the caller's).
+func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
+	p, name, err := routedParams(c.params, "name")
+	if err != nil {
+		return nil, err
 	}
+	if res, ok, err := rq.searchCall(ctx, c, name, p); ok {
+		return res, err
+	}
+	c.target = name
+	up, it, err := rq.resolveTool(ctx, name)
+	if err == nil {
+		err = pinned(up, catalog.Tools, it, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	orig := it.Original
+	c.upstream, c.original = up.cfg.Name, orig
+	c.arguments = p.Get("arguments")
+	if rq.adm.Stateless {
+		if msg := catalog.CheckParamHeaders(it.Headers, c.arguments, rq.adm.Header); msg != "" {
+			return nil, &catalog.HeaderMismatchError{Msg: msg}
+		}
+	}
+	if need := rq.view.RequiredScopes(up.cfg.Name, orig); !rq.principal.HasScopes(need...) {
+		return nil, &ScopeError{Scopes: append(slices.Clone(rq.st.cfg.Auth.RequiredScopes), need...)}
+	}
+	// Before relay, which spends the budgets: a call refused here costs
+	// the tenant nothing and never reaches the upstream.
+	if res := rq.fixArguments(up, orig, p, c); res != nil {
+		return res, nil
+	}
+	c.upHeader = catalog.ParamHeaderValues(it.Headers, c.arguments)
+	if res := rq.checkArguments(up, it, c); res != nil {
+		return res, nil
+	}
+	if err := rq.augmentTask(ctx, up, it, p); err != nil {
+		return nil, err
+	}
+	p.SetString("name", orig)
+	// The resource URIs inside the result are exposed, so that the client
+	// can read them back through the gateway (see catalog/uris.go for
+	// every place the schema has one).
+	prefix := up.cat.Prefix
+	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+		if out, ok, err := rq.taskCreated(ctx, c, up, res); ok {
+			return out, err
+		}
+		// Only noted, for metrics and the audit log: a tool error is a
+		// result like any other to the client.
+		if o, err := jsonx.ParseValidObject(res); err == nil && string(o.Get("isError")) == "true" {
+			c.isError = true
+		}
+		return catalog.ExposeToolResult(rq.checkResult(ctx, up, it, c, res), prefix), nil
+	})
+}
+
+// getPrompt serves prompts/get: resolve the exposed name, forward it with
+// the upstream's own name, relay the answer with its resource URIs
+// exposed.
+func getPrompt(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
+	p, name, err := routedParams(c.params, "name")
+	if err != nil {
+		return nil, err
+	}
+	c.target = name
+	up, it, err := rq.resolve(ctx, catalog.Prompts, name)
+	if err == nil {
+		err = pinned(up, catalog.Prompts, it, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.upstream, c.original = up.cfg.Name, it.Original
+	p.SetString("name", it.Original)
+	prefix := up.cat.Prefix
+	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+		return catalog.ExposePromptResult(res, prefix), nil
+	})
+}
+
+// pinned refuses, as unknown, an item of kind k listed before the pins of
+// the snapshot in force (a walk that raced a reload): it is quarantined
+// now, so as unknown as it is listed.
+func pinned(up *upstreamRef, k catalog.Kind, it *catalog.Item, name string) error {
+	if !catalog.PinAllows(up.cfg.Pin, k, it) {
+		return &catalog.ResolveError{Kind: k, Name: name}
+	}
+	return nil
 }
 
 // readResource serves resources/read; the contents' URIs are rewritten to

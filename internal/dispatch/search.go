@@ -73,6 +73,6 @@ func (rq *Request) searchCall(ctx context.Context, c *call, name string, p *json
 		inner.Set("_meta", m)
 	}
 	c.params = inner.Bytes()
-	res, err = namedCall(catalog.Tools)(ctx, rq, c)
+	res, err = callTool(ctx, rq, c)
 	return res, true, err
 }

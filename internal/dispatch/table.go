@@ -68,8 +68,8 @@ func init() {
 		"prompts/list":             {serve: listMethod(catalog.Prompts), session: true, stateless: true, cache: cacheList},
 		"resources/list":           {serve: listMethod(catalog.Resources), session: true, stateless: true, cache: cacheList},
 		"resources/templates/list": {serve: listMethod(catalog.Templates), session: true, stateless: true, cache: cacheList},
-		"tools/call":               {serve: namedCall(catalog.Tools), session: true, stateless: true, target: targetTool, audited: true, input: true},
-		"prompts/get":              {serve: namedCall(catalog.Prompts), session: true, stateless: true, target: targetPrompt, audited: true, input: true},
+		"tools/call":               {serve: callTool, session: true, stateless: true, target: targetTool, audited: true, input: true},
+		"prompts/get":              {serve: getPrompt, session: true, stateless: true, target: targetPrompt, audited: true, input: true},
 		"resources/read":           {serve: readResource, session: true, stateless: true, target: targetResource, audited: true, cache: cacheNoTTL, input: true},
 		"completion/complete":      {serve: complete, session: true, stateless: true},
 		// Removed in 2026-07-28 (changelog): subscriptions are
