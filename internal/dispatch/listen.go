@@ -249,9 +249,7 @@ func (l *listener) reload() {
 		}
 		return
 	}
-	l.rq.mu.Lock()
-	l.rq.Session.Upstreams = rec.Upstreams
-	l.rq.mu.Unlock()
+	l.rq.replaceUpstreams(rec.Upstreams)
 }
 
 // start starts a stream for each upstream session that needs one and has
@@ -314,9 +312,7 @@ func (l *listener) current(name string) *upstreamRef {
 // needs returns the session's upstream session with up, and whether it
 // needs a stream (see the comment above).
 func (l *listener) needs(up *upstreamRef) (session.Upstream, bool) {
-	l.rq.mu.Lock()
-	us, ok := l.rq.Session.Upstreams[up.cfg.Name]
-	l.rq.mu.Unlock()
+	us, ok := l.rq.upstreamEntry(up.cfg.Name)
 	// Roots alone do not open a stdio upstream's stream: it would keep
 	// the tenant's process from ever going idle
 	// (upstreams[].stdio.idle_timeout) while any client holds a GET
@@ -524,10 +520,8 @@ type subscribedListen struct {
 // opens again with the new ones (or ends, with none). l.mu is held.
 func (l *listener) restartChanged() {
 	for name, sl := range l.subs {
-		l.rq.mu.Lock()
-		now := l.rq.Session.Upstreams[name].Subscribed
-		l.rq.mu.Unlock()
-		if !slices.Equal(now, sl.list) {
+		now, _ := l.rq.upstreamEntry(name)
+		if !slices.Equal(now.Subscribed, sl.list) {
 			sl.cancel(errResubscribe)
 		}
 	}
@@ -568,9 +562,7 @@ func (rq *Request) markListen(ctx context.Context, up *upstreamRef) {
 	if rq.adm.Stateless || rq.Session == nil {
 		return
 	}
-	rq.mu.Lock()
-	us, ok := rq.Session.Upstreams[up.cfg.Name]
-	rq.mu.Unlock()
+	us, ok := rq.upstreamEntry(up.cfg.Name)
 	if !ok || us.Listen || us.SessionID == "" || upstream.IsModern(us) {
 		return
 	}
@@ -583,9 +575,7 @@ func (rq *Request) markListen(ctx context.Context, up *upstreamRef) {
 		h.log.Debug("listen: marking the upstream session", "upstream", up.cfg.Name, "error", err)
 		return
 	}
-	rq.mu.Lock()
-	rq.Session.Upstreams[up.cfg.Name] = cur
-	rq.mu.Unlock()
+	rq.setUpstream(up.cfg.Name, cur)
 	if err := h.bus.Publish(context.WithoutCancel(ctx), rq.Session.ID, listenWake); err != nil {
 		h.log.Debug("listen: waking the session's stream", "error", err)
 	}

@@ -263,9 +263,7 @@ func (h *Server) ClientResponse(ctx context.Context, rq *Request, msg *jsonrpc.M
 		if up == nil || !slices.Contains(rq.view.Upstreams, name) {
 			return nil, session.Upstream{}, false
 		}
-		rq.mu.Lock()
-		us, ok := rq.Session.Upstreams[name]
-		rq.mu.Unlock()
+		us, ok := rq.upstreamEntry(name)
 		return up.client, us, ok
 	})
 }

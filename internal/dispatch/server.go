@@ -366,7 +366,9 @@ type Request struct {
 	who *credentials.Caller
 
 	// mu guards Session.Upstreams, which requests fanned out to several
-	// upstreams update concurrently.
+	// upstreams, and a GET stream's listeners, change concurrently: it is
+	// read and changed only through upstreamEntry, setUpstream,
+	// replaceUpstreams and upstreamSessions (upstreams.go).
 	mu      sync.Mutex
 	Session *session.Record // nil until initialize stored it
 }

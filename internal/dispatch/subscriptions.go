@@ -6,7 +6,6 @@ import (
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/protocol"
-	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -36,13 +35,8 @@ var errTooManySubscriptions = jsonrpc.Errorf(jsonrpc.CodeInvalidParams,
 // roomFor reports whether the session may subscribe to uri (up's own) of
 // up: it holds it already, or there is room for it.
 func (rq *Request) roomFor(up *upstreamRef, uri string) bool {
-	if rq.Session == nil {
-		return true
-	}
-	rq.mu.Lock()
-	subs := rq.Session.Upstreams[up.cfg.Name].Subscribed
-	rq.mu.Unlock()
-	return fits(subs, uri)
+	us, _ := rq.upstreamEntry(up.cfg.Name)
+	return fits(us.Subscribed, uri)
 }
 
 // fits reports whether subs holds uri or has room for it.
@@ -60,13 +54,8 @@ func fits(subs []string, uri string) bool {
 // holds reports whether an update of uri (up's own) belongs to one of the
 // session's subscriptions with up, by the record rq holds.
 func (rq *Request) holds(up *upstreamRef, uri string) bool {
-	if rq.Session == nil {
-		return false
-	}
-	rq.mu.Lock()
-	subs := rq.Session.Upstreams[up.cfg.Name].Subscribed
-	rq.mu.Unlock()
-	return covered(subs, uri)
+	us, _ := rq.upstreamEntry(up.cfg.Name)
+	return covered(us.Subscribed, uri)
 }
 
 // covered reports whether an update of uri belongs to one of subs.
@@ -93,9 +82,8 @@ func (rq *Request) noteSubscription(ctx context.Context, up *upstreamRef, uri st
 		return
 	}
 	h, name := rq.h, up.cfg.Name
-	rq.mu.Lock()
-	used := rq.Session.Upstreams[name].SessionID // the session the upstream answered on
-	rq.mu.Unlock()
+	cur, _ := rq.upstreamEntry(name)
+	used := cur.SessionID // the session the upstream answered on
 	ctx = context.WithoutCancel(ctx)
 	for range 3 {
 		rec, err := h.store.Get(ctx, rq.Session.ID)
@@ -139,11 +127,4 @@ func (rq *Request) noteSubscription(ctx context.Context, up *upstreamRef, uri st
 			return
 		}
 	}
-}
-
-// setUpstream sets the session's entry for upstream name in rq's record.
-func (rq *Request) setUpstream(name string, us session.Upstream) {
-	rq.mu.Lock()
-	rq.Session.Upstreams[name] = us
-	rq.mu.Unlock()
 }

@@ -99,16 +99,11 @@ func (rq *Request) ownTask(ctx context.Context, gid string) (*session.Task, *ups
 // expired, callWith opens a new one and the upstream knows the task no
 // more.
 func (rq *Request) useTaskSession(t *session.Task) {
-	rq.mu.Lock()
-	defer rq.mu.Unlock()
-	if rq.Session.Upstreams == nil {
-		rq.Session.Upstreams = make(map[string]session.Upstream)
-	}
-	cur := rq.Session.Upstreams[t.Upstream]
+	cur, _ := rq.upstreamEntry(t.Upstream)
 	if cur.SessionID != t.Session.SessionID || cur.ProtocolVersion != t.Session.ProtocolVersion {
 		us := t.Session
 		us.Capabilities = cur.Capabilities
-		rq.Session.Upstreams[t.Upstream] = us
+		rq.setUpstream(t.Upstream, us)
 	}
 }
 

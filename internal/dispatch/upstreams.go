@@ -85,10 +85,7 @@ func (h *Server) rememberCaps(name string, caps json.RawMessage) {
 // caps returns what is known of an upstream's capabilities: from this
 // session's upstream session, else as last seen by this replica.
 func (rq *Request) caps(up *upstreamRef) json.RawMessage {
-	rq.mu.Lock()
-	us, ok := rq.Session.Upstreams[up.cfg.Name]
-	rq.mu.Unlock()
-	if ok {
+	if us, ok := rq.upstreamEntry(up.cfg.Name); ok {
 		return us.Capabilities
 	}
 	rq.h.capsMu.Lock()
@@ -164,22 +161,23 @@ func (m *clearingMap) put(k string, v any, max int64) {
 // modern reports whether the session's upstream session with up is of the
 // 2026-07-28 revision.
 func (rq *Request) modern(up *upstreamRef) bool {
-	rq.mu.Lock()
-	defer rq.mu.Unlock()
-	return upstream.IsModern(rq.Session.Upstreams[up.cfg.Name])
+	us, _ := rq.upstreamEntry(up.cfg.Name)
+	return upstream.IsModern(us)
 }
 
 // upstreamSession returns the session's upstream session with up, opening
 // one if there is none yet.
 func (rq *Request) upstreamSession(ctx context.Context, up *upstreamRef) (session.Upstream, error) {
-	rq.mu.Lock()
-	us, ok := rq.Session.Upstreams[up.cfg.Name]
-	rq.mu.Unlock()
-	if ok {
+	if us, ok := rq.upstreamEntry(up.cfg.Name); ok {
 		return us, nil
 	}
 	return rq.openUpstream(ctx, up, "")
 }
+
+// The request's copy of its session's upstream sessions (Session.Upstreams)
+// is read and changed only through the methods below, under rq.mu:
+// requests fanned out to several upstreams, and a GET stream's listeners,
+// change it concurrently.
 
 // upstreamSessions returns a snapshot of the session's upstream sessions.
 func (rq *Request) upstreamSessions() map[string]session.Upstream {
@@ -189,6 +187,36 @@ func (rq *Request) upstreamSessions() map[string]session.Upstream {
 		return nil
 	}
 	return maps.Clone(rq.Session.Upstreams)
+}
+
+// upstreamEntry returns the session's upstream session with upstream
+// name, and whether there is one.
+func (rq *Request) upstreamEntry(name string) (session.Upstream, bool) {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	if rq.Session == nil {
+		return session.Upstream{}, false
+	}
+	us, ok := rq.Session.Upstreams[name]
+	return us, ok
+}
+
+// setUpstream sets the session's upstream session with upstream name.
+func (rq *Request) setUpstream(name string, us session.Upstream) {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	if rq.Session.Upstreams == nil {
+		rq.Session.Upstreams = make(map[string]session.Upstream)
+	}
+	rq.Session.Upstreams[name] = us
+}
+
+// replaceUpstreams makes m, as the store has it now, the session's upstream
+// sessions.
+func (rq *Request) replaceUpstreams(m map[string]session.Upstream) {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	rq.Session.Upstreams = m
 }
 
 // openUpstream opens a new upstream session to replace the one with id prev
@@ -225,12 +253,7 @@ func (rq *Request) openUpstream(ctx context.Context, up *upstreamRef, prev strin
 		return session.Upstream{}, err
 	}
 	us := v.(session.Upstream)
-	rq.mu.Lock()
-	defer rq.mu.Unlock()
-	if rq.Session.Upstreams == nil {
-		rq.Session.Upstreams = make(map[string]session.Upstream)
-	}
-	rq.Session.Upstreams[up.cfg.Name] = us
+	rq.setUpstream(up.cfg.Name, us)
 	return us, nil
 }
 
