@@ -71,7 +71,7 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 	var re *catalog.ResolveError
 	var ue *upstream.Error
 	var ref *budget.Refusal
-	var ce *CapabilityError
+	var ce *protocol.CapabilityError
 	switch {
 	case errors.As(err, &ce):
 		return ce.RPCError()

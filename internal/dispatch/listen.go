@@ -411,7 +411,7 @@ func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.U
 			// A task's status, and the related-task _meta of the rest,
 			// name the gateway's task id (tasks.go); nil: a task the
 			// session's principal does not hold.
-			if raw = l.rq.exposeTaskNote(ctx, up, us, msg, raw); raw == nil {
+			if raw = l.rq.h.tasks.Note(ctx, l.rq.taskCaller(), up.cfg.Name, us, msg, raw); raw == nil {
 				continue
 			}
 			switch {
@@ -431,7 +431,7 @@ func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.U
 				}
 			}
 		case jsonrpc.KindRequest:
-			l.rq.exposeTaskRequest(ctx, up, us, msg)
+			l.rq.h.tasks.UpstreamRequest(ctx, l.rq.taskCaller(), up.cfg.Name, us, msg)
 			l.h.bridge.UpstreamRequest(ctx, l.who, l, up.client, us, msg)
 		}
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/tasks"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
@@ -405,8 +407,11 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	if res := rq.checkArguments(up, it, c); res != nil {
 		return res, nil
 	}
-	if err := rq.augmentTask(ctx, up, it, p); err != nil {
-		return nil, err
+	if rq.adm.Stateless {
+		err := tasks.Augment(rq.taskCaller(), it.Raw, p, func() (session.Upstream, error) { return rq.upstreamSession(ctx, up) })
+		if err != nil {
+			return nil, err
+		}
 	}
 	p.SetString("name", orig)
 	// The resource URIs inside the result are exposed, so that the client
@@ -414,8 +419,11 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	// every place the schema has one).
 	prefix := up.cat.Prefix
 	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
-		if out, ok, err := rq.taskCreated(ctx, c, up, res); ok {
-			return out, err
+		if tasks.MayBeCreated(res) {
+			us, _ := rq.upstreamEntry(up.cfg.Name)
+			if out, ok, err := rq.h.tasks.Created(ctx, taskRequest{rq, c}, rq.taskUpstream(up), us, res); ok {
+				return out, err
+			}
 		}
 		// Only noted, for metrics and the audit log: a tool error is a
 		// result like any other to the client.

@@ -164,7 +164,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 					continue
 				}
 			}
-			if raw = rq.exposeTaskNote(ctx, up, resp.us, msg, raw); raw == nil {
+			if raw = rq.h.tasks.Note(ctx, rq.taskCaller(), up.cfg.Name, resp.us, msg, raw); raw == nil {
 				continue // about a task the caller does not hold
 			}
 			if msg.Method == "notifications/message" && rq.adm.Stateless && !rq.wantsLog(msg) {
@@ -177,7 +177,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 				return nil, resp.us, err // the client is gone
 			}
 		case jsonrpc.KindRequest:
-			rq.exposeTaskRequest(ctx, up, resp.us, msg)
+			rq.h.tasks.UpstreamRequest(ctx, rq.taskCaller(), up.cfg.Name, resp.us, msg)
 			who := rq.caller()
 			_, _, lacks := rq.h.bridge.Lacks(who, msg)
 			if c.cancelParked != nil && !lacks {
@@ -196,7 +196,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 				// The upstream was refused above and hears no more of the
 				// call; the client is told what it lacks (2026-07-28
 				// basic/index, "Per-request protocol fields").
-				return nil, resp.us, &CapabilityError{Capability: need, Sub: sub}
+				return nil, resp.us, &protocol.CapabilityError{Capability: need, Sub: sub}
 			}
 		case jsonrpc.KindResponse:
 			return msg.Result, resp.us, nil
@@ -266,36 +266,6 @@ func (h *Server) ClientResponse(ctx context.Context, rq *Request, msg *jsonrpc.M
 		us, ok := rq.upstreamEntry(name)
 		return up.client, us, ok
 	})
-}
-
-// A CapabilityError is a 2026-07-28 caller's request that needed a client
-// capability the caller did not declare in its _meta: an upstream of the
-// session-based revisions asked for input the caller cannot give. It is
-// answered MissingRequiredClientCapabilityError, -32021, with HTTP 400
-// (2026-07-28 basic/index, "Per-request protocol fields").
-type CapabilityError struct {
-	Capability string // "elicitation", "sampling" or "roots"
-	Sub        string // the sub-capability ("url", "tools"), or ""
-}
-
-func (e *CapabilityError) Error() string {
-	if e.Sub != "" {
-		return "Missing required client capability: " + e.Capability + "." + e.Sub
-	}
-	return "Missing required client capability: " + e.Capability
-}
-
-// RPCError is the error's JSON-RPC form: data.requiredCapabilities is a
-// ClientCapabilities object naming the missing capability (schema
-// MissingRequiredClientCapabilityError), {"elicitation":{}} or
-// {"elicitation":{"url":{}}}.
-func (e *CapabilityError) RPCError() *jsonrpc.Error {
-	var required any = struct{}{}
-	if e.Sub != "" {
-		required = map[string]any{e.Sub: struct{}{}}
-	}
-	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{e.Capability: required}})
-	return &jsonrpc.Error{Code: protocol.CodeMissingClientCapability, Message: e.Error(), Data: data}
 }
 
 // enableLogs makes a 2025-11-25 upstream log on the session a 2026-07-28

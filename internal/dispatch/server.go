@@ -29,6 +29,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/tasks"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
 	"github.com/mcpgw/gateway/internal/upstream"
@@ -73,7 +74,7 @@ type Server struct {
 	// (limits.stdio_processes).
 	processes *pipe.Limit
 	store     session.Store
-	tasks     session.TaskStore // beside store: see tasks.go
+	tasks     *tasks.Tasks
 	log       *slog.Logger
 	version   string
 	httpc     *http.Client
@@ -176,7 +177,6 @@ func New(opts Options) (*Server, error) {
 	}
 	h := &Server{
 		store:            opts.Backend.Sessions,
-		tasks:            opts.Backend.Tasks,
 		log:              log,
 		version:          cmp.Or(opts.Version, "dev"), // Implementation.version is required
 		httpc:            opts.HTTPClient,
@@ -195,6 +195,7 @@ func New(opts Options) (*Server, error) {
 	h.guards = budget.NewGuards()
 	h.guards.Notify = h.circuitChanged
 	h.bus = opts.Backend.Bus
+	h.tasks = tasks.New(opts.Backend.Tasks, log, h.internalID)
 	h.bridge = bridge.New(bridge.Options{
 		Mailbox: opts.Backend.Mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capSet, Own: &h.own, Shape: h.shapeUpstreamRequest,
 		Observe: func(name string, msg *jsonrpc.Message) {

@@ -367,14 +367,3 @@ func (h *Server) endSubscription(ctx context.Context, rq *Request, up *upstreamR
 	defer cancel()
 	_ = up.client.Terminate(ctx, us)
 }
-
-// ListenTasksError is the error of a subscriptions/listen that asks for
-// task notifications (taskIds) without declaring the Tasks extension, which
-// defines them (-32021, as for any of the extension's requests); nil when
-// it declared it.
-func (rq *Request) ListenTasksError() *CapabilityError {
-	if rq.declaresTasks() {
-		return nil
-	}
-	return &CapabilityError{Capability: "extensions", Sub: taskExtension}
-}

@@ -420,7 +420,7 @@ func (r *responder) Refuse(id jsonrpc.ID, err error) bool {
 	}
 	var hm *catalog.HeaderMismatchError
 	var se *dispatch.ScopeError
-	var ce *dispatch.CapabilityError
+	var ce *protocol.CapabilityError
 	var ea *dispatch.ErrorAnswer
 	switch {
 	case errors.As(err, &ea):

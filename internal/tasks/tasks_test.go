@@ -1,4 +1,4 @@
-package dispatch
+package tasks
 
 import (
 	"encoding/json"
@@ -27,7 +27,7 @@ func TestCreatedTask(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, modern, ok := createdTask(o)
+		_, modern, ok := created(o)
 		if ok != tc.ok || (ok && modern != tc.modern) {
 			t.Errorf("%s: ok %v modern %v", tc.res, ok, modern)
 		}
@@ -45,12 +45,12 @@ func TestModernTask(t *testing.T) {
 // refused rather than read.
 func TestTaskCursor(t *testing.T) {
 	c := session.TaskCursor{Expires: 1700000000123, ID: session.NewTaskID()}
-	got, ok := decodeTaskCursor(encodeTaskCursor(c))
+	got, ok := decodeCursor(encodeCursor(c))
 	if !ok || got != c {
 		t.Errorf("round trip: %+v %v", got, ok)
 	}
-	for _, bad := range []string{"", "!!", "MTIz", "eC50YXNrLWE", encodeTaskCursor(session.TaskCursor{ID: "other"}), strings.Repeat("QUFB", 100)} {
-		if _, ok := decodeTaskCursor(bad); ok {
+	for _, bad := range []string{"", "!!", "MTIz", "eC50YXNrLWE", encodeCursor(session.TaskCursor{ID: "other"}), strings.Repeat("QUFB", 100)} {
+		if _, ok := decodeCursor(bad); ok {
 			t.Errorf("%q accepted", bad)
 		}
 	}
@@ -58,13 +58,12 @@ func TestTaskCursor(t *testing.T) {
 
 func TestExposeCallResult(t *testing.T) {
 	tk := &session.Task{ID: "task-1", UpstreamTaskID: "up"}
-	up := &upstreamRef{}
 	o, _ := jsonx.ParseValidObject([]byte(`{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up"},"k":1}}`))
-	if got := string(exposeCallResult(o, tk, up, true)); got != `{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"task-1"},"k":1}}` {
+	if got := string(exposeCallResult(o, tk, "", true)); got != `{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"task-1"},"k":1}}` {
 		t.Errorf("tasks/result: %s", got)
 	}
 	o, _ = jsonx.ParseValidObject([]byte(`{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up"}}}`))
-	if got := string(exposeCallResult(o, tk, up, false)); got != `{"content":[]}` {
+	if got := string(exposeCallResult(o, tk, "", false)); got != `{"content":[]}` {
 		t.Errorf("inlined: %s", got)
 	}
 }
@@ -72,14 +71,14 @@ func TestExposeCallResult(t *testing.T) {
 // TestTaskError: an upstream's error names the gateway's task id, never
 // the upstream's, without mangling the text around a short one.
 func TestTaskError(t *testing.T) {
-	rq := &Request{}
+	ts := &Tasks{}
 	long := &session.Task{ID: "task-g", UpstreamTaskID: "786512e2-9e0d"}
-	err := rq.taskError(t.Context(), &jsonrpc.Error{Code: -32602, Message: "Cannot cancel task 786512e2-9e0d: already terminal", Data: json.RawMessage(`{"id":"786512e2-9e0d"}`)}, long, "tasks/cancel")
+	err := ts.taskError(t.Context(), &jsonrpc.Error{Code: -32602, Message: "Cannot cancel task 786512e2-9e0d: already terminal", Data: json.RawMessage(`{"id":"786512e2-9e0d"}`)}, long, "tasks/cancel")
 	if je := err.(*jsonrpc.Error); je.Message != "Cannot cancel task task-g: already terminal" || string(je.Data) != `{"id":"task-g"}` {
 		t.Errorf("long id: %+v", je)
 	}
 	short := &session.Task{ID: "task-g", UpstreamTaskID: "1"}
-	err = rq.taskError(t.Context(), &jsonrpc.Error{Code: -32602, Message: "Task 1 is terminal (1 of 1)", Data: json.RawMessage(`1`)}, short, "tasks/cancel")
+	err = ts.taskError(t.Context(), &jsonrpc.Error{Code: -32602, Message: "Task 1 is terminal (1 of 1)", Data: json.RawMessage(`1`)}, short, "tasks/cancel")
 	if je := err.(*jsonrpc.Error); strings.Contains(je.Message, "1") || je.Data != nil {
 		t.Errorf("short id: %+v", je)
 	}
