@@ -336,7 +336,7 @@ func (l *listener) needs(up *upstreamRef) (session.Upstream, bool) {
 func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef, opened func()) {
 	name := up.cfg.Name
 	log := l.h.log.With("upstream", name)
-	var b backoff
+	var b upstream.Backoff
 	for {
 		// A reload since may have replaced the upstream's client, or taken
 		// the upstream from the tenant.
@@ -373,7 +373,7 @@ func (l *listener) listenUpstream(ctx context.Context, up *upstreamRef, opened f
 		case err != nil:
 			log.Debug("upstream stream ended", "error", err)
 		}
-		if !b.wait(ctx, start) {
+		if !b.Wait(ctx, start) {
 			return
 		}
 		l.reload()

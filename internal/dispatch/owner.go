@@ -22,7 +22,7 @@ import (
 // Two kinds have owners of their own, with the same contract: a list walk
 // belongs to the catalog (one per upstream and list, bounded by the
 // upstream's timeout, ended and waited for by catalog.close), and a watch
-// to the watchers (one per upstream, ended by stopWatches). Server.Close
+// to internal/watch (one per upstream, ended by its Close). Server.Close
 // closes all three.
 
 const (

@@ -33,6 +33,7 @@ import (
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
 	"github.com/mcpgw/gateway/internal/upstream"
+	"github.com/mcpgw/gateway/internal/watch"
 )
 
 // Options configure a Server.
@@ -81,7 +82,7 @@ type Server struct {
 	authc     *http.Client
 
 	catalog *catalog.Catalog
-	watch   watchers
+	watch   *watch.Watches[*upstreamRef] // one stream per watched upstream
 	// listChanged is the transport's hook for an upstream's changed
 	// list (see OnListChanged).
 	listChanged atomic.Pointer[func(st *State, upstream string, k catalog.Kind)]
@@ -195,6 +196,7 @@ func New(opts Options) (*Server, error) {
 	h.guards = budget.NewGuards()
 	h.guards.Notify = h.circuitChanged
 	h.bus = opts.Backend.Bus
+	h.watch = watch.New(log, func(up *upstreamRef) *upstream.Client { return up.client }, watchHooks{h})
 	h.tasks = tasks.New(opts.Backend.Tasks, log, h.internalID)
 	h.bridge = bridge.New(bridge.Options{
 		Mailbox: opts.Backend.Mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capSet, Own: &h.own, Shape: h.shapeUpstreamRequest,
@@ -310,7 +312,7 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 // (cancellations, session terminations) and releases their connections.
 // Requests still being served are the HTTP server's to drain first.
 func (h *Server) Close() error {
-	h.stopWatches()
+	h.watch.Close()
 	h.own.close()
 	h.catalog.Close()
 	var errs []error

@@ -186,11 +186,11 @@ func (h *Server) relayUpdates(ctx context.Context, rq *Request, up *upstreamRef,
 	defer h.endSubscription(ctx, rq, up, us)
 	h.metrics.UpstreamStream(1)
 	defer h.metrics.UpstreamStream(-1)
-	var b backoff
+	var b upstream.Backoff
 	for ctx.Err() == nil {
 		start := time.Now()
 		h.updatesOnce(ctx, rq, up, us, set, out)
-		if !b.wait(ctx, start) {
+		if !b.Wait(ctx, start) {
 			return
 		}
 	}
@@ -301,7 +301,7 @@ func (h *Server) relayModernUpdates(ctx context.Context, rq *Request, up *upstre
 	h.metrics.UpstreamStream(1)
 	defer h.metrics.UpstreamStream(-1)
 	agreed := set
-	var b backoff
+	var b upstream.Backoff
 	for {
 		start := time.Now()
 		if st != nil {
@@ -309,7 +309,7 @@ func (h *Server) relayModernUpdates(ctx context.Context, rq *Request, up *upstre
 			st.Close()
 			st = nil
 		}
-		if !b.wait(ctx, start) {
+		if !b.Wait(ctx, start) {
 			return
 		}
 		var err error
