@@ -23,13 +23,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/protocol"
 )
 
 // Events: the values of Record.Event.
 const (
-	EventToolCall     = "tools/call"
-	EventPromptGet    = "prompts/get"
-	EventResourceRead = "resources/read"
+	EventToolCall     = protocol.MethodToolsCall
+	EventPromptGet    = protocol.MethodPromptsGet
+	EventResourceRead = protocol.MethodResourcesRead
 	EventAuthFailure  = "auth_failure"
 	EventPolicyDenial = "policy_denial"
 	// EventLimit is a request refused at a limit; Reason names the limit.

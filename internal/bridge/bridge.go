@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 )
@@ -48,11 +49,11 @@ var errUnsolicited = errors.New("unsolicited answer")
 // input needs, "" for a method that is none.
 func InputCapability(method string) string {
 	switch method {
-	case "elicitation/create":
+	case protocol.MethodElicit:
 		return "elicitation"
-	case "sampling/createMessage":
+	case protocol.MethodCreateMessage:
 		return "sampling"
-	case "roots/list":
+	case protocol.MethodRootsList:
 		return "roots"
 	}
 	return ""
@@ -92,12 +93,12 @@ func (b *Bridge) Lacks(who *Caller, msg *jsonrpc.Message) (capability, sub strin
 	p, _ := jsonx.ParseValidObject(msg.Params)
 	switch {
 	case p == nil:
-	case msg.Method == "elicitation/create":
+	case msg.Method == protocol.MethodElicit:
 		sub = "form"
 		if mode, _ := p.GetString("mode"); mode == "url" {
 			sub = "url"
 		}
-	case msg.Method == "sampling/createMessage":
+	case msg.Method == protocol.MethodCreateMessage:
 		if t := p.Get("tools"); len(t) > 0 && string(t) != "null" {
 			sub = "tools"
 		}
@@ -128,7 +129,7 @@ func (b *Bridge) Lacks(who *Caller, msg *jsonrpc.Message) (capability, sub strin
 // client that can answer gets it forwarded, anything else is refused.
 func (b *Bridge) UpstreamRequest(ctx context.Context, who *Caller, out Out, up Upstream, us session.Upstream, msg *jsonrpc.Message) {
 	switch {
-	case msg.Method == "ping":
+	case msg.Method == protocol.MethodPing:
 		b.reply(ctx, up, us, msg.ID, json.RawMessage(`{}`), nil)
 	case !who.Stateless && !out.Collects() && !b.lacks(who, msg):
 		// (A batch's collector has no stream to carry the request.)
@@ -370,7 +371,7 @@ func (b *Bridge) pumpInput(life context.Context, up Upstream, resp Stream, pump 
 		case jsonrpc.KindRequest:
 			c := InputCapability(msg.Method)
 			switch {
-			case msg.Method == "ping":
+			case msg.Method == protocol.MethodPing:
 				_ = up.Reply(life, resp.Session(), msg.ID, json.RawMessage(`{}`), nil)
 			case c == "" || b.lacks(&Caller{Caps: caps}, msg):
 				_ = up.Reply(life, resp.Session(), msg.ID, nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound,

@@ -3,6 +3,7 @@ package catalog
 import (
 	"strings"
 
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/tenant"
 )
 
@@ -33,10 +34,10 @@ type Info struct {
 }
 
 var kinds = [...]Info{
-	Tools:     {"tools/list", "tools", "name", "tools", false, "tool", "notifications/tools/list_changed"},
-	Prompts:   {"prompts/list", "prompts", "name", "prompts", false, "prompt", "notifications/prompts/list_changed"},
-	Resources: {"resources/list", "resources", "uri", "resources", true, "resource", "notifications/resources/list_changed"},
-	Templates: {"resources/templates/list", "resourceTemplates", "uriTemplate", "resources", true, "resource template", "notifications/resources/list_changed"},
+	Tools:     {protocol.MethodToolsList, "tools", "name", "tools", false, "tool", protocol.NotifyToolsListChanged},
+	Prompts:   {protocol.MethodPromptsList, "prompts", "name", "prompts", false, "prompt", protocol.NotifyPromptsListChanged},
+	Resources: {protocol.MethodResourcesList, "resources", "uri", "resources", true, "resource", protocol.NotifyResourcesListChanged},
+	Templates: {protocol.MethodResourceTemplatesList, "resourceTemplates", "uriTemplate", "resources", true, "resource template", protocol.NotifyResourcesListChanged},
 }
 
 // Kinds are the four kinds, in order.

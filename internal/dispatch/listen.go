@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upstream"
@@ -415,9 +416,9 @@ func (l *listener) listenOnce(ctx context.Context, up *upstreamRef, us session.U
 				continue
 			}
 			switch {
-			case msg.Method == "notifications/message", msg.Method == "notifications/tasks/status":
+			case msg.Method == protocol.NotifyMessage, msg.Method == protocol.NotifyTaskStatus:
 				l.notify(raw)
-			case msg.Method == "notifications/resources/updated":
+			case msg.Method == protocol.NotifyResourceUpdated:
 				// Checked against the tenant's rules in force.
 				if v, err := state.tenants.Get(l.who.Tenant); err == nil {
 					if raw = l.rq.exposeUpdated(ctx, v, up, msg, func(uri string) bool { return l.holds(up, uri) }); raw != nil {
@@ -497,7 +498,7 @@ func (l *listener) listenModern(ctx context.Context, up *upstreamRef, us session
 			}
 			return err
 		}
-		if msg.Kind != jsonrpc.KindNotification || msg.Method != "notifications/resources/updated" {
+		if msg.Kind != jsonrpc.KindNotification || msg.Method != protocol.NotifyResourceUpdated {
 			continue // the acknowledgment; nothing else was asked for
 		}
 		if v, err := l.h.Current().tenants.Get(l.who.Tenant); err == nil {

@@ -302,7 +302,7 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, err e
 func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Message) {
 	ctx = rq.withCaller(ctx)
 	switch msg.Method {
-	case "notifications/cancelled":
+	case protocol.NotifyCancelled:
 		p, err := jsonx.ParseValidObject(msg.Params)
 		if err != nil {
 			return
@@ -323,11 +323,11 @@ func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Mes
 		var wg sync.WaitGroup
 		for name, us := range rq.upstreamSessions() {
 			if up := rq.st.byName[name]; up != nil {
-				wg.Go(func() { _ = up.client.Notify(ctx, us, "notifications/cancelled", params) })
+				wg.Go(func() { _ = up.client.Notify(ctx, us, protocol.NotifyCancelled, params) })
 			}
 		}
 		wg.Wait()
-	case "notifications/roots/list_changed":
+	case protocol.NotifyRootsListChanged:
 		// Each upstream session was announced roots.listChanged if the
 		// client declared it (announce.go); a piped upstream's shared
 		// session was not.
@@ -535,7 +535,7 @@ func uriCall(ctx context.Context, rq *Request, c *call) (json.RawMessage, error)
 		return nil, err
 	}
 	p.SetString("uri", orig)
-	on := c.method == "resources/subscribe"
+	on := c.method == protocol.MethodResourcesSubscribe
 	if on && !rq.roomFor(up, orig) {
 		return nil, errTooManySubscriptions
 	}

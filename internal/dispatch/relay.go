@@ -149,10 +149,10 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 		switch msg.Kind {
 		case jsonrpc.KindNotification:
 			rq.h.observe(up, msg)
-			if msg.Method == "notifications/cancelled" {
+			if msg.Method == protocol.NotifyCancelled {
 				continue // about the upstream's own requests, of which we relay none
 			}
-			if msg.Method == "notifications/resources/updated" {
+			if msg.Method == protocol.NotifyResourceUpdated {
 				// A 2026-07-28 caller hears of updates only on the
 				// subscriptions/listen stream that subscribed
 				// (basic/patterns/subscriptions): the principal's shared
@@ -167,7 +167,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 			if raw = rq.h.tasks.Note(ctx, rq.taskCaller(), up.cfg.Name, resp.us, msg, raw); raw == nil {
 				continue // about a task the caller does not hold
 			}
-			if msg.Method == "notifications/message" && rq.adm.Stateless && !rq.wantsLog(msg) {
+			if msg.Method == protocol.NotifyMessage && rq.adm.Stateless && !rq.wantsLog(msg) {
 				// 2026-07-28: no log messages for requests that did not
 				// ask for them (_meta logLevel), nor below the level
 				// they asked for.
@@ -286,7 +286,7 @@ func (rq *Request) enableLogs(ctx context.Context, up *upstreamRef) {
 	if _, done := h.logsOn.Load(key); done {
 		return
 	}
-	if _, err := rq.roundTrip(ctx, up, "logging/setLevel", json.RawMessage(`{"level":"debug"}`)); err != nil {
+	if _, err := rq.roundTrip(ctx, up, protocol.MethodSetLevel, json.RawMessage(`{"level":"debug"}`)); err != nil {
 		h.log.Debug("logging/setLevel for a 2026-07-28 caller failed", "upstream", up.cfg.Name, "error", err)
 		return
 	}
@@ -314,7 +314,7 @@ func (rq *Request) wantsLog(msg *jsonrpc.Message) bool {
 // upstream's sampling request, exposed in the gateway's namespace (see
 // catalog/uris.go).
 func (h *Server) shapeUpstreamRequest(name, method string, params json.RawMessage) json.RawMessage {
-	if method != "sampling/createMessage" {
+	if method != protocol.MethodCreateMessage {
 		return params
 	}
 	up := h.state.Load().byName[name]

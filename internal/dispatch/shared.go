@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
@@ -296,7 +297,7 @@ func (h *Server) serveShared(ctx context.Context, up *upstreamRef, us session.Up
 		var result []byte
 		var e *jsonrpc.Error
 		switch {
-		case msg.Method == "ping":
+		case msg.Method == protocol.MethodPing:
 			result = []byte(`{}`)
 		case h.handOff(s, raw):
 			continue

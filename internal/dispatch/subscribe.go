@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upstream"
@@ -163,7 +164,7 @@ func (h *Server) subscribeOn(ctx context.Context, rq *Request, up *upstreamRef, 
 	for orig := range set {
 		n++
 		params, _ := json.Marshal(map[string]string{"uri": orig})
-		resp, err := up.client.Call(ctx, res.Session, jsonrpc.StringID("sub."+strconv.Itoa(n)), "resources/subscribe", params)
+		resp, err := up.client.Call(ctx, res.Session, jsonrpc.StringID("sub."+strconv.Itoa(n)), protocol.MethodResourcesSubscribe, params)
 		if err == nil {
 			_, err = resultOf(resp.Next, nil)
 			resp.Close()
@@ -211,7 +212,7 @@ func (h *Server) updatesOnce(ctx context.Context, rq *Request, up *upstreamRef, 
 		if err != nil {
 			return
 		}
-		if msg.Kind != jsonrpc.KindNotification || msg.Method != "notifications/resources/updated" {
+		if msg.Kind != jsonrpc.KindNotification || msg.Method != protocol.NotifyResourceUpdated {
 			continue // log messages, requests: this session asked for none
 		}
 		h.forwardUpdate(rq, msg, set, out)
@@ -260,7 +261,7 @@ func (h *Server) listenOnce(ctx context.Context, rq *Request, up *upstreamRef, s
 	if !stop() {
 		err = errors.Join(err, errors.New("no acknowledgment in time"))
 	}
-	if err == nil && (msg.Kind != jsonrpc.KindNotification || msg.Method != "notifications/subscriptions/acknowledged") {
+	if err == nil && (msg.Kind != jsonrpc.KindNotification || msg.Method != protocol.NotifySubscriptionsAcknowledged) {
 		err = fmt.Errorf("the stream began with %s, not its acknowledgment", msg.Method)
 	}
 	var agreed map[string]string
@@ -329,7 +330,7 @@ func (h *Server) modernUpdatesOnce(ctx context.Context, rq *Request, st *upstrea
 		if err != nil {
 			return
 		}
-		if msg.Kind != jsonrpc.KindNotification || msg.Method != "notifications/resources/updated" {
+		if msg.Kind != jsonrpc.KindNotification || msg.Method != protocol.NotifyResourceUpdated {
 			continue // nothing else was asked for
 		}
 		h.forwardUpdate(rq, msg, set, out)

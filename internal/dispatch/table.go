@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/protocol"
 )
 
 // The method table: every MCP method the endpoint serves, with what the
@@ -63,31 +64,31 @@ const (
 
 func init() {
 	methods = map[string]*Method{
-		"ping":                     {serve: ping, session: true},
-		"tools/list":               {serve: listMethod(catalog.Tools), session: true, stateless: true, cache: cacheList},
-		"prompts/list":             {serve: listMethod(catalog.Prompts), session: true, stateless: true, cache: cacheList},
-		"resources/list":           {serve: listMethod(catalog.Resources), session: true, stateless: true, cache: cacheList},
-		"resources/templates/list": {serve: listMethod(catalog.Templates), session: true, stateless: true, cache: cacheList},
-		"tools/call":               {serve: callTool, session: true, stateless: true, target: targetTool, audited: true, input: true},
-		"prompts/get":              {serve: getPrompt, session: true, stateless: true, target: targetPrompt, audited: true, input: true},
-		"resources/read":           {serve: readResource, session: true, stateless: true, target: targetResource, audited: true, cache: cacheNoTTL, input: true},
-		"completion/complete":      {serve: complete, session: true, stateless: true},
+		protocol.MethodPing:                  {serve: ping, session: true},
+		protocol.MethodToolsList:             {serve: listMethod(catalog.Tools), session: true, stateless: true, cache: cacheList},
+		protocol.MethodPromptsList:           {serve: listMethod(catalog.Prompts), session: true, stateless: true, cache: cacheList},
+		protocol.MethodResourcesList:         {serve: listMethod(catalog.Resources), session: true, stateless: true, cache: cacheList},
+		protocol.MethodResourceTemplatesList: {serve: listMethod(catalog.Templates), session: true, stateless: true, cache: cacheList},
+		protocol.MethodToolsCall:             {serve: callTool, session: true, stateless: true, target: targetTool, audited: true, input: true},
+		protocol.MethodPromptsGet:            {serve: getPrompt, session: true, stateless: true, target: targetPrompt, audited: true, input: true},
+		protocol.MethodResourcesRead:         {serve: readResource, session: true, stateless: true, target: targetResource, audited: true, cache: cacheNoTTL, input: true},
+		protocol.MethodComplete:              {serve: complete, session: true, stateless: true},
 		// Removed in 2026-07-28 (changelog): subscriptions are
 		// subscriptions/listen's, log levels are per request (_meta).
-		"resources/subscribe":   {serve: uriCall, session: true},
-		"resources/unsubscribe": {serve: uriCall, session: true},
-		"logging/setLevel":      {serve: setLevel, session: true},
+		protocol.MethodResourcesSubscribe:   {serve: uriCall, session: true},
+		protocol.MethodResourcesUnsubscribe: {serve: uriCall, session: true},
+		protocol.MethodSetLevel:             {serve: setLevel, session: true},
 		// Tasks (tasks.go): 2025-11-25 basic/utilities/tasks in
 		// sessions; the 2026-07-28 Tasks extension has no tasks/result
 		// nor tasks/list, and adds tasks/update.
-		"tasks/get":    {serve: taskMethod, session: true, stateless: true},
-		"tasks/result": {serve: taskMethod, session: true},
-		"tasks/cancel": {serve: taskMethod, session: true, stateless: true},
-		"tasks/list":   {serve: listTasks, session: true},
-		"tasks/update": {serve: taskMethod, stateless: true},
+		protocol.MethodTasksGet:    {serve: taskMethod, session: true, stateless: true},
+		protocol.MethodTasksResult: {serve: taskMethod, session: true},
+		protocol.MethodTasksCancel: {serve: taskMethod, session: true, stateless: true},
+		protocol.MethodTasksList:   {serve: listTasks, session: true},
+		protocol.MethodTasksUpdate: {serve: taskMethod, stateless: true},
 		// New in 2026-07-28.
-		"server/discover":      {serve: discover, stateless: true, cache: cacheList},
-		"subscriptions/listen": {stateless: true},
+		protocol.MethodDiscover:            {serve: discover, stateless: true, cache: cacheList},
+		protocol.MethodSubscriptionsListen: {stateless: true},
 	}
 }
 

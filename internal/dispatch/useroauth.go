@@ -8,6 +8,7 @@ import (
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/vault"
 )
 
@@ -40,7 +41,7 @@ func (h *Server) linked(ctx context.Context, _, sessionID, elicitationID string)
 		return
 	}
 	params, _ := json.Marshal(map[string]string{"elicitationId": elicitationID})
-	msg := jsonrpc.AppendRequest(nil, jsonrpc.ID{}, "notifications/elicitation/complete", params)
+	msg := jsonrpc.AppendRequest(nil, jsonrpc.ID{}, protocol.NotifyElicitationComplete, params)
 	// On whichever replica holds the session's GET stream (the bus).
 	if err := h.NotifySession(ctx, sessionID, msg); err != nil {
 		h.log.Debug("elicitation complete not delivered", "error", err)
@@ -95,7 +96,7 @@ func (h *Server) consentAnswer(ctx context.Context, rq *Request, c *call, err er
 	msg := "Authorization is required at upstream " + cr.Upstream + ": open " + link.URL + " to link your account, then retry."
 	switch {
 	case urlMode && rq.adm.Stateless && c.m.input:
-		el := map[string]any{"method": "elicitation/create", "params": map[string]string{"mode": "url", "url": link.URL, "message": msg}}
+		el := map[string]any{"method": protocol.MethodElicit, "params": map[string]string{"mode": "url", "url": link.URL, "message": msg}}
 		res, _ := json.Marshal(map[string]any{"resultType": "input_required", "inputRequests": map[string]any{"consent-" + cr.Upstream: el}})
 		return res, nil, true
 	case urlMode && !rq.adm.Stateless:

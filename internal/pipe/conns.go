@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/protocol"
 )
 
 // The Handler's Conns: dialed and initialized once for the sessions that
@@ -177,7 +178,7 @@ func (c *uconn) init(ctx context.Context, params json.RawMessage) {
 	defer cancel()
 	cl := &call{final: make(chan []byte, 1), msgs: make(chan []byte, queueLen)}
 	id := c.register(cl, nil)
-	if err := c.conn.Send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.IntID(id), "initialize", params)); err != nil {
+	if err := c.conn.Send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.IntID(id), protocol.MethodInitialize, params)); err != nil {
 		c.unregister(id, cl)
 		c.initErr = c.gone(err)
 		c.h.stopConn(c)
@@ -205,7 +206,7 @@ func (c *uconn) init(ctx context.Context, params json.RawMessage) {
 		c.h.stopConn(c)
 		return
 	}
-	if err := c.conn.Send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.ID{}, "notifications/initialized", nil)); err != nil {
+	if err := c.conn.Send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.ID{}, protocol.NotifyInitialized, nil)); err != nil {
 		c.initErr = c.gone(err)
 		c.h.stopConn(c)
 	}

@@ -268,7 +268,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, sid string) {
 		return
 	}
 	if sid == "" {
-		if msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize" {
+		if msg.Kind == jsonrpc.KindRequest && msg.Method == protocol.MethodInitialize {
 			h.initialize(w, r, msg)
 			return
 		}
@@ -286,20 +286,20 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, sid string) {
 	r = r.WithContext(context.WithValue(r.Context(), headerKey{}, r.Header))
 	switch msg.Kind {
 	case jsonrpc.KindRequest:
-		if msg.Method == "initialize" {
+		if msg.Method == protocol.MethodInitialize {
 			http.Error(w, "Bad Request: session already initialized", http.StatusBadRequest)
 			return
 		}
 		var uri string
-		if (msg.Method == "resources/subscribe" || msg.Method == "resources/unsubscribe") && h.subscription(w, s, msg, &uri) {
+		if (msg.Method == protocol.MethodResourcesSubscribe || msg.Method == protocol.MethodResourcesUnsubscribe) && h.subscription(w, s, msg, &uri) {
 			return
 		}
 		h.request(w, r, s, msg, uri)
 	case jsonrpc.KindNotification:
 		switch msg.Method {
-		case "notifications/initialized":
+		case protocol.NotifyInitialized:
 			// The Handler sent it when it initialized the Conn.
-		case "notifications/cancelled":
+		case protocol.NotifyCancelled:
 			h.cancelled(r.Context(), s, msg)
 		default:
 			if err := c.send(r.Context(), body); err != nil {
@@ -513,7 +513,7 @@ func (h *Handler) abandon(c *uconn, id int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	params := []byte(`{"requestId":` + strconv.FormatInt(id, 10) + `,"reason":"the client went away"}`)
-	if err := c.conn.Send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.ID{}, "notifications/cancelled", params)); err != nil {
+	if err := c.conn.Send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.ID{}, protocol.NotifyCancelled, params)); err != nil {
 		h.log.Debug("cancelling upstream request", "error", err)
 	}
 }
@@ -536,7 +536,7 @@ func (h *Handler) cancelled(ctx context.Context, s *hsession, msg *jsonrpc.Messa
 	}
 	reason, _ := json.Marshal(p.Reason)
 	params := []byte(`{"requestId":` + strconv.FormatInt(id, 10) + `,"reason":` + string(reason) + `}`)
-	_ = s.c.send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.ID{}, "notifications/cancelled", params))
+	_ = s.c.send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.ID{}, protocol.NotifyCancelled, params))
 }
 
 // listen serves a session's GET stream: what the server sends outside of

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/protocol"
 )
 
 // Owned routes
@@ -62,7 +63,7 @@ func (c *uconn) route(raw []byte) {
 		c.routeResponse(m)
 		return
 	case jsonrpc.KindRequest:
-		if m.Method == "ping" {
+		if m.Method == protocol.MethodPing {
 			// The Handler is the server's one client: it answers.
 			c.answer(jsonrpc.AppendResult(nil, m.ID, nil))
 			return
@@ -70,7 +71,7 @@ func (c *uconn) route(raw []byte) {
 		c.routeRequest(m, raw)
 		return
 	}
-	if m.Method == "notifications/progress" {
+	if m.Method == protocol.NotifyProgress {
 		if tok := progressTokenOf(m.Params); tok != nil {
 			c.mu.Lock()
 			cl := c.progress[string(tok)]
@@ -170,7 +171,7 @@ func (c *uconn) routeNotification(m *jsonrpc.Message, raw []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch m.Method {
-	case "notifications/resources/updated":
+	case protocol.NotifyResourceUpdated:
 		var p struct {
 			URI string `json:"uri"`
 		}
@@ -182,11 +183,11 @@ func (c *uconn) routeNotification(m *jsonrpc.Message, raw []byte) {
 				c.toSession(s, raw)
 			}
 		}
-	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
+	case protocol.NotifyToolsListChanged, protocol.NotifyPromptsListChanged, protocol.NotifyResourcesListChanged:
 		for _, ch := range c.streams {
 			queue(ch, raw)
 		}
-	case "notifications/cancelled":
+	case protocol.NotifyCancelled:
 		var p struct {
 			RequestID jsonrpc.ID `json:"requestId"`
 		}
@@ -297,7 +298,7 @@ func (h *Handler) subscription(w http.ResponseWriter, s *hsession, msg *jsonrpc.
 	answered := true
 	var refuse bool
 	switch msg.Method {
-	case "resources/subscribe":
+	case protocol.MethodResourcesSubscribe:
 		switch {
 		case held:
 		case len(s.subs) >= maxSubscriptions:
@@ -307,7 +308,7 @@ func (h *Handler) subscription(w http.ResponseWriter, s *hsession, msg *jsonrpc.
 		default:
 			answered, *uri = false, p.URI
 		}
-	case "resources/unsubscribe":
+	case protocol.MethodResourcesUnsubscribe:
 		// A URI the session did not subscribe is not its to unsubscribe:
 		// other sessions may hold it.
 		answered = !c.drop(s, p.URI)
@@ -390,7 +391,7 @@ func (c *uconn) unsubscribe(uris []string) {
 		params, _ := json.Marshal(map[string]string{"uri": uri})
 		id := c.nextID.Add(1)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := c.conn.Send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.IntID(id), "resources/unsubscribe", params))
+		err := c.conn.Send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.IntID(id), protocol.MethodResourcesUnsubscribe, params))
 		cancel()
 		if err != nil {
 			return // the Conn is gone, and its subscriptions with it

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
@@ -90,9 +91,9 @@ func Augment(who Caller, tool json.RawMessage, p *jsonx.Object, us func() (sessi
 //     terminal too: cancellation is cooperative in the extension).
 func (ts *Tasks) legacy(ctx context.Context, rq Request, who Caller, method string, up *Upstream, t *session.Task, p *jsonx.Object) (json.RawMessage, error) {
 	switch method {
-	case "tasks/update":
+	case protocol.MethodTasksUpdate:
 		return ts.answerInput(ctx, up, t, p)
-	case "tasks/cancel":
+	case protocol.MethodTasksCancel:
 		_, err := rq.Relay(ctx, method, up, p.Bytes())
 		if je := (*jsonrpc.Error)(nil); err != nil && !(errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams) {
 			return nil, err
@@ -111,12 +112,12 @@ func (ts *Tasks) legacy(ctx context.Context, rq Request, who Caller, method stri
 	out := modernTask(task)
 	switch status, _ := task.GetString("status"); status {
 	case "completed", "failed":
-		r, err := rq.Relay(ctx, "tasks/result", up, p.Bytes())
+		r, err := rq.Relay(ctx, protocol.MethodTasksResult, up, p.Bytes())
 		var je *jsonrpc.Error
 		switch {
 		case errors.As(err, &je):
 			out.SetString("status", "failed")
-			e, _ := json.Marshal(ts.taskError(ctx, je, t, "tasks/result"))
+			e, _ := json.Marshal(ts.taskError(ctx, je, t, protocol.MethodTasksResult))
 			out.Set("error", e)
 		case err != nil:
 			return nil, err
@@ -198,7 +199,7 @@ func (ts *Tasks) inputs(ctx context.Context, rq Request, who Caller, up *Upstrea
 func (ts *Tasks) fetchInput(ctx context.Context, rq Request, who Caller, up *Upstream, t *session.Task) (input, bool) {
 	ctx, cancel := context.WithTimeout(ctx, inputWait)
 	defer cancel()
-	resp, err := up.Client.Call(ctx, t.Session, ts.id(), "tasks/result", taskIDParams(t.UpstreamTaskID))
+	resp, err := up.Client.Call(ctx, t.Session, ts.id(), protocol.MethodTasksResult, taskIDParams(t.UpstreamTaskID))
 	if err != nil {
 		return input{}, false
 	}

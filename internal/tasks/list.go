@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
@@ -84,7 +85,7 @@ func (ts *Tasks) refresh(ctx context.Context, who Caller, up *Upstream, t *sessi
 			return nil
 		}
 	}
-	res, err := ts.call(ctx, up, t.Session, "tasks/get", taskIDParams(t.UpstreamTaskID))
+	res, err := ts.call(ctx, up, t.Session, protocol.MethodTasksGet, taskIDParams(t.UpstreamTaskID))
 	done(err)
 	var je *jsonrpc.Error
 	if errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams {

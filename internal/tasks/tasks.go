@@ -293,7 +293,7 @@ func (ts *Tasks) call(ctx context.Context, up *Upstream, us session.Upstream, me
 func (ts *Tasks) cancelUnrecorded(ctx context.Context, up *Upstream, us session.Upstream, upID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, _ = ts.call(ctx, up, us, "tasks/cancel", taskIDParams(upID))
+	_, _ = ts.call(ctx, up, us, protocol.MethodTasksCancel, taskIDParams(upID))
 }
 
 func taskIDParams(id string) json.RawMessage {
@@ -351,7 +351,7 @@ func exposeResult(method string, res json.RawMessage, t *session.Task, up *Upstr
 		return res
 	}
 	switch {
-	case method == "tasks/result":
+	case method == protocol.MethodTasksResult:
 		return exposeCallResult(o, t, up.Prefix, true)
 	case o.Get("taskId") != nil:
 		expose(o, t, modern, maxTTL)
@@ -410,7 +410,7 @@ func (ts *Tasks) taskError(ctx context.Context, err error, t *session.Task, meth
 			}
 		}
 	}
-	if method == "tasks/get" && e.Code == jsonrpc.CodeInvalidParams {
+	if method == protocol.MethodTasksGet && e.Code == jsonrpc.CodeInvalidParams {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = ts.store.DeleteTask(dctx, t.ID)
@@ -424,7 +424,7 @@ func (ts *Tasks) taskError(ctx context.Context, err error, t *session.Task, meth
 // dropped, nil, for a task the caller does not hold), and a related-task
 // _meta names the gateway's id or is removed.
 func (ts *Tasks) Note(ctx context.Context, who Caller, upstream string, us session.Upstream, msg *jsonrpc.Message, raw []byte) []byte {
-	status := msg.Method == "notifications/tasks/status"
+	status := msg.Method == protocol.NotifyTaskStatus
 	if !status && !bytes.Contains(raw, []byte(MetaRelated)) {
 		return raw
 	}

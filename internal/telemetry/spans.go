@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpgw/gateway/internal/protocol"
 )
 
 // ScopeName is the instrumentation scope of the gateway's spans.
@@ -160,7 +162,7 @@ func mcpAttrs(method string, attrs []attribute.KeyValue) []attribute.KeyValue {
 	all := make([]attribute.KeyValue, 0, len(attrs)+4)
 	all = append(all, MethodName(method),
 		AttrNetworkTransport.String("tcp"), AttrNetworkProtocolName.String("http"))
-	if method == "tools/call" {
+	if method == protocol.MethodToolsCall {
 		all = append(all, AttrGenAIOperationName.String(OperationExecuteTool))
 	}
 	return append(all, attrs...)

@@ -114,7 +114,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, rq *dispatc
 				id = msg.ID
 			}
 			reply(jsonrpc.AppendError(nil, id, jsonrpc.AsError(err)))
-		case msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize":
+		case msg.Kind == jsonrpc.KindRequest && msg.Method == protocol.MethodInitialize:
 			// 2025-03-26 basic/lifecycle: initialize MUST NOT be batched.
 			reply(jsonrpc.AppendError(nil, msg.ID,
 				jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Invalid Request: initialize cannot be part of a batch")))

@@ -35,7 +35,7 @@ func isStateless(r *http.Request, msg *jsonrpc.Message) (*jsonx.Object, bool) {
 	if v := r.Header.Get(protocol.HeaderProtocolVersion); v != "" && statelessVersion(v) {
 		return meta, true
 	}
-	if msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize" {
+	if msg.Kind == jsonrpc.KindRequest && msg.Method == protocol.MethodInitialize {
 		return nil, false
 	}
 	if meta == nil {
@@ -174,7 +174,7 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request, rq *dis
 			fmt.Sprintf("Invalid params: _meta[%q] exceeds limits.client_capabilities_bytes (%d bytes)", protocol.MetaClientCapabilities, max), nil)
 		return
 	}
-	if msg.Method != "server/discover" {
+	if msg.Method != protocol.MethodDiscover {
 		rec, err := h.srv.PrincipalRecord(r.Context(), rq)
 		if err != nil {
 			// Its Create is a session's: the same caps, the same answers.
@@ -262,15 +262,15 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, rq *dispat
 		}
 	}
 	wanted := map[string]string{
-		"notifications/tools/list_changed":     "toolsListChanged",
-		"notifications/prompts/list_changed":   "promptsListChanged",
-		"notifications/resources/list_changed": "resourcesListChanged",
+		protocol.NotifyToolsListChanged:     "toolsListChanged",
+		protocol.NotifyPromptsListChanged:   "promptsListChanged",
+		protocol.NotifyResourcesListChanged: "resourcesListChanged",
 	}
 
 	// A graceful closure, when the gateway ends the subscription, is a
 	// response to the listen request.
 	closed, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{protocol.MetaSubscriptionID: subID}})
-	hooks.first = tag("notifications/subscriptions/acknowledged", map[string]any{"notifications": agreed})
+	hooks.first = tag(protocol.NotifySubscriptionsAcknowledged, map[string]any{"notifications": agreed})
 	hooks.shape = func(raw []byte) []byte {
 		m, err := jsonrpc.Decode(raw)
 		if err != nil || agreed[wanted[m.Method]] != true {

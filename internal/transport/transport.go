@@ -264,7 +264,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, rq *dispatch
 		h.serveStateless(w, r, rq, msg, meta)
 		return
 	}
-	if msg.Kind == jsonrpc.KindRequest && msg.Method == "initialize" {
+	if msg.Kind == jsonrpc.KindRequest && msg.Method == protocol.MethodInitialize {
 		if r.Header.Get(protocol.HeaderSessionID) != "" {
 			writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidRequest,
 				"Bad Request: initialize must not carry an Mcp-Session-Id")

@@ -444,7 +444,7 @@ func (c *Client) InitializeAs(ctx context.Context, caps json.RawMessage) (*InitR
 func (c *Client) PerSession() bool { return !c.piped() }
 
 func (c *Client) initialize(ctx context.Context, params json.RawMessage) (*InitResult, error) {
-	const op = "initialize"
+	const op = protocol.MethodInitialize
 	ctx, stop := c.withTimeout(ctx)
 	defer stop()
 
@@ -496,7 +496,7 @@ func (c *Client) initialize(ctx context.Context, params json.RawMessage) (*InitR
 		return nil, c.error(op, 0, fmt.Errorf("unsupported protocol version %q", excerpt([]byte(res.ProtocolVersion), 40)))
 	}
 	s := session.Upstream{SessionID: sid, ProtocolVersion: res.ProtocolVersion, Capabilities: res.Capabilities}
-	if err := c.notify(ctx, s, "notifications/initialized", nil); err != nil {
+	if err := c.notify(ctx, s, protocol.NotifyInitialized, nil); err != nil {
 		c.terminateInBackground(ctx, sid)
 		return nil, err
 	}
@@ -575,7 +575,7 @@ const idleConnsPerHost = 64
 //
 // EOF after the request was written (the upstream may have died while
 // running the tool) is never a reason to send it again.
-func replayable(method string) bool { return method != "tools/call" }
+func replayable(method string) bool { return method != protocol.MethodToolsCall }
 
 // neverUsedRetries bounds the resends after errClosedBeforeSent (see
 // replayable).

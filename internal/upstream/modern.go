@@ -96,7 +96,7 @@ func (c *Client) OpenAs(ctx context.Context, caps json.RawMessage) (*InitResult,
 // without modernVersion while it offers a legacy one), or an error when the
 // upstream could not be reached or refused both eras.
 func (c *Client) discover(ctx context.Context) (*InitResult, error) {
-	const op = "server/discover"
+	const op = protocol.MethodDiscover
 	ctx, stop := c.withTimeout(ctx)
 	defer stop()
 	s := session.Upstream{ProtocolVersion: modernVersion.String()}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 )
 
@@ -324,7 +325,7 @@ func (r *Response) cancelUpstream() {
 		c.bg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, cancelTimeout)
 			defer cancel()
-			if err := c.notify(ctx, s, "notifications/cancelled", params); err != nil {
+			if err := c.notify(ctx, s, protocol.NotifyCancelled, params); err != nil {
 				c.log.Debug("cancelling upstream request", "rpc_id", id, "error", err)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 )
 
@@ -60,9 +61,9 @@ func (c *Client) stream(ctx context.Context, s session.Upstream, params []byte) 
 	var err error
 	if IsModern(s) {
 		params := WithModernMeta(params, c.info, c.caps)
-		req, err = c.newRequest(ctx, http.MethodPost, s, jsonrpc.AppendRequest(nil, jsonrpc.StringID("watch"), "subscriptions/listen", params))
+		req, err = c.newRequest(ctx, http.MethodPost, s, jsonrpc.AppendRequest(nil, jsonrpc.StringID("watch"), protocol.MethodSubscriptionsListen, params))
 		if err == nil {
-			setModernHeaders(req.Header, "subscriptions/listen", params, nil)
+			setModernHeaders(req.Header, protocol.MethodSubscriptionsListen, params, nil)
 		}
 	} else {
 		req, err = c.newRequest(ctx, http.MethodGet, s, nil)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
@@ -204,7 +205,7 @@ func (w *Watches[U]) once(ctx context.Context, up U, c *upstream.Client, missed 
 			// refused.
 			var result json.RawMessage
 			var rerr *jsonrpc.Error
-			if msg.Method == "ping" {
+			if msg.Method == protocol.MethodPing {
 				result = json.RawMessage(`{}`)
 			} else {
 				rerr = jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s", msg.Method)

@@ -1,0 +1,43 @@
+package protocol
+
+// The MCP methods, by name: requests, then notifications. Methods
+// describes each.
+const (
+	MethodInitialize            = "initialize"
+	MethodPing                  = "ping"
+	MethodDiscover              = "server/discover"
+	MethodToolsList             = "tools/list"
+	MethodToolsCall             = "tools/call"
+	MethodPromptsList           = "prompts/list"
+	MethodPromptsGet            = "prompts/get"
+	MethodResourcesList         = "resources/list"
+	MethodResourceTemplatesList = "resources/templates/list"
+	MethodResourcesRead         = "resources/read"
+	MethodResourcesSubscribe    = "resources/subscribe"
+	MethodResourcesUnsubscribe  = "resources/unsubscribe"
+	MethodSubscriptionsListen   = "subscriptions/listen"
+	MethodComplete              = "completion/complete"
+	MethodSetLevel              = "logging/setLevel"
+	MethodTasksGet              = "tasks/get"
+	MethodTasksList             = "tasks/list"
+	MethodTasksResult           = "tasks/result"
+	MethodTasksCancel           = "tasks/cancel"
+	MethodTasksUpdate           = "tasks/update"
+	MethodRootsList             = "roots/list"
+	MethodCreateMessage         = "sampling/createMessage"
+	MethodElicit                = "elicitation/create"
+
+	NotifyInitialized               = "notifications/initialized"
+	NotifyCancelled                 = "notifications/cancelled"
+	NotifyProgress                  = "notifications/progress"
+	NotifyMessage                   = "notifications/message"
+	NotifyRootsListChanged          = "notifications/roots/list_changed"
+	NotifyToolsListChanged          = "notifications/tools/list_changed"
+	NotifyPromptsListChanged        = "notifications/prompts/list_changed"
+	NotifyResourcesListChanged      = "notifications/resources/list_changed"
+	NotifyResourceUpdated           = "notifications/resources/updated"
+	NotifyElicitationComplete       = "notifications/elicitation/complete"
+	NotifyTaskStatus                = "notifications/tasks/status"
+	NotifyTasks                     = "notifications/tasks"
+	NotifySubscriptionsAcknowledged = "notifications/subscriptions/acknowledged"
+)
