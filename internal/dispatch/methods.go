@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,17 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/mcpgw/gateway/internal/audit"
-	"github.com/mcpgw/gateway/internal/budget"
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/tasks"
-	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -38,8 +32,6 @@ type call struct {
 	target    string // the exposed tool or prompt name, or resource URI
 	original  string // the name or URI at the upstream
 	arguments json.RawMessage
-	isError   bool            // a tools/call result with isError: true
-	refusal   *budget.Refusal // set when a budget refused the request
 
 	// upHeader holds the Mcp-Param-* headers of a tools/call to a
 	// 2026-07-28 upstream.
@@ -139,45 +131,13 @@ func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, o
 		defer h.inflight.remove(key)
 	}
 
-	start := time.Now()
-	ctx, span := telemetry.StartServerSpan(ctx, h.tracer, msg.Method, "", msg.Params,
-		telemetry.SessionID(rq.Session.ID), telemetry.ProtocolVersion(rq.adm.Version), telemetry.Tenant(rq.view.ID))
-	if a, ok := telemetry.RequestID(msg.ID.Raw()); ok {
-		span.SetAttributes(a)
-	}
-	defer span.End()
-
 	c := &call{id: msg.ID, method: msg.Method, m: m, params: msg.Params, out: out}
-	res, err := m.serve(ctx, rq, c)
-	if r, e, ok := h.consentAnswer(ctx, rq, c, err); ok {
-		res, err = r, e
-	}
-	if errors.As(err, &c.refusal) {
-		h.budgetRefused(ctx, rq, msg.Method, c.refusal, !m.audited)
-		if m.target == targetTool {
-			// A model can act on it (2025-11-25 server/tools, "Error
-			// Handling"): wait, or do without.
-			res, err, c.isError = c.refusal.ToolResult(), nil, true
-		}
-	}
-	if c.target != "" {
-		span.SetName(telemetry.SpanName(msg.Method, c.target))
-		span.SetAttributes(telemetry.Upstream(c.upstream))
-		switch m.target {
-		case targetTool:
-			span.SetAttributes(telemetry.ToolName(c.target))
-		case targetPrompt:
-			span.SetAttributes(telemetry.PromptName(c.target))
-		case targetResource:
-			span.SetAttributes(telemetry.ResourceURI(c.target))
-		}
-	}
-	outcome := h.observeRequest(ctx, rq, c, err, span, start)
+	res, err := m.handle(ctx, rq, c)
 	if err != nil && out.Refuse(msg.ID, err) {
 		return nil
 	}
 	if err != nil {
-		if outcome == telemetry.OutcomeCancelled && out.Started() {
+		if cancelled(ctx, err) && out.Started() {
 			// The client cancelled; it expects no response (2025-11-25
 			// basic/utilities/cancellation). End the stream without one.
 			return nil
@@ -202,100 +162,6 @@ func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, o
 		return nil
 	}
 	return jsonrpc.AppendResult(nil, msg.ID, res)
-}
-
-// observeRequest records how a request went: its span's status, the request and
-// tool-call metrics, policy denials, and the audit record of the methods
-// that reach an upstream's tools, prompts and resources. It returns the
-// outcome.
-func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, err error, span trace.Span, start time.Time) string {
-	d := time.Since(start)
-	outcome := telemetry.OutcomeOK
-	decision := audit.DecisionAllow
-	var re *catalog.ResolveError
-	var je *jsonrpc.Error
-	switch {
-	case c.refusal != nil:
-		outcome, decision = telemetry.OutcomeLimited, audit.DecisionDeny
-		telemetry.SetError(span, c.refusal)
-	case err == nil && c.isError:
-		outcome = telemetry.OutcomeToolError
-		telemetry.SetToolError(span)
-	case err == nil:
-	case errors.Is(context.Cause(ctx), errCancelledByClient), ClientGone(ctx, err):
-		outcome = telemetry.OutcomeCancelled
-		telemetry.SetError(span, err)
-	case errors.As(err, &re) && re.DeniedBy != "":
-		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
-		c.upstream, c.original = re.DeniedBy, re.DeniedName
-		h.metrics.PolicyDenial(rq.view.ID, re.DeniedBy, re.Kind.Info().Noun)
-		telemetry.SetJSONRPCError(span, jsonrpc.CodeInvalidParams, "denied by policy")
-	case errors.As(err, new(*ScopeError)):
-		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
-		h.metrics.PolicyDenial(rq.view.ID, c.upstream, "scope")
-		telemetry.SetError(span, err)
-	case errors.Is(err, context.DeadlineExceeded):
-		outcome = telemetry.OutcomeTimeout
-		telemetry.SetError(span, err)
-	case errors.As(err, &je):
-		outcome = telemetry.OutcomeError
-		telemetry.SetJSONRPCError(span, je.Code, je.Message)
-	default:
-		outcome = telemetry.OutcomeError
-		telemetry.SetError(span, err)
-	}
-	h.metrics.ObserveRequest(c.method, rq.view.ID, outcome, d)
-	if c.m.target == targetTool && c.upstream != "" && c.original != "" {
-		h.metrics.ToolCall(rq.view.ID, c.upstream, c.original, outcome)
-	}
-	if !c.m.audited {
-		return outcome
-	}
-	event := c.method
-	if decision == audit.DecisionDeny && c.refusal == nil {
-		event = audit.EventPolicyDenial
-	}
-	r := audit.Record{
-		Time: start, Event: event, Tenant: rq.view.ID,
-		Subject: rq.principal.Subject, ClientID: rq.principal.ClientID, SessionID: rq.Session.ID,
-		Method: c.method, Upstream: c.upstream, Decision: decision, Duration: d,
-		TraceID: span.SpanContext().TraceID().String(),
-	}
-	if !span.SpanContext().HasTraceID() {
-		r.TraceID = ""
-	}
-	if c.m.target == targetResource {
-		r.URI = c.original
-	} else {
-		r.Tool = c.original
-	}
-	switch outcome {
-	case telemetry.OutcomeOK:
-		r.Outcome = audit.OutcomeOK
-	case telemetry.OutcomeToolError:
-		r.Outcome = audit.OutcomeIsError
-	case telemetry.OutcomeLimited:
-		r.Outcome = audit.OutcomeDenied
-		r.Reason = refusalReason(c.refusal)
-	case telemetry.OutcomeDenied:
-		r.Outcome = audit.OutcomeDenied
-		if re != nil {
-			r.Reason = "hidden by policy"
-		} else {
-			r.Reason = "insufficient scope"
-		}
-	default:
-		r.Outcome = audit.OutcomeError
-		r.Reason = failureReason(err)
-	}
-	if up := rq.st.byName[c.upstream]; up != nil {
-		if c.arguments != nil {
-			r.Arguments = audit.ReduceArguments(up.cfg.AuditArguments, c.arguments)
-		}
-		r.Credentials = rq.mode(up)
-	}
-	h.audit.Record(ctx, r)
-	return outcome
 }
 
 // Notification handles a notification from the client.
@@ -400,12 +266,12 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	}
 	// Before relay, which spends the budgets: a call refused here costs
 	// the tenant nothing and never reaches the upstream.
-	if res := rq.fixArguments(up, orig, p, c); res != nil {
-		return res, nil
+	if err := rq.fixArguments(up, orig, p, c); err != nil {
+		return nil, err
 	}
 	c.upHeader = catalog.ParamHeaderValues(it.Headers, c.arguments)
-	if res := rq.checkArguments(up, it, c); res != nil {
-		return res, nil
+	if err := rq.checkArguments(up, it, c); err != nil {
+		return nil, err
 	}
 	if rq.adm.Stateless {
 		err := tasks.Augment(rq.taskCaller(), it.Raw, p, func() (session.Upstream, error) { return rq.upstreamSession(ctx, up) })
@@ -425,12 +291,11 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 				return out, err
 			}
 		}
-		// Only noted, for metrics and the audit log: a tool error is a
-		// result like any other to the client.
-		if o, err := jsonx.ParseValidObject(res); err == nil && string(o.Get("isError")) == "true" {
-			c.isError = true
+		res, err := rq.checkResult(ctx, up, it, c, res, isToolError(res))
+		if err != nil {
+			return nil, err
 		}
-		return catalog.ExposeToolResult(rq.checkResult(ctx, up, it, c, res), prefix), nil
+		return catalog.ExposeToolResult(res, prefix), nil
 	})
 }
 

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
@@ -93,8 +92,8 @@ func (rq *Request) resolveTool(ctx context.Context, name string) (*upstreamRef, 
 
 // fixArguments sets the arguments the admin fixed for the tenant's calls
 // of the tool upstream up calls orig, on p (the call's params). A call
-// that sets one itself gets a tool error, returned; nil means go on.
-func (rq *Request) fixArguments(up *upstreamRef, orig string, p *jsonx.Object, c *call) json.RawMessage {
+// that sets one itself gets a tool failure, returned; nil means go on.
+func (rq *Request) fixArguments(up *upstreamRef, orig string, p *jsonx.Object, c *call) error {
 	pr, ok := rq.view.Presentation(up.cfg.Name, orig)
 	if !ok || len(pr.FixedArguments) == 0 {
 		return nil
@@ -103,14 +102,12 @@ func (rq *Request) fixArguments(up *upstreamRef, orig string, p *jsonx.Object, c
 	if a := c.arguments; len(a) > 0 && string(a) != "null" {
 		var err error
 		if args, err = jsonx.ParseValidObject(a); err != nil {
-			c.isError = true
-			return toolError("Invalid arguments for tool " + strconv.Quote(c.target) + ": arguments must be an object")
+			return failTool("Invalid arguments for tool " + strconv.Quote(c.target) + ": arguments must be an object")
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(pr.FixedArguments)) {
 		if args.Get(name) != nil || args.HasCaseVariant(name) {
-			c.isError = true
-			return toolError("Invalid arguments for tool " + strconv.Quote(c.target) + ": argument " + strconv.Quote(name) + " is set by the gateway and must not be given")
+			return failTool("Invalid arguments for tool " + strconv.Quote(c.target) + ": argument " + strconv.Quote(name) + " is set by the gateway and must not be given")
 		}
 		args.SetString(name, pr.FixedArguments[name])
 	}

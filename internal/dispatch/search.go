@@ -34,8 +34,7 @@ func (rq *Request) searchCall(ctx context.Context, c *call, name string, p *json
 	var args *jsonx.Object
 	if a := p.Get("arguments"); len(a) > 0 && string(a) != "null" {
 		if args, err = jsonx.ParseValidObject(a); err != nil {
-			c.isError = true
-			return toolError("Invalid arguments for tool " + strconv.Quote(name) + ": arguments must be an object"), true, nil
+			return nil, true, failTool("Invalid arguments for tool " + strconv.Quote(name) + ": arguments must be an object")
 		}
 	} else {
 		args = &jsonx.Object{}
@@ -44,8 +43,7 @@ func (rq *Request) searchCall(ctx context.Context, c *call, name string, p *json
 		c.original = name // for the audit log: no upstream's tool
 		q, _ := args.GetString("query")
 		if q == "" || len(q) > toolsearch.MaxQueryBytes {
-			c.isError = true
-			return toolError("Invalid arguments for tool " + strconv.Quote(name) + ": query must be a string of 1 to " + strconv.Itoa(toolsearch.MaxQueryBytes) + " bytes"), true, nil
+			return nil, true, failTool("Invalid arguments for tool " + strconv.Quote(name) + ": query must be a string of 1 to " + strconv.Itoa(toolsearch.MaxQueryBytes) + " bytes")
 		}
 		limit := ts.MaxResults
 		if l := args.Get("limit"); l != nil {
@@ -59,8 +57,7 @@ func (rq *Request) searchCall(ctx context.Context, c *call, name string, p *json
 	}
 	target, _ := args.GetString("name")
 	if target == "" || toolsearch.IsOwn(target) {
-		c.isError = true
-		return toolError("Invalid arguments for tool " + strconv.Quote(name) + ": name must name one of your tools"), true, nil
+		return nil, true, failTool("Invalid arguments for tool " + strconv.Quote(name) + ": name must name one of your tools")
 	}
 	// A tools/call of target, with the caller's _meta: served as if the
 	// client had sent it, under every rule.

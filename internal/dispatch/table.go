@@ -19,6 +19,9 @@ type Method struct {
 	// serve answers the method; nil for a method served as a stream by
 	// the transport itself (subscriptions/listen).
 	serve methodFunc
+	// handle is serve inside the pipeline's wrappers (see pipeline.go),
+	// built once with the table.
+	handle methodFunc
 	// session and stateless say in which revisions the method exists: in
 	// sessions (2025-11-25 and older) and in the stateless 2026-07-28
 	// revision. A method missing from a revision is "method not found"
@@ -89,6 +92,11 @@ func init() {
 		// New in 2026-07-28.
 		protocol.MethodDiscover:            {serve: discover, stateless: true, cache: cacheList},
 		protocol.MethodSubscriptionsListen: {stateless: true},
+	}
+	for _, m := range methods {
+		if m.serve != nil {
+			m.handle = pipeline(m.serve)
+		}
 	}
 }
 

@@ -105,9 +105,7 @@ func (h *Server) consentAnswer(ctx context.Context, rq *Request, c *call, err er
 		}}})
 		return nil, &jsonrpc.Error{Code: CodeURLElicitationRequired, Message: "This request requires authorization at upstream " + cr.Upstream + ".", Data: data}, true
 	case c.m.target == targetTool:
-		res, _ := json.Marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": msg}}, "isError": true})
-		c.isError = true
-		return res, nil, true
+		return nil, failTool(msg), true
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg}, true
 }

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,9 +13,27 @@ import (
 	"github.com/mcpgw/gateway/internal/telemetry"
 )
 
-// toolError is a tools/call result with isError: true and one text: a
-// tool execution error, which a model can act on (2025-11-25 server/tools,
-// "Error Handling").
+// A toolFailure is a tools/call the gateway answers itself with a tool
+// execution error, which a model can act on (2025-11-25 server/tools,
+// "Error Handling"): a handler returns it as its error, and the pipeline
+// answers it as a result with isError: true and its text (see answered).
+type toolFailure struct{ text string }
+
+func (e *toolFailure) Error() string { return e.text }
+
+func failTool(text string) error { return &toolFailure{text: text} }
+
+// isToolError reports whether res, a CallToolResult, says isError: true.
+// Most results do not name it, and are not parsed.
+func isToolError(res json.RawMessage) bool {
+	if !bytes.Contains(res, []byte(`"isError"`)) {
+		return false
+	}
+	o, err := jsonx.ParseValidObject(res)
+	return err == nil && string(o.Get("isError")) == "true"
+}
+
+// toolError is a tools/call result with isError: true and one text.
 func toolError(text string) json.RawMessage {
 	b, _ := json.Marshal(struct {
 		Content []struct {
@@ -33,8 +52,8 @@ func toolError(text string) json.RawMessage {
 // of the tool it resolved to, before anything is spent on it: a violation
 // is answered with a tool error the model can correct (SEP-1303: input
 // validation errors are tool execution errors, not protocol errors), and
-// the upstream is not called. It returns that result, or nil to go on.
-func (rq *Request) checkArguments(up *upstreamRef, it *catalog.Item, c *call) json.RawMessage {
+// the upstream is not called. It returns that failure, or nil to go on.
+func (rq *Request) checkArguments(up *upstreamRef, it *catalog.Item, c *call) error {
 	if !up.cfg.ValidateArguments() {
 		return nil
 	}
@@ -43,26 +62,26 @@ func (rq *Request) checkArguments(up *upstreamRef, it *catalog.Item, c *call) js
 		return nil
 	}
 	rq.h.metrics.SchemaViolation(rq.view.ID, up.cfg.Name, telemetry.SchemaInput)
-	c.isError = true
-	return toolError("Invalid arguments for tool " + strconv.Quote(c.target) + ":\n" + se.Problems)
+	return failTool("Invalid arguments for tool " + strconv.Quote(c.target) + ":\n" + se.Problems)
 }
 
 // checkResult checks a tools/call result's structuredContent against the
 // tool's outputSchema as the upstream's validation.results says: warn logs
 // and counts a mismatch, enforce also turns it into a tool error. A tool
-// error's result is not checked: the schema describes results, not errors.
-func (rq *Request) checkResult(ctx context.Context, up *upstreamRef, it *catalog.Item, c *call, res json.RawMessage) json.RawMessage {
+// error's result (isError) is not checked: the schema describes results,
+// not errors. It returns the result, or the failure that withholds it.
+func (rq *Request) checkResult(ctx context.Context, up *upstreamRef, it *catalog.Item, c *call, res json.RawMessage, isError bool) (json.RawMessage, error) {
 	mode := up.cfg.ResultValidation()
-	if mode == config.ValidationOff || c.isError || !it.HasOutputSchema() {
-		return res
+	if mode == config.ValidationOff || isError || !it.HasOutputSchema() {
+		return res, nil
 	}
 	o, err := jsonx.ParseValidObject(res)
 	if err != nil {
-		return res
+		return res, nil
 	}
 	var se *catalog.SchemaError
 	if err := it.ValidateResult(o.Get("structuredContent")); !errors.As(err, &se) {
-		return res
+		return res, nil
 	}
 	rq.h.metrics.SchemaViolation(rq.view.ID, up.cfg.Name, telemetry.SchemaOutput)
 	// The problems are the upstream's data: logged quoted, so they cannot
@@ -70,8 +89,7 @@ func (rq *Request) checkResult(ctx context.Context, up *upstreamRef, it *catalog
 	rq.h.log.WarnContext(ctx, "tool result does not match its outputSchema", "tenant", rq.view.ID, "upstream", up.cfg.Name,
 		"tool", strconv.QuoteToASCII(it.Original), "problems", strconv.QuoteToASCII(se.Problems), "mode", mode)
 	if mode != config.ValidationEnforce {
-		return res
+		return res, nil
 	}
-	c.isError = true
-	return toolError("The result of tool " + strconv.Quote(c.target) + " did not match its output schema, so the gateway withheld it:\n" + se.Problems)
+	return nil, failTool("The result of tool " + strconv.Quote(c.target) + " did not match its output schema, so the gateway withheld it:\n" + se.Problems)
 }
