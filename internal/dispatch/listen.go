@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/share"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
@@ -128,7 +129,7 @@ var errReplaced = errors.New("the upstream was reconfigured")
 // opened; no open stream is closed for it, since an open stream is in use
 // (its session would hear nothing until it reconnected).
 type listenSlots struct {
-	Shares
+	share.Counts
 	logged atomic.Bool // the pool's limit was logged since the count was last under it
 }
 
@@ -136,12 +137,12 @@ type listenSlots struct {
 // share is full; a refusal is counted under its limit, and the pool's
 // logged once.
 func (s *listenSlots) take(h *Server, principal, tenant string, l *config.Limits) bool {
-	switch s.Take(principal, tenant, Share{Pool: l.UpstreamStreams, Principal: l.UpstreamStreamsPerPrincipal, Tenant: l.UpstreamStreamsPerTenant}) {
+	switch s.Take(principal, tenant, share.Share{Pool: l.UpstreamStreams, Principal: l.UpstreamStreamsPerPrincipal, Tenant: l.UpstreamStreamsPerTenant}) {
 	case 0:
 		return true
-	case SharePrincipal:
+	case share.Principal:
 		h.metrics.LimitRejection(telemetry.LimitUpstreamStreamsPrincipal, tenant)
-	case ShareTenant:
+	case share.Tenant:
 		h.metrics.LimitRejection(telemetry.LimitUpstreamStreamsTenant, tenant)
 	default:
 		h.metrics.LimitRejection(telemetry.LimitUpstreamStreams, tenant)

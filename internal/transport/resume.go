@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/share"
 	"github.com/mcpgw/gateway/internal/telemetry"
 )
 
@@ -475,16 +476,16 @@ func (w *hangUp) fire() {
 	defer w.fired.Done()
 	if w.out.resumable() {
 		l := &w.rq.State().Config().Limits
-		share := dispatch.Share{Pool: l.DetachedCalls, Principal: l.DetachedCallsPerPrincipal, Tenant: l.DetachedCallsPerTenant}
+		sh := share.Share{Pool: l.DetachedCalls, Principal: l.DetachedCallsPerPrincipal, Tenant: l.DetachedCallsPerTenant}
 		limit := telemetry.LimitDetachedCalls
-		switch w.h.detached.Take(dispatch.PrincipalKey(w.rq), w.rq.Principal().Tenant, share) {
+		switch w.h.detached.Take(dispatch.PrincipalKey(w.rq), w.rq.Principal().Tenant, sh) {
 		case 0:
 			w.held = true
 			w.h.metrics.CallDetached(1)
 			return
-		case dispatch.ShareTenant:
+		case share.Tenant:
 			limit = telemetry.LimitDetachedTenant
-		case dispatch.SharePool:
+		case share.Pool:
 			limit = telemetry.LimitDetachedPool
 		}
 		w.h.srv.LimitHit(context.WithoutCancel(w.r.Context()), w.rq, limit, "")

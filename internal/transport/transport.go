@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/share"
 	"github.com/mcpgw/gateway/internal/telemetry"
 )
 
@@ -40,7 +41,7 @@ type Handler struct {
 	streams streams
 
 	events   session.EventLog // nil: streams are not resumable
-	detached dispatch.Shares  // calls going on after their client hung up
+	detached share.Counts     // calls going on after their client hung up
 	calls    liveCalls
 }
 

@@ -1,19 +1,19 @@
-package dispatch
+package share
 
 import "testing"
 
 // TestShares: Take names the bound that refused (pool, principal, tenant),
 // counts nothing it refused, and Give frees the entry for anyone.
 func TestShares(t *testing.T) {
-	var s Shares
+	var s Counts
 	sh := Share{Pool: 4, Principal: 2, Tenant: 3}
 	for _, c := range []struct {
 		principal, tenant string
 		want              int
 	}{
-		{"a", "t1", 0}, {"a", "t1", 0}, {"a", "t1", SharePrincipal},
-		{"b", "t1", 0}, {"c", "t1", ShareTenant},
-		{"d", "t2", 0}, {"e", "t2", SharePool},
+		{"a", "t1", 0}, {"a", "t1", 0}, {"a", "t1", Principal},
+		{"b", "t1", 0}, {"c", "t1", Tenant},
+		{"d", "t2", 0}, {"e", "t2", Pool},
 	} {
 		if got := s.Take(c.principal, c.tenant, sh); got != c.want {
 			t.Errorf("Take(%s, %s) = %d, want %d", c.principal, c.tenant, got, c.want)
