@@ -116,8 +116,8 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstreamRef, id jsonrpc.ID, params json.RawMessage, parked *bool) (json.RawMessage, session.Upstream, error) {
 	if !rq.adm.Stateless && c.m.input && rq.Session != nil && bytes.Contains(rq.Session.ClientCapabilities, []byte(`"roots"`)) {
 		// The upstream may ask the client for its roots on its GET
-		// stream, which must be open first (see awaitHeard).
-		rq.awaitHeard(callCtx, up)
+		// stream, which must be open first (see listen.Hub.Await).
+		rq.h.listen.Await(callCtx, rq.Session.ID, up.cfg.Name)
 	}
 	resp, err := rq.callWith(callCtx, up, id, c.method, params, c.upHeader)
 	if err != nil {

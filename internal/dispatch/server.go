@@ -27,6 +27,7 @@ import (
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/identity"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/tasks"
@@ -107,12 +108,9 @@ type Server struct {
 	announcedSets    clearingMap // client capabilities JSON → *announced, see announce
 	logsOn           clearingMap // upstream and session id → set to log: see enableLogs
 
-	bus         session.Bus // reaches the replica holding a session's GET stream
-	listenSlots listenSlots // upstream streams open for client sessions
-	noStream    sync.Map    // upstream name → when it answered a GET with 405
-	heard       sync.Map    // session id → *heardSet: its upstream streams opening or open here (listen.go)
-	sharedMu    sync.Mutex
-	shared      map[string]*sharedStream // upstream name, upstream session id → its GET stream (shared.go)
+	listen   *listen.Hub // messages outside a request: the upstream streams, the bus
+	sharedMu sync.Mutex
+	shared   map[string]*sharedStream // upstream name, upstream session id → its GET stream (shared.go)
 
 	own    owner          // goroutines that outlive a request: see owner.go
 	bridge *bridge.Bridge // requests for input between revisions
@@ -195,7 +193,7 @@ func New(opts Options) (*Server, error) {
 	h.budgets.OnQuota = opts.Metrics.QuotaUsed
 	h.guards = budget.NewGuards()
 	h.guards.Notify = h.circuitChanged
-	h.bus = opts.Backend.Bus
+	h.listen = listen.New(listen.Options{Bus: opts.Backend.Bus, Go: h.own.Go, Metrics: opts.Metrics, Logger: log})
 	h.watch = watch.New(log, func(up *upstreamRef) *upstream.Client { return up.client }, watchHooks{h})
 	h.tasks = tasks.New(opts.Backend.Tasks, log, h.internalID)
 	h.bridge = bridge.New(bridge.Options{

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/upstream"
@@ -41,7 +42,7 @@ import (
 // answered. Each stream takes one of limits.upstream_streams, within the
 // principal's and the tenant's share; without a slot the call goes on as
 // before, unheld. A stream the upstream refuses (405) is not tried again
-// for noStreamFor.
+// for a while (listen.Hub.NoStream).
 
 // sharedLinger is how long a shared upstream session's GET stream stays
 // open after the last call that held it.
@@ -73,14 +74,14 @@ var noHold = &sharedHold{release: func() {}}
 
 // holdShared holds the GET stream of upstream session us with up (opening
 // it if need be) for a call of the 2026-07-28 request rq, and waits until
-// the upstream answered its request (at most openWait) or ctx ends. The
+// the upstream answered its request (at most listen.OpenWait) or ctx ends. The
 // call gives the hold back (release) once it is over.
 func (rq *Request) holdShared(ctx context.Context, up *upstreamRef, us session.Upstream) *sharedHold {
 	h := rq.h
 	if us.SessionID == "" || upstream.IsModern(us) || !up.client.PerSession() {
 		return noHold
 	}
-	if t, ok := h.noStream.Load(up.cfg.Name); ok && time.Since(t.(time.Time)) < noStreamFor {
+	if h.listen.NoStream(up.cfg.Name) {
 		return noHold
 	}
 	key := up.cfg.Name + "\x00" + us.SessionID
@@ -88,14 +89,14 @@ func (rq *Request) holdShared(ctx context.Context, up *upstreamRef, us session.U
 	s := h.shared[key]
 	if s == nil {
 		principal, tenant := PrincipalKey(rq), rq.principal.Tenant
-		if !h.listenSlots.take(h, principal, tenant, &rq.st.cfg.Limits) {
+		if !h.listen.Take(principal, tenant, &rq.st.cfg.Limits) {
 			h.sharedMu.Unlock()
 			return noHold
 		}
 		sctx, cancel := context.WithCancel(context.WithoutCancel(rq.withCaller(ctx)))
 		s = &sharedStream{ready: make(chan struct{}), cancel: cancel, calls: map[*sharedHold]struct{}{}}
 		started := h.own.Go(func(owned context.Context) {
-			defer h.listenSlots.give(principal, tenant)
+			defer h.listen.Give(principal, tenant)
 			defer context.AfterFunc(owned, cancel)()
 			h.metrics.UpstreamStream(1)
 			defer h.metrics.UpstreamStream(-1)
@@ -108,7 +109,7 @@ func (rq *Request) holdShared(ctx context.Context, up *upstreamRef, us session.U
 		})
 		if !started { // the Server is closing
 			cancel()
-			h.listenSlots.give(principal, tenant)
+			h.listen.Give(principal, tenant)
 			h.sharedMu.Unlock()
 			return noHold
 		}
@@ -145,7 +146,7 @@ func (rq *Request) holdShared(ctx context.Context, up *upstreamRef, us session.U
 		}
 	})
 	h.sharedMu.Unlock()
-	awaitOpen(ctx, s.ready)
+	listen.AwaitOpen(ctx, s.ready)
 	return hold
 }
 
@@ -280,7 +281,7 @@ func (h *Server) serveShared(ctx context.Context, up *upstreamRef, us session.Up
 	close(s.ready)
 	if err != nil {
 		if errors.Is(err, upstream.ErrNoStream) {
-			h.noStream.Store(up.cfg.Name, time.Now())
+			h.listen.MarkNoStream(up.cfg.Name)
 		}
 		return
 	}

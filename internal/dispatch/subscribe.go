@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
@@ -56,7 +57,7 @@ const maxListenResources = 64
 // waits. ctx is the listen stream's.
 func (h *Server) SubscribeResources(ctx context.Context, rq *Request, uris []string) (agreed []string, msgs <-chan []byte, stop func()) {
 	ctx, cancel := context.WithCancel(rq.withCaller(ctx))
-	out := make(chan []byte, listenQueue)
+	out := make(chan []byte, listen.Queue)
 	// Each upstream's URIs, by their upstream's own URI.
 	byUp := map[*upstreamRef]map[string]string{}
 	byModern := map[*upstreamRef]map[string]string{}
@@ -110,7 +111,7 @@ func (h *Server) SubscribeResources(ctx context.Context, rq *Request, uris []str
 			}) {
 				running.Done()
 				st.Close()
-				h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
+				h.listen.Give(PrincipalKey(rq), rq.principal.Tenant)
 			}
 		})
 	}
@@ -132,7 +133,7 @@ func (h *Server) SubscribeResources(ctx context.Context, rq *Request, uris []str
 				h.relayUpdates(ctx, rq, up, us, set, out)
 			}) {
 				running.Done()
-				h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
+				h.listen.Give(PrincipalKey(rq), rq.principal.Tenant)
 				h.endSubscription(ctx, rq, up, us)
 			}
 		})
@@ -149,12 +150,12 @@ func (h *Server) SubscribeResources(ctx context.Context, rq *Request, uris []str
 // having ended the session, if the upstream refused any, or could not be
 // reached, or the replica holds as many upstream streams as it may.
 func (h *Server) subscribeOn(ctx context.Context, rq *Request, up *upstreamRef, set map[string]string) (session.Upstream, bool) {
-	if !h.listenSlots.take(h, PrincipalKey(rq), rq.principal.Tenant, &rq.st.cfg.Limits) {
+	if !h.listen.Take(PrincipalKey(rq), rq.principal.Tenant, &rq.st.cfg.Limits) {
 		return session.Upstream{}, false
 	}
 	res, err := up.client.OpenAs(ctx, rq.announced().upstreamCaps())
 	if err != nil || upstream.IsModern(res.Session) {
-		h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
+		h.listen.Give(PrincipalKey(rq), rq.principal.Tenant)
 		if err == nil {
 			h.endSubscription(ctx, rq, up, res.Session)
 		}
@@ -171,7 +172,7 @@ func (h *Server) subscribeOn(ctx context.Context, rq *Request, up *upstreamRef, 
 		}
 		if err != nil {
 			h.log.Debug("subscribing for a 2026-07-28 listen", "upstream", up.cfg.Name, "error", err)
-			h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
+			h.listen.Give(PrincipalKey(rq), rq.principal.Tenant)
 			h.endSubscription(ctx, rq, up, res.Session)
 			return session.Upstream{}, false
 		}
@@ -183,7 +184,7 @@ func (h *Server) subscribeOn(ctx context.Context, rq *Request, up *upstreamRef, 
 // session us for the URIs of set to out, until ctx ends, then ends us.
 // The stream is opened again, with backoff, if it breaks (updatesOnce).
 func (h *Server) relayUpdates(ctx context.Context, rq *Request, up *upstreamRef, us session.Upstream, set map[string]string, out chan<- []byte) {
-	defer h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
+	defer h.listen.Give(PrincipalKey(rq), rq.principal.Tenant)
 	defer h.endSubscription(ctx, rq, up, us)
 	h.metrics.UpstreamStream(1)
 	defer h.metrics.UpstreamStream(-1)
@@ -221,19 +222,19 @@ func (h *Server) updatesOnce(ctx context.Context, rq *Request, up *upstreamRef, 
 
 // listenOn opens, for the 2026-07-28 request rq, a subscriptions/listen of
 // 2026-07-28 upstream up with the URIs of set (the upstream's own to the
-// exposed ones) and waits for its acknowledgment, at most openWait. It
+// exposed ones) and waits for its acknowledgment, at most listen.OpenWait. It
 // returns the stream and the URIs the upstream agreed to, or false, having
 // closed the stream, if it agreed to none, could not be reached, or the
 // replica holds as many upstream streams as it may. The stream holds one
 // of them until relayModernUpdates ends.
 func (h *Server) listenOn(ctx context.Context, rq *Request, up *upstreamRef, set map[string]string) (*upstream.Stream, map[string]string, bool) {
-	if !h.listenSlots.take(h, PrincipalKey(rq), rq.principal.Tenant, &rq.st.cfg.Limits) {
+	if !h.listen.Take(PrincipalKey(rq), rq.principal.Tenant, &rq.st.cfg.Limits) {
 		return nil, nil, false
 	}
 	st, agreed, err := h.listenOnce(ctx, rq, up, set)
 	if err != nil {
 		h.log.Debug("subscribing a 2026-07-28 upstream for a listen", "upstream", up.cfg.Name, "error", err)
-		h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
+		h.listen.Give(PrincipalKey(rq), rq.principal.Tenant)
 		return nil, nil, false
 	}
 	return st, agreed, true
@@ -253,8 +254,8 @@ func (h *Server) listenOnce(ctx context.Context, rq *Request, up *upstreamRef, s
 		return nil, nil, err
 	}
 	// The acknowledgment is the stream's first message: a stream that
-	// sends none within openWait is given up.
-	wait, cancel := context.WithTimeout(ctx, openWait)
+	// sends none within listen.OpenWait is given up.
+	wait, cancel := context.WithTimeout(ctx, listen.OpenWait)
 	defer cancel()
 	stop := context.AfterFunc(wait, func() { st.Close() })
 	msg, _, err := st.Next()
@@ -298,7 +299,7 @@ func (h *Server) listenOnce(ctx context.Context, rq *Request, up *upstreamRef, s
 // until ctx ends; the stream is opened again, with backoff, if it breaks,
 // for the same URIs, of which the upstream may then agree to fewer.
 func (h *Server) relayModernUpdates(ctx context.Context, rq *Request, up *upstreamRef, st *upstream.Stream, set map[string]string, out chan<- []byte) {
-	defer h.listenSlots.give(PrincipalKey(rq), rq.principal.Tenant)
+	defer h.listen.Give(PrincipalKey(rq), rq.principal.Tenant)
 	h.metrics.UpstreamStream(1)
 	defer h.metrics.UpstreamStream(-1)
 	agreed := set

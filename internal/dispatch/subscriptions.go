@@ -118,7 +118,7 @@ func (rq *Request) noteSubscription(ctx context.Context, up *upstreamRef, uri st
 			return
 		}
 		rq.setUpstream(name, cur)
-		if err := h.bus.Publish(ctx, rq.Session.ID, listenWake); err != nil {
+		if err := h.listen.Wake(ctx, rq.Session.ID); err != nil {
 			h.log.Debug("subscriptions: waking the session's stream", "error", err)
 		}
 		// Another request of the session may have written its own list

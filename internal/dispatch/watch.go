@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/mcpgw/gateway/internal/catalog"
-	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/upstream"
@@ -21,7 +20,7 @@ import (
 func (h *Server) syncWatches(st *State) {
 	ups := make([]*upstreamRef, 0, len(st.upstreams))
 	for _, up := range st.upstreams {
-		if up.cfg.Watches() && (up.creds == nil || !up.creds.NeedsCaller(&credentials.Caller{})) {
+		if up.watched() {
 			ups = append(ups, up)
 		}
 	}

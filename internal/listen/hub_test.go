@@ -1,4 +1,4 @@
-package dispatch
+package listen
 
 import (
 	"context"
@@ -15,38 +15,37 @@ import (
 // share of it, and the pool's limit is logged again only after the count
 // fell below it.
 func TestListenSlots(t *testing.T) {
-	h := &Server{log: slog.New(slog.DiscardHandler)}
+	s := New(Options{Logger: slog.New(slog.DiscardHandler)})
 	l := &config.Limits{UpstreamStreams: 3, UpstreamStreamsPerPrincipal: 2, UpstreamStreamsPerTenant: 3}
-	var s listenSlots
 	for i := range 2 {
-		if !s.take(h, "alice", "t1", l) {
+		if !s.Take("alice", "t1", l) {
 			t.Fatalf("alice's slot %d refused under her share", i)
 		}
 	}
-	if s.take(h, "alice", "t1", l) {
+	if s.Take("alice", "t1", l) {
 		t.Fatal("alice took a third slot of her share of 2")
 	}
-	if !s.take(h, "bob", "t1", l) {
+	if !s.Take("bob", "t1", l) {
 		t.Fatal("bob refused while the pool had room")
 	}
-	if s.take(h, "carol", "t2", l) {
+	if s.Take("carol", "t2", l) {
 		t.Fatal("a fourth slot of 3")
 	}
 	if !s.logged.Load() {
 		t.Fatal("the pool's limit was not logged")
 	}
-	s.give("bob", "t1")
+	s.Give("bob", "t1")
 	if s.logged.Load() {
 		t.Error("still marked logged once a slot was free")
 	}
-	if !s.take(h, "carol", "t2", l) || s.take(h, "dave", "t2", l) {
+	if !s.Take("carol", "t2", l) || s.Take("dave", "t2", l) {
 		t.Error("the freed slot, and only it, is taken again")
 	}
 	l.UpstreamStreams, l.UpstreamStreamsPerTenant = 10, 3
-	if !s.take(h, "erin", "t1", l) || s.take(h, "frank", "t1", l) {
+	if !s.Take("erin", "t1", l) || s.Take("frank", "t1", l) {
 		t.Error("tenant t1 took other than its share of 3")
 	}
-	if got := s.Held(); got != 4 {
+	if got := s.slots.Held(); got != 4 {
 		t.Errorf("held %d, want 4", got)
 	}
 }
@@ -55,16 +54,16 @@ func TestListenSlots(t *testing.T) {
 // subscriber and nobody else's; what is not a JSON-RPC object is refused.
 func TestNotifySession(t *testing.T) {
 	bus := session.NewMemoryBus(session.BusOptions{})
-	h := &Server{bus: bus}
+	h := New(Options{Bus: bus})
 	mine, other := make(chan []byte, 1), make(chan []byte, 1)
 	defer bus.Subscribe("s1", mine)()
 	defer bus.Subscribe("s2", other)()
 	ctx := context.Background()
-	if err := h.NotifySession(ctx, "s1", listenWake); err == nil {
+	if err := h.Notify(ctx, "s1", wake); err == nil {
 		t.Error("a wake-up passed for a gateway message")
 	}
 	msg := `{"jsonrpc":"2.0","method":"notifications/elicitation/complete","params":{"elicitationId":"x"}}`
-	if err := h.NotifySession(ctx, "s1", []byte(msg)); err != nil {
+	if err := h.Notify(ctx, "s1", []byte(msg)); err != nil {
 		t.Fatal(err)
 	}
 	select {
