@@ -145,8 +145,12 @@ func (e *Engine) request(st *state, r *rule) (EvaluationRequest, error) {
 	if int(in.Kind) < len(resourceTypes) {
 		rt = resourceTypes[in.Kind]
 	}
+	id := p.Subject
+	if id == "" {
+		id = "anonymous"
+	}
 	req := EvaluationRequest{
-		Subject: &Subject{Type: "user", ID: p.Subject, Properties: props},
+		Subject: &Subject{Type: "user", ID: id, Properties: props},
 		Action:  &Action{Name: in.Method},
 		Resource: &Resource{Type: rt, ID: in.Upstream + "/" + in.Original, Properties: map[string]any{
 			"upstream": in.Upstream, "name": in.Name, "original_name": in.Original,
