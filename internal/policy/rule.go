@@ -134,7 +134,7 @@ func compileCondition(c *config.PolicyCondition, path string, call bool, limit u
 			return nil, fmt.Errorf("%s.cel: %v", path, err)
 		}
 		env, _ := celenv.Env(call)
-		prg, err := env.Program(ast, cel.CostLimit(limit))
+		prg, err := env.Program(ast, cel.CostLimit(limit), cel.EvalOptions(cel.OptOptimize))
 		if err != nil {
 			return nil, fmt.Errorf("%s.cel: %v", path, err)
 		}
