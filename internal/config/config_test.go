@@ -406,7 +406,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level key",
 			yaml: "server: {}\nupstream: []\n",
-			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams, vault)"},
+			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, budgets, identity, limits, pins, policy, server, sessions, telemetry, tenants, upstreams, vault)"},
 		},
 		{
 			name: "unknown nested key",
@@ -490,7 +490,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "merge key",
 			yaml: "base: &b {listen: \":1\"}\n",
-			want: []string{"test.yaml:1: base: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams, vault)"},
+			want: []string{"test.yaml:1: base: unknown key (want one of auth, budgets, identity, limits, pins, policy, server, sessions, telemetry, tenants, upstreams, vault)"},
 		},
 		{
 			name: "merge key in section",
@@ -1559,7 +1559,7 @@ func TestParseTenantProblems(t *testing.T) {
 			yaml: "  - id: t\n    upstreams: github\n    rules: {}\n  - just-a-name\n",
 			want: []string{
 				"test.yaml:11: tenants[1].upstreams: must be a list",
-				"test.yaml:12: tenants[1].rules: unknown key (want one of budgets, id, tool_search, upstreams)",
+				"test.yaml:12: tenants[1].rules: unknown key (want one of budgets, id, policy, tool_search, upstreams)",
 				"test.yaml:13: tenants[2]: must be a mapping",
 			},
 		},
@@ -1569,7 +1569,7 @@ func TestParseTenantProblems(t *testing.T) {
 				"        tools: {allow: [\"\", \"[a-\", \"ok_*\"], deny: [\"a\\\\\", [x]]}\n" + // 13
 				"        prompts:\n          allow:\n          deny: x\n" + // 14-16
 				"        resources: [\"*\"]\n" + // 17
-				"        policy: {}\n" + // 18
+				"        policies: {}\n" + // 18
 				"      - name: search\n        tools: {allow: [a], except: [b]}\n", // 19-20
 			want: []string{
 				"test.yaml:13: tenants[1].upstreams[0].tools.allow[0]: must not be empty",
@@ -1579,7 +1579,7 @@ func TestParseTenantProblems(t *testing.T) {
 				"test.yaml:15: tenants[1].upstreams[0].prompts.allow: has no value: leave the key out to allow everything, or write [] to allow nothing",
 				"test.yaml:16: tenants[1].upstreams[0].prompts.deny: must be a list",
 				"test.yaml:17: tenants[1].upstreams[0].resources: must be a mapping",
-				"test.yaml:18: tenants[1].upstreams[0].policy: unknown key (want one of annotations, auth, env, headers, name, present, prompts, required_scopes, resources, tools)",
+				"test.yaml:18: tenants[1].upstreams[0].policies: unknown key (want one of annotations, auth, env, headers, name, policy, present, prompts, required_scopes, resources, tools)",
 				"test.yaml:20: tenants[1].upstreams[1].tools.except: unknown key (want one of allow, deny)",
 			},
 		},
@@ -1631,7 +1631,7 @@ func TestParseTenantProblems(t *testing.T) {
 		{
 			name: "tenants not a list",
 			yaml: "    upstreams: []\ntenants2: {}\n",
-			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, budgets, identity, limits, pins, server, sessions, telemetry, tenants, upstreams, vault)"},
+			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, budgets, identity, limits, pins, policy, server, sessions, telemetry, tenants, upstreams, vault)"},
 		},
 	}
 	for _, tt := range tests {

@@ -30,6 +30,9 @@ type Config struct {
 	Budgets   Budgets    `yaml:"budgets"`
 	Pins      Pins       `yaml:"pins"`
 	Vault     Vault      `yaml:"vault"`
+	// Policy holds what the policy rules of every tenant share: the
+	// groups claim, the CEL cost limit and the external decision point.
+	Policy Policy `yaml:"policy"`
 
 	// Path is the file the config was loaded from ("" when built in code).
 	Path string `yaml:"-"`
@@ -325,6 +328,9 @@ type Tenant struct {
 	// to find and call its tools (progressive discovery), in place of its
 	// tools or beside them.
 	ToolSearch *ToolSearch `yaml:"tool_search"`
+	// Policy is the tenant's ordered policy rules, before those of each
+	// upstream (see [PolicyRule] and docs/policy.md).
+	Policy []PolicyRule `yaml:"policy"`
 }
 
 // ToolSearch is a tenant's tool search.
@@ -367,6 +373,9 @@ type TenantUpstream struct {
 	// replacing the variables of the same name. Secrets, as the
 	// upstream's are.
 	Env map[string]string `yaml:"env" cfg:"headers"`
+	// Policy is the upstream's policy rules for this tenant, after the
+	// tenant's own (see [PolicyRule]).
+	Policy []PolicyRule `yaml:"policy"`
 }
 
 // Budgets are the budgets on work. The top-level budgets apply to every

@@ -146,6 +146,7 @@ func (v *validator) config(c *Config) {
 	v.upstreams(c.Upstreams)
 	v.auth(c)
 	v.tenants(c)
+	v.policy(c)
 	v.limits(&c.Limits)
 	v.budgets(c)
 	v.pins(c)

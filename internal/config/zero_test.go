@@ -144,6 +144,10 @@ func TestExplicitZeros(t *testing.T) {
 		{key: "budgets.quotas[0].calls", top: "budgets:\n  quotas: [{name: q, calls: 0}]\n"},
 		{key: "tenants[0].budgets.rate_limits[0].burst", top: "tenants:\n  - id: t\n    budgets: {rate_limits: [{name: r, requests: 1, burst: 0}]}\n"},
 		{key: "tenants[0].tool_search.max_results", top: "tenants:\n  - id: t\n    tool_search: {max_results: 0}\n"},
+		top("policy.cel_cost_limit", "0"),
+		{key: "policy.pdp.timeout", top: "policy:\n  pdp: {url: http://127.0.0.1:1, timeout: 0s}\n"},
+		{key: "policy.pdp.cache_ttl", top: "policy:\n  pdp: {url: http://127.0.0.1:1, cache_ttl: 0s}\n"},
+		{key: "policy.pdp.cache_size", top: "policy:\n  pdp: {url: http://127.0.0.1:1, cache_size: 0}\n"},
 		top("auth.leeway", "0s"),
 		top("auth.token_cache_size", "0"),
 	}

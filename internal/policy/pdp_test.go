@@ -1,0 +1,248 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/testkit"
+)
+
+// pdpPolicy is the PDP's own policy: sre may do anything; everyone may
+// read; create_issue only in sandbox repositories.
+const pdpPolicy = `"sre" in subject.properties.groups || resource.properties.original_name.startsWith("get_") ||
+	(resource.properties.original_name == "create_issue" && has(context.arguments) && context.arguments.repo.startsWith("sandbox-"))`
+
+// pdpEngine compiles rules against a PDP at url (pdp holds extra keys of
+// policy.pdp) with client c.
+func pdpEngine(t testing.TB, url, pdp, rules string, c *http.Client, events *[]PDPEvent) *Engine {
+	t.Helper()
+	y := "policy:\n  pdp:\n    url: " + url + "\n    headers: {Authorization: \"Bearer ${PDP_TOKEN}\"}\n" + pdp + head + rules
+	cfg, err := config.Parse("test.yaml", []byte(y), func(string) string { return "s3cret" })
+	if err != nil {
+		t.Fatalf("%v\n%s", err, y)
+	}
+	o := Options{HTTPClient: c}
+	if events != nil {
+		o.OnPDP = func(ev PDPEvent) { *events = append(*events, ev) }
+	}
+	e, err := Compile(cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+const pdpRules = `      - {name: ask, phase: list, match: {tools: ["*"]}, effect: pdp}
+      - {name: ask-args, phase: call, match: {tools: [create_issue]}, effect: pdp, pdp_arguments: true}
+`
+
+// TestPDP: decisions from a real AuthZEN PDP over HTTP, with the shapes
+// the spec defines, the configured header, and arguments in the context
+// only when the rule sends them.
+func TestPDP(t *testing.T) {
+	pdp := testkit.NewAuthZEN(t, pdpPolicy)
+	pdp.RequireHeader("Authorization", "Bearer s3cret")
+	var events []PDPEvent
+	e := pdpEngine(t, pdp.URL, "", pdpRules, nil, &events)
+	ctx := context.Background()
+	sre, dev := principal("sre"), principal("dev")
+	for _, c := range []struct {
+		in    *Input
+		allow bool
+	}{
+		{listed(sre, "github", "delete_repo"), true},
+		{listed(dev, "github", "delete_repo"), false},
+		{listed(dev, "github", "get_issue"), true},
+		{call(dev, "github", "create_issue", `{"repo":"sandbox-1"}`), false}, // the list phase asks without arguments
+		{call(sre, "github", "create_issue", `{"repo":"prod"}`), true},
+	} {
+		d := e.Decide(ctx, c.in)
+		if d.Allow != c.allow || d.By != ByPDP || d.Err != nil {
+			t.Errorf("%s %s: %+v, want allow %v by the PDP", c.in.Principal.Claims["groups"], c.in.Original, d, c.allow)
+		}
+	}
+	if v := pdp.Violations(); len(v) > 0 {
+		t.Fatalf("requests that break AuthZEN: %q", v)
+	}
+	reqs := pdp.Requests()
+	if len(reqs) != 6 || len(events) != 6 {
+		t.Fatalf("%d requests, %d events; want 6 (sre's create_issue asks twice: list, then call)", len(reqs), len(events))
+	}
+	ev := reqs[len(reqs)-1].Evaluations[0]
+	subj := ev["subject"].(map[string]any)
+	res := ev["resource"].(map[string]any)
+	if subj["type"] != "user" || subj["id"] != "alice" || res["type"] != "mcp_tool" || res["id"] != "github/create_issue" ||
+		ev["action"].(map[string]any)["name"] != "tools/call" {
+		t.Errorf("evaluation %v", ev)
+	}
+	if args := ev["context"].(map[string]any)["arguments"].(map[string]any); args["repo"] != "prod" {
+		t.Errorf("context %v", ev["context"])
+	}
+	if _, ok := reqs[0].Evaluations[0]["context"]; ok {
+		t.Errorf("a list-phase evaluation has a context: %v", reqs[0].Evaluations[0])
+	}
+
+	// A batch for a list: one request for the items not in the cache.
+	ins := []Input{*listed(dev, "github", "a"), *listed(dev, "github", "get_b"), *listed(dev, "github", "delete_repo")}
+	ds := e.DecideBatch(ctx, ins)
+	if ds[0].Allow || !ds[1].Allow || ds[2].Allow || !ds[0].Unknown || ds[2].By != ByPDP {
+		t.Errorf("batch: %+v", ds)
+	}
+	reqs = pdp.Requests()
+	if last := reqs[len(reqs)-1]; len(reqs) != 7 || last.Path != EvaluationsPath || len(last.Evaluations) != 2 {
+		t.Errorf("batch: %d requests, the last %+v; want one to %s with 2 evaluations (delete_repo is cached)", len(reqs), last, EvaluationsPath)
+	}
+	if v := pdp.Violations(); len(v) > 0 {
+		t.Fatalf("requests that break AuthZEN: %q", v)
+	}
+	if c := e.Counters(); c.PDPRequests != 7 || c.PDPCacheHits != 1 || c.PDPErrors != 0 {
+		t.Errorf("counters %+v", c)
+	}
+}
+
+// TestPDPFailure: a PDP that fails or does not answer in time: rules
+// fail closed unless they say open, and the error names no secret.
+func TestPDPFailure(t *testing.T) {
+	const rules = `      - {name: closed, phase: list, match: {tools: [a]}, effect: pdp}
+      - {name: open, phase: list, match: {tools: [b]}, effect: pdp, on_pdp_error: open}
+`
+	for _, c := range []struct {
+		name  string
+		setup func(*testkit.AuthZEN) func()
+		err   string
+	}{
+		{"status", func(p *testkit.AuthZEN) func() { p.FailWith(http.StatusInternalServerError); return func() {} }, "pdp: HTTP status 500"},
+		{"unauthorized", func(p *testkit.AuthZEN) func() { p.RequireHeader("Authorization", "other"); return func() {} }, "pdp: HTTP status 401"},
+		{"timeout", func(p *testkit.AuthZEN) func() { return p.Hold() }, "pdp: no answer within 500ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pdp := testkit.NewAuthZENHandler(t, "true")
+				release := c.setup(pdp)
+				defer release()
+				e := pdpEngine(t, "http://pdp.test", "", rules, pdp.Client(), nil)
+				start := time.Now()
+				d := e.Decide(context.Background(), listed(principal(), "github", "a"))
+				if d.Allow || d.By != ByPDP || d.Err == nil || d.Err.Error() != c.err {
+					t.Errorf("closed: %+v, want refused on %q", d, c.err)
+				}
+				d = e.Decide(context.Background(), listed(principal(), "github", "b"))
+				if !d.Allow || d.By != ByPDP || d.Err == nil {
+					t.Errorf("open: %+v, want allowed on an error", d)
+				}
+				if d.Err != nil && strings.Contains(d.Err.Error(), "s3cret") {
+					t.Errorf("the error holds the secret: %v", d.Err)
+				}
+				if c.name == "timeout" && time.Since(start) != time.Second {
+					t.Errorf("the two decisions took %s, want 2 × 500ms", time.Since(start))
+				}
+				if got := e.Counters(); got.PDPErrors != 2 || got.Errors != 2 {
+					t.Errorf("counters %+v", got)
+				}
+			})
+		})
+	}
+}
+
+// TestPDPCache: decisions are reused for their TTL, at most cache_size
+// of them, the oldest dropped first.
+func TestPDPCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pdp := testkit.NewAuthZENHandler(t, `"sre" in subject.properties.groups`)
+		e := pdpEngine(t, "http://pdp.test", "    cache_ttl: 10s\n    cache_size: 2\n", pdpRules, pdp.Client(), nil)
+		ctx := context.Background()
+		ask := func(tool string) {
+			t.Helper()
+			if d := e.Decide(ctx, listed(principal("sre"), "github", tool)); !d.Allow {
+				t.Fatalf("%s: %+v", tool, d)
+			}
+		}
+		requests := func(want int) {
+			t.Helper()
+			if got := len(pdp.Requests()); got != want {
+				t.Errorf("%d requests to the PDP, want %d", got, want)
+			}
+		}
+		ask("a")
+		ask("a")
+		requests(1)
+		// Another principal is another key.
+		if d := e.Decide(ctx, listed(principal("dev"), "github", "a")); d.Allow {
+			t.Errorf("dev: %+v", d)
+		}
+		requests(2)
+		time.Sleep(10 * time.Second)
+		ask("a") // expired: asked again
+		requests(3)
+		ask("b") // drops dev's "a", the oldest
+		ask("c") // drops sre's "a"
+		requests(5)
+		if n := e.pdp.cache.len(); n != 2 {
+			t.Errorf("%d decisions kept, want 2", n)
+		}
+		ask("a") // dropped by b and c
+		requests(6)
+		if c := e.Counters(); c.PDPCacheHits != 1 || c.PDPCacheEvictions < 2 {
+			t.Errorf("counters %+v", c)
+		}
+	})
+}
+
+// BenchmarkDecide: one call against 10 CEL rules and 20 pattern rules
+// (none of which applies, so that all are tried), as issue 29 asks.
+func BenchmarkDecide(b *testing.B) {
+	var rules strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&rules, "      - {phase: %s, match: {tools: [\"tool_%d_*\", \"other_%d\"]}, when: {groups: [g%d]}, effect: deny}\n",
+			[]string{"list", "call"}[i%2], i, i, i)
+	}
+	for i := range 10 {
+		fmt.Fprintf(&rules, "      - {phase: %s, when: {cel: '\"g%d\" in principal.groups && request.upstream == \"github\"'}, effect: deny}\n",
+			[]string{"list", "call"}[i%2], i)
+	}
+	e := compile(b, rules.String(), Options{})
+	in := call(principal("sre"), "github", "create_issue", `{"repo":"sandbox-1","title":"x"}`)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := e.Decide(ctx, in); !d.Allow {
+			b.Fatal(d)
+		}
+	}
+}
+
+// TestConcurrent: one Engine decides from many goroutines (run with
+// -race), the PDP's cache and counters shared.
+func TestConcurrent(t *testing.T) {
+	pdp := testkit.NewAuthZENHandler(t, `"sre" in subject.properties.groups`)
+	e := pdpEngine(t, "http://pdp.test", "", pdpRules+
+		"      - {phase: call, when: {cel: 'principal.subject == \"x\"'}, effect: deny}\n", pdp.Client(), nil)
+	done := make(chan struct{})
+	for g := range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 50 {
+				in := call(principal("sre"), "github", fmt.Sprintf("t%d", (g+i)%5), `{"a":1}`)
+				if d := e.Decide(context.Background(), in); !d.Allow {
+					t.Errorf("%+v", d)
+					return
+				}
+			}
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+	// Concurrent identical requests share one (singleflight): five
+	// distinct ones, give or take a race between a cache miss and a
+	// flight that just ended.
+	if c := e.Counters(); c.Allowed != 400 || c.PDPRequests < 5 || c.PDPRequests > 40 || c.PDPErrors != 0 {
+		t.Errorf("counters %+v", c)
+	}
+}

@@ -1,0 +1,330 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/tenant"
+)
+
+// head is the config every test's rules go into: the tenant's rules are
+// appended at its end (indented by 4), after an upstream-level list.
+const head = `server: {public_url: "https://mcp.example.com/mcp"}
+auth: {issuers: [{name: idp, issuer_url: "https://idp.example.com", tenant_claim: tenant}]}
+upstreams:
+  - name: github
+    url: http://127.0.0.1:1/mcp
+  - name: shell
+    url: http://127.0.0.1:1/mcp
+tenants:
+  - id: acme
+    upstreams:
+      - name: github
+      - name: shell
+    policy:
+`
+
+// compile parses head with rules (YAML list items, indented as under
+// "policy:") and compiles it.
+func compile(t testing.TB, rules string, o Options) *Engine {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(head+rules), func(string) string { return "secret" })
+	if err != nil {
+		t.Fatalf("%v\n%s", err, head+rules)
+	}
+	e, err := Compile(cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func principal(groups ...string) *Principal {
+	gs := make([]any, len(groups))
+	for i, g := range groups {
+		gs[i] = g
+	}
+	return &Principal{
+		Subject: "alice", Tenant: "acme", Scopes: []string{"mcp", "repo:write"},
+		Claims: map[string]any{
+			"sub": "alice", "azp": "agent-1", "groups": gs,
+			"dept": "eng", "level": float64(3), "org": map[string]any{"region": "eu", "teams": []any{"a", "b"}},
+			"scope": "mcp repo:write",
+		},
+	}
+}
+
+func call(p *Principal, upstream, tool, args string) *Input {
+	return &Input{Principal: p, Phase: PhaseCall, Method: "tools/call", Kind: tenant.Tool,
+		Upstream: upstream, Name: upstream + "__" + tool, Original: tool, Arguments: json.RawMessage(args)}
+}
+
+func listed(p *Principal, upstream, tool string) *Input {
+	return &Input{Principal: p, Phase: PhaseList, Method: "tools/list", Kind: tenant.Tool,
+		Upstream: upstream, Name: upstream + "__" + tool, Original: tool}
+}
+
+// TestConditions: each condition kind, in a deny rule, against a
+// principal and call that meet it and one that does not.
+func TestConditions(t *testing.T) {
+	alice := principal("sre")
+	other := &Principal{Subject: "bob", Tenant: "acme", ClientID: "agent-2", Scopes: []string{"mcp"},
+		Claims: map[string]any{"groups": "ops", "dept": "sales", "level": float64(1), "scope": "mcp"}}
+	for _, c := range []struct {
+		name, when string
+		phase      string
+		args       string // arguments of the call meeting it; the other call has {}
+		denyOther  bool   // the condition holds for other too
+	}{
+		{name: "claims equals", when: `claims: [{claim: dept, equals: eng}]`},
+		{name: "claims equals number", when: `claims: [{claim: level, equals: "3"}]`},
+		{name: "claims dotted path", when: `claims: [{claim: org.region, equals: eu}]`},
+		{name: "claims contains array", when: `claims: [{claim: org.teams, contains: b}]`},
+		{name: "claims contains word", when: `claims: [{claim: scope, contains: "repo:write"}]`},
+		{name: "claims one_of", when: `claims: [{claim: dept, one_of: [eng, research]}]`},
+		{name: "groups array", when: `groups: [admins, sre]`},
+		{name: "groups string", when: `groups: [ops]`, denyOther: true},
+		{name: "scopes all", when: `scopes: [mcp, "repo:write"]`},
+		{name: "client id from azp", when: `client_ids: [agent-1]`},
+		{name: "client id given", when: `client_ids: [agent-2]`, denyOther: true},
+		{name: "argument exact", phase: "call", when: `arguments: [{name: repo, equals: prod}]`, args: `{"repo":"prod"}`},
+		{name: "argument number", phase: "call", when: `arguments: [{name: n, equals: "10"}]`, args: `{"n":10}`},
+		{name: "argument glob", phase: "call", when: `arguments: [{name: repo, glob: "prod-*"}]`, args: `{"repo":"prod-eu"}`},
+		{name: "argument one_of", phase: "call", when: `arguments: [{name: repo, one_of: [a, b]}]`, args: `{"repo":"b"}`},
+		{name: "argument pointer", phase: "call", when: `arguments: [{pointer: /repo/owner, equals: acme}]`, args: `{"repo":{"owner":"acme"}}`},
+		{name: "argument pointer escape", phase: "call", when: `arguments: [{pointer: "/a~1b/0", equals: x}]`, args: `{"a/b":["x"]}`},
+		{name: "cel principal", when: `cel: '"sre" in principal.groups && principal.claims.dept == "eng"'`},
+		{name: "cel request", when: `cel: 'request.upstream == "github" && request.original == "deploy" && request.kind == "tool" && (principal.subject == "alice" || request.method == "x")'`},
+		{name: "cel arguments", phase: "call", when: `cel: 'has(arguments.force) && arguments.force == true'`, args: `{"force":true}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			phase := c.phase
+			if phase == "" {
+				phase = "list"
+			}
+			e := compile(t, "      - {name: r, phase: "+phase+", effect: deny, when: {"+c.when+"}}\n", Options{})
+			args := c.args
+			if args == "" {
+				args = "{}"
+			}
+			d := e.Decide(context.Background(), call(alice, "github", "deploy", args))
+			if c.denyOther {
+				d = e.Decide(context.Background(), call(other, "github", "deploy", args))
+			}
+			if d.Allow || d.Name != "r" || d.By != ByRule || d.Err != nil {
+				t.Errorf("meeting it: %+v, want denied by rule r", d)
+			}
+			who := other
+			if c.denyOther {
+				who = alice
+			}
+			if d := e.Decide(context.Background(), call(who, "github", "deploy", "{}")); !d.Allow || d.By != ByDefault {
+				t.Errorf("not meeting it: %+v, want the default allow", d)
+			}
+		})
+	}
+}
+
+// TestFirstMatchWins: rules are tried in order (the tenant's, then the
+// upstream's), the first that applies decides, and none applying allows.
+func TestFirstMatchWins(t *testing.T) {
+	const rules = `      - {name: sre-deploy, phase: list, match: {tools: ["deploy_*"]}, when: {groups: [sre]}, effect: allow}
+      - {name: no-deploy, phase: list, match: {tools: ["deploy_*"]}, effect: deny}
+      - {name: no-shell-for-agent, phase: list, match: {upstreams: [shell]}, when: {client_ids: [agent-1]}, effect: deny}
+`
+	cfg, err := config.Parse("test.yaml", []byte(strings.Replace(head, "      - name: shell\n",
+		"      - name: shell\n        policy:\n          - {name: shell-allow-ls, phase: list, match: {tools: [ls]}, effect: allow}\n", 1)+rules), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Compile(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		in    *Input
+		allow bool
+		rule  string
+		index int
+	}{
+		{listed(principal("sre"), "github", "deploy_prod"), true, `tenants[0].policy[0] "sre-deploy"`, 0},
+		{listed(principal("dev"), "github", "deploy_prod"), false, `tenants[0].policy[1] "no-deploy"`, 1},
+		{listed(principal("dev"), "github", "search"), true, "default: no list-phase rule applies", -1},
+		{listed(principal("dev"), "shell", "ls"), false, `tenants[0].policy[2] "no-shell-for-agent"`, 2},
+		{listed(&Principal{Tenant: "acme", ClientID: "human"}, "shell", "ls"), true, `tenants[0].upstreams[1].policy[0] "shell-allow-ls"`, 3},
+		{listed(&Principal{Tenant: "other"}, "shell", "ls"), true, "default: no list-phase rule applies", -1},
+	} {
+		d := e.Decide(ctx, c.in)
+		if d.Allow != c.allow || d.Rule() != c.rule || d.Index != c.index {
+			t.Errorf("%s %s/%s: allow %v by %s (#%d), want %v by %s (#%d)", c.in.Principal.Subject, c.in.Upstream, c.in.Original,
+				d.Allow, d.Rule(), d.Index, c.allow, c.rule, c.index)
+		}
+	}
+	if !e.HasRules("acme", "github") || e.HasRules("other", "github") {
+		t.Error("HasRules")
+	}
+}
+
+// TestPhases: list rules decide lists and calls (a hidden tool is
+// unknown); call rules only calls, with an actionable refusal.
+func TestPhases(t *testing.T) {
+	e := compile(t, `      - {name: contractors, phase: list, match: {tools: ["*"]}, when: {groups: [contractors]}, unless: {cel: 'request.original.startsWith("get_")'}, effect: deny}
+      - name: sandbox-only
+        phase: call
+        match: {tools: [create_issue]}
+        unless: {arguments: [{name: repo, glob: "sandbox-*"}]}
+        effect: deny
+        message: Use a sandbox repository.
+      - {name: no-force, phase: call, match: {tools: [push]}, when: {arguments: [{name: force, equals: "true"}]}, effect: deny, refusal: error}
+`, Options{})
+	ctx := context.Background()
+	contractor, dev := principal("contractors"), principal("dev")
+
+	if d := e.Decide(ctx, listed(contractor, "github", "create_issue")); d.Allow || !d.Unknown {
+		t.Errorf("contractor list create_issue: %+v", d)
+	}
+	if d := e.Decide(ctx, call(contractor, "github", "create_issue", `{"repo":"sandbox-1"}`)); d.Allow || !d.Unknown || d.AsResult {
+		t.Errorf("contractor call of a hidden tool: %+v, want unknown", d)
+	}
+	if d := e.Decide(ctx, listed(contractor, "github", "get_issue")); !d.Allow {
+		t.Errorf("contractor list get_issue: %+v", d)
+	}
+	// The list phase does not consult call rules.
+	if d := e.Decide(ctx, listed(dev, "github", "create_issue")); !d.Allow {
+		t.Errorf("dev list create_issue: %+v", d)
+	}
+	d := e.Decide(ctx, call(dev, "github", "create_issue", `{"repo":"prod"}`))
+	want := `refused by policy rule "sandbox-only": argument "repo" must match "sandbox-*". Use a sandbox repository.`
+	if d.Allow || d.Unknown || !d.AsResult || d.Message != want || d.Phase != PhaseCall {
+		t.Errorf("dev create_issue prod: %+v\nwant message %q", d, want)
+	}
+	if strings.Contains(d.Message, "prod") {
+		t.Errorf("the refusal quotes the argument's value: %q", d.Message)
+	}
+	if d := e.Decide(ctx, call(dev, "github", "create_issue", `{}`)); d.Allow || !d.AsResult {
+		t.Errorf("dev create_issue without repo: %+v", d)
+	}
+	if d := e.Decide(ctx, call(dev, "github", "create_issue", `{"repo":"sandbox-7"}`)); !d.Allow {
+		t.Errorf("dev create_issue sandbox: %+v", d)
+	}
+	d = e.Decide(ctx, call(dev, "github", "push", `{"force":true}`))
+	if d.Allow || d.AsResult || d.Message != `refused by policy rule "no-force": argument "force" must not be "true"` {
+		t.Errorf("push force: %+v", d)
+	}
+}
+
+// TestValidation: what config validation refuses, with its line.
+func TestValidation(t *testing.T) {
+	for _, c := range []struct{ name, rules, want string }{
+		{"list rule reading arguments", "      - phase: list\n        effect: deny\n        when:\n          arguments: [{name: repo, equals: x}]\n",
+			`test.yaml:17: tenants[0].policy[0].when.arguments[0]: a list-phase rule cannot read arguments`},
+		{"list rule reading arguments in cel", "      - phase: list\n        effect: deny\n        when:\n          cel: 'arguments.repo == \"x\"'\n",
+			`test.yaml:17: tenants[0].policy[0].when.cel: a list-phase rule cannot read arguments`},
+		{"cel typo", "      - phase: call\n        effect: deny\n        when: {cel: 'principal.group == \"x\"'}\n",
+			`test.yaml:16: tenants[0].policy[0].when.cel: at 1:10: undeclared reference to 'principal.group'`},
+		{"cel type error", "      - phase: call\n        effect: deny\n        when: {cel: 'request.name + 1 == 2'}\n",
+			`test.yaml:16: tenants[0].policy[0].when.cel: at 1:14: found no matching overload for '_+_'`},
+		{"cel not bool", "      - phase: call\n        effect: deny\n        when: {cel: 'request.name'}\n",
+			`test.yaml:16: tenants[0].policy[0].when.cel: must be a bool expression, is string`},
+		{"cel cost", "      - phase: call\n        effect: deny\n        when: {cel: 'principal.claims.all(a, principal.claims.all(b, principal.claims.all(c, a + b + c != \"\")))'}\n",
+			`test.yaml:16: tenants[0].policy[0].when.cel: estimated worst-case cost`},
+		{"no phase", "      - {effect: deny}\n", `test.yaml:14: tenants[0].policy[0].phase: is required`},
+		{"pdp without pdp", "      - {phase: list, effect: pdp}\n", `tenants[0].policy[0].effect: is "pdp" but policy.pdp is not configured`},
+		{"two matchers", "      - {phase: call, effect: deny, when: {arguments: [{name: a, equals: x, glob: y}]}}\n",
+			`tenants[0].policy[0].when.arguments[0]: must set exactly one of equals, glob and one_of`},
+		{"bad pointer", "      - {phase: call, effect: deny, when: {arguments: [{pointer: a, equals: x}]}}\n",
+			`tenants[0].policy[0].when.arguments[0].pointer: "a" is not a JSON pointer`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := config.Parse("test.yaml", []byte(head+c.rules), nil)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error:\n%v\nwant it to hold:\n%s", err, c.want)
+			}
+		})
+	}
+	// A lower limit refuses what the default accepts.
+	rules := "      - {phase: list, effect: deny, when: {cel: 'principal.groups.exists(g, g == \"x\")'}}\n"
+	if _, err := config.Parse("test.yaml", []byte(head+rules), nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := config.Parse("test.yaml", []byte("policy: {cel_cost_limit: 10}\n"+head+rules), nil)
+	if err == nil || !strings.Contains(err.Error(), "test.yaml:15: tenants[0].policy[0].when.cel: estimated worst-case cost") {
+		t.Errorf("cel_cost_limit 10: %v", err)
+	}
+}
+
+// TestHostileInputs: arguments the engine will not read, and a CEL
+// expression that runs out of budget, refuse the call (fail closed)
+// without reading more than the bounds.
+func TestHostileInputs(t *testing.T) {
+	e := compile(t, `      - {name: repo, phase: call, match: {tools: [a]}, when: {arguments: [{name: repo, equals: x}]}, effect: deny}
+      - {name: cel, phase: call, match: {tools: [b]}, when: {cel: 'arguments.exists(k, k == "x")'}, effect: allow}
+      - {name: costly, phase: call, match: {tools: [c]}, when: {cel: 'arguments.exists(k, k + k == "")'}, effect: deny}
+`, Options{})
+	huge := `{"repo":"` + strings.Repeat("a", MaxArgumentBytes) + `"}`
+	deep := strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000)
+	wide := func() string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range 50000 {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(`"k` + strconv.Itoa(i) + `":1`)
+		}
+		b.WriteString("}")
+		return b.String()
+	}()
+	ctx := context.Background()
+	for _, c := range []struct{ tool, args, err string }{
+		{"a", huge, ErrArguments.Error()},
+		{"a", deep, ErrArguments.Error()},
+		{"a", `[1,2]`, ErrArguments.Error()},
+		{"a", `{"repo":`, ErrArguments.Error()},
+		{"b", deep, "cel:"},
+		{"b", `{"y":1}`, ""}, // holds false: no error, the default
+		{"c", wide, "cost limit"},
+	} {
+		d := e.Decide(ctx, call(principal(), "github", c.tool, c.args))
+		switch {
+		case c.err == "" && (!d.Allow || d.Err != nil):
+			t.Errorf("%s %.40s: %+v, want allowed", c.tool, c.args, d)
+		case c.err != "" && (d.Allow || d.Err == nil || !strings.Contains(d.Err.Error(), c.err)):
+			t.Errorf("%s %.40s: %+v, want refused on an error holding %q", c.tool, c.args, d, c.err)
+		}
+	}
+	if c := e.Counters(); c.Errors != 6 || c.Denied != 6 || c.Allowed != 1 {
+		t.Errorf("counters %+v", c)
+	}
+}
+
+func TestTooDeep(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		deep bool
+	}{
+		{`{"a":[1,{"b":2}]}`, false},
+		{`{"a":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}`, false},
+		{`{"a":"\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}`, false},
+		{strings.Repeat("[", 33) + strings.Repeat("]", 33), true},
+	} {
+		if got := tooDeep([]byte(c.s), 32); got != c.deep {
+			t.Errorf("tooDeep(%.30s) = %v", c.s, got)
+		}
+	}
+	if _, err := decodeArguments(json.RawMessage(`{"a":1}`)); err != nil {
+		t.Error(err)
+	}
+	if _, err := decodeArguments(nil); err != nil {
+		t.Error(err)
+	}
+	if _, err := decodeArguments(json.RawMessage(`"x"`)); !errors.Is(err, ErrArguments) {
+		t.Error(err)
+	}
+}
