@@ -256,6 +256,7 @@ func (is *issuer) checkClaims(claims jwt.MapClaims) (*Principal, time.Time, erro
 		ClientID: clientID,
 		Tenant:   tenant,
 		Scopes:   scopes,
+		Claims:   claims,
 	}
 	return p, exp.Time, nil
 }

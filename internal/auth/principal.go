@@ -17,6 +17,10 @@ type Principal struct {
 	Tenant string
 	// Scopes are the scopes granted to the token.
 	Scopes []string
+	// Claims are all the verified token's claims, as JSON decodes them,
+	// for policy rules (internal/policy); nil for the anonymous caller.
+	// Read-only.
+	Claims map[string]any
 }
 
 // HasScopes reports whether p was granted every one of scopes. Scopes

@@ -72,9 +72,12 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 	var ue *upstream.Error
 	var ref *budget.Refusal
 	var ce *protocol.CapabilityError
+	var pr *policyRefusal
 	switch {
 	case errors.As(err, &ce):
 		return ce.RPCError()
+	case errors.As(err, &pr) && pr.unknown == nil:
+		return pr.RPCError()
 	case errors.As(err, new(*ScopeError)):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	case errors.As(err, &ref):

@@ -31,6 +31,15 @@ func listMethod(k catalog.Kind) methodFunc {
 			}
 		}
 		e := rq.merged(ctx, k)
+		if rq.hasPolicy() {
+			// The principal's rules, on the tenant's list.
+			if items := rq.filterPolicy(ctx, c.method, k, e.items); len(items) != len(e.items) {
+				if k == catalog.Tools {
+					return rq.searchList(items), nil
+				}
+				return catalog.Encode(k, items), nil
+			}
+		}
 		return e.body, nil
 	}
 }

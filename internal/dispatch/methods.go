@@ -13,6 +13,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/tasks"
@@ -255,6 +256,11 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	}
 	orig := it.Original
 	c.upstream, c.original = up.cfg.Name, orig
+	// Hidden by the principal's rules: unknown, before any other check
+	// could tell it exists.
+	if err := rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Tools, up, name, orig, nil); err != nil {
+		return nil, err
+	}
 	c.arguments = p.Get("arguments")
 	if rq.adm.Stateless {
 		if msg := catalog.CheckParamHeaders(it.Headers, c.arguments, rq.adm.Header); msg != "" {
@@ -267,6 +273,9 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	// Before relay, which spends the budgets: a call refused here costs
 	// the tenant nothing and never reaches the upstream.
 	if err := rq.fixArguments(up, orig, p, c); err != nil {
+		return nil, err
+	}
+	if err := rq.decidePolicy(ctx, c, policy.PhaseCall, catalog.Tools, up, name, orig, c.arguments); err != nil {
 		return nil, err
 	}
 	c.upHeader = catalog.ParamHeaderValues(it.Headers, c.arguments)
@@ -316,6 +325,9 @@ func getPrompt(ctx context.Context, rq *Request, c *call) (json.RawMessage, erro
 		return nil, err
 	}
 	c.upstream, c.original = up.cfg.Name, it.Original
+	if err := rq.decidePolicy(ctx, c, policy.PhaseCall, catalog.Prompts, up, name, it.Original, p.Get("arguments")); err != nil {
+		return nil, err
+	}
 	p.SetString("name", it.Original)
 	prefix := up.cat.Prefix
 	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
@@ -346,6 +358,9 @@ func readResource(ctx context.Context, rq *Request, c *call) (json.RawMessage, e
 		return nil, err
 	}
 	c.upstream, c.original = up.cfg.Name, orig
+	if err := rq.decidePolicy(ctx, c, policy.PhaseCall, catalog.Resources, up, uri, orig, nil); err != nil {
+		return nil, err
+	}
 	p.SetString("uri", orig)
 	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
 		return rewriteContents(res, up.cat.Prefix)
@@ -396,6 +411,9 @@ func uriCall(ctx context.Context, rq *Request, c *call) (json.RawMessage, error)
 		return nil, err
 	}
 	up, orig, err := rq.resolveURI(ctx, catalog.Resources, uri)
+	if err == nil {
+		err = rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Resources, up, uri, orig, nil)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -451,6 +469,9 @@ func complete(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 		if up, it, err = rq.resolve(ctx, catalog.Prompts, name); err != nil {
 			return nil, err
 		}
+		if err := rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Prompts, up, name, it.Original, nil); err != nil {
+			return nil, err
+		}
 		r.SetString("name", it.Original)
 		p.Set("ref", r.Bytes())
 	case "ref/resource":
@@ -460,6 +481,9 @@ func complete(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 		}
 		var orig string
 		if up, orig, err = rq.resolveURI(ctx, catalog.Templates, uri); err != nil {
+			return nil, err
+		}
+		if err := rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Templates, up, uri, orig, nil); err != nil {
 			return nil, err
 		}
 		r.SetString("uri", orig)

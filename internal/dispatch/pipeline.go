@@ -82,6 +82,9 @@ func answered(next methodFunc) methodFunc {
 		if f := (*toolFailure)(nil); errors.As(err, &f) {
 			return toolError(f.text), nil
 		}
+		if pr := (*policyRefusal)(nil); c.m.target == targetTool && errors.As(err, &pr) && pr.unknown == nil && pr.d.AsResult {
+			return toolError(pr.message()), nil
+		}
 		if ref := (*budget.Refusal)(nil); c.m.target == targetTool && errors.As(err, &ref) {
 			// A model can act on it (2025-11-25 server/tools, "Error
 			// Handling"): wait, or do without.
@@ -110,6 +113,7 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, res j
 	outcome := telemetry.OutcomeOK
 	decision := audit.DecisionAllow
 	var re *catalog.ResolveError
+	var pr *policyRefusal
 	var je *jsonrpc.Error
 	switch {
 	case refusal != nil:
@@ -122,6 +126,10 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, res j
 	case cancelled(ctx, err):
 		outcome = telemetry.OutcomeCancelled
 		telemetry.SetError(span, err)
+	case errors.As(err, &pr):
+		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
+		h.metrics.PolicyDenial(rq.view.ID, c.upstream, pr.kind.Info().Noun)
+		telemetry.SetJSONRPCError(span, jsonrpc.CodeInvalidParams, "denied by policy")
 	case errors.As(err, &re) && re.DeniedBy != "":
 		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
 		c.upstream, c.original = re.DeniedBy, re.DeniedName
@@ -176,9 +184,12 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, res j
 		r.Reason = refusalReason(refusal)
 	case telemetry.OutcomeDenied:
 		r.Outcome = audit.OutcomeDenied
-		if re != nil {
+		switch {
+		case pr != nil:
+			r.Reason = "policy: " + pr.d.Rule()
+		case re != nil:
 			r.Reason = "hidden by policy"
-		} else {
+		default:
 			r.Reason = "insufficient scope"
 		}
 	default:

@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/identity"
+	"github.com/mcpgw/gateway/internal/policy"
 )
 
 // A Generation is a config made ready to serve: what of it can fail (the
@@ -22,6 +23,7 @@ type Generation struct {
 	signer  *identity.Signer
 	keysSum string
 	broker  *credentials.BrokerConfig
+	policy  *policy.Engine
 }
 
 // Config returns the generation's config.
@@ -41,6 +43,9 @@ func (h *Server) Prepare(cfg *config.Config) (*Generation, error) {
 	if gen.broker, err = h.broker.Prepare(cfg); err != nil {
 		return nil, fmt.Errorf("user_oauth: %w", err)
 	}
+	if gen.policy, err = h.compilePolicy(cfg); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
 	return gen, nil
 }
 
@@ -53,6 +58,9 @@ func CheckConfig(cfg *config.Config) error {
 	}
 	if _, err := credentials.VaultCipher(cfg); err != nil {
 		return fmt.Errorf("user_oauth: %w", err)
+	}
+	if _, err := h.compilePolicy(cfg); err != nil {
+		return fmt.Errorf("policy: %w", err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/toolsearch"
 )
 
@@ -53,7 +54,11 @@ func (rq *Request) searchCall(ctx context.Context, c *call, name string, p *json
 		}
 		e := rq.merged(ctx, catalog.Tools)
 		e.indexOnce.Do(func() { e.index = toolsearch.NewIndex(e.items) })
-		return toolsearch.Result(e.index.Search(q, limit)), true, nil
+		found := e.index.Search(q, limit)
+		if rq.hasPolicy() {
+			found = rq.filterPolicy(ctx, protocol.MethodToolsList, catalog.Tools, found)
+		}
+		return toolsearch.Result(found), true, nil
 	}
 	target, _ := args.GetString("name")
 	if target == "" || toolsearch.IsOwn(target) {

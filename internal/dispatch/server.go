@@ -29,6 +29,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/pipe"
+	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/tasks"
 	"github.com/mcpgw/gateway/internal/telemetry"
@@ -140,6 +141,8 @@ type State struct {
 	keysSum string // of the signing key files the signer was made from
 	// plans are each tenant's rate limits and quotas.
 	plans *budget.Plans
+	// policy holds the tenants' policy rules (policy.go).
+	policy *policy.Engine
 }
 
 // upstreamRef is one configured upstream and its client.
@@ -233,6 +236,7 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 	h.guards.Configure(cfg.Upstreams)
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
 	st.signer, st.keysSum = gen.signer, gen.keysSum
+	st.policy = gen.policy
 	h.broker.Apply(gen.broker)
 	h.processes.SetMax(cfg.Limits.StdioProcesses)
 	h.processes.SetShares(cfg.Limits.StdioShares())

@@ -519,6 +519,9 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.ToolCall("acme", "github", "create_issue", telemetry.OutcomeOK)
 	m.AuthFailure("missing token")
 	m.PolicyDenial("acme", "github", "tool")
+	m.PolicyDecision("acme", telemetry.PolicyByRule, false)
+	m.PDPRequest(false, time.Millisecond)
+	m.PDPCacheHit()
 	m.SessionStarted()
 	m.SessionEnded()
 	m.SetSessionsActiveFunc(func() int { return 1 })
@@ -542,7 +545,7 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.StreamResumed(telemetry.ResumeOK)
 	m.CallDetached(1)
 	return []string{
-		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial",
+		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial", "PolicyDecision", "PDPRequest", "PDPCacheHit",
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed", "UpstreamStream",
 		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "SchemaViolation", "QuarantinedItems", "TokenFetch", "LogSuppressed",
 		"BudgetRefusal", "QuotaUsed", "CircuitOpen", "UpstreamProcess", "StreamResumed", "CallDetached",

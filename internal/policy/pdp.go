@@ -96,7 +96,16 @@ type pdpClient struct {
 	cache    *decisionCache
 	flight   singleflight.Group
 	onEvent  func(PDPEvent)
+	onHit    func()
 	counters *counters
+}
+
+// hit counts a decision answered from the cache.
+func (p *pdpClient) hit() {
+	p.counters.pdpHits.Add(1)
+	if p.onHit != nil {
+		p.onHit()
+	}
 }
 
 func newPDPClient(p *config.PolicyPDP, o Options, c *counters) *pdpClient {
@@ -106,6 +115,7 @@ func newPDPClient(p *config.PolicyPDP, o Options, c *counters) *pdpClient {
 		client:   o.HTTPClient,
 		timeout:  p.Timeout.D(),
 		onEvent:  o.OnPDP,
+		onHit:    o.OnCacheHit,
 		counters: c,
 	}
 	if pc.client == nil {
@@ -219,7 +229,7 @@ func (p *pdpClient) evaluate(ctx context.Context, req *EvaluationRequest) (bool,
 		return false, err
 	}
 	if allow, ok := p.cache.get(key); ok {
-		p.counters.pdpHits.Add(1)
+		p.hit()
 		return allow, nil
 	}
 	v, err, _ := p.flight.Do(string(key[:]), func() (any, error) {
@@ -258,7 +268,7 @@ func (p *pdpClient) evaluateBatch(ctx context.Context, reqs []*EvaluationRequest
 		}
 		keys[i] = key
 		if allow, ok := p.cache.get(key); ok {
-			p.counters.pdpHits.Add(1)
+			p.hit()
 			allows[i] = allow
 			continue
 		}

@@ -157,6 +157,9 @@ type Options struct {
 	// OnPDP, if set, is called after each request to the PDP (not for
 	// answers from the cache), for metrics.
 	OnPDP func(PDPEvent)
+	// OnCacheHit, if set, is called for each decision the PDP's cache
+	// answered, for metrics.
+	OnCacheHit func()
 }
 
 // Counters are the engine's running totals, for metrics.

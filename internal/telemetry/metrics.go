@@ -97,6 +97,7 @@ type Metrics struct {
 	streams  prometheus.Gauge
 	listens  prometheus.Gauge
 	resume   resumeMetrics
+	policy   policyMetrics
 	reloads  *prometheus.CounterVec
 	gen      prometheus.Gauge
 	lastOK   prometheus.Gauge
@@ -252,6 +253,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.budgets, m.quotas, m.circuits, m.procs, m.exits,
 	)
 	m.resume = newResumeMetrics(reg)
+	m.policy = newPolicyMetrics(reg)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
 	}

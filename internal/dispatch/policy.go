@@ -1,0 +1,189 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/policy"
+	"github.com/mcpgw/gateway/internal/telemetry"
+	"github.com/mcpgw/gateway/internal/tenant"
+)
+
+// Policy rules beyond the tenant's (internal/policy, docs/policy.md): the
+// engine compiled with each generation decides, for the principal, what
+// the tenant's rules let it see (lists, filtered after the tenant's merged
+// list) and each call (tools/call, prompts/get, resources/read, and the
+// requests that name an item: completion/complete, resources/subscribe).
+// A tool hidden by a list-phase rule is unknown at call time too, and a
+// call refused by a call-phase rule is a tool result the model can act on
+// (unless the rule says otherwise). Tenants and upstreams without rules
+// cost one map lookup per request.
+
+// compilePolicy compiles cfg's policy rules, with an HTTP client of their
+// decision point's own (its TLS settings, no redirects).
+func (h *Server) compilePolicy(cfg *config.Config) (*policy.Engine, error) {
+	opts := policy.Options{
+		OnPDP:      func(e policy.PDPEvent) { h.metrics.PDPRequest(e.Err != nil, e.Duration) },
+		OnCacheHit: h.metrics.PDPCacheHit,
+	}
+	if p := cfg.Policy.PDP; p != nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if p.TLS != nil {
+			tc, err := p.TLS.Load()
+			if err != nil {
+				return nil, err
+			}
+			tr.TLSClientConfig = tc
+		}
+		opts.HTTPClient = &http.Client{
+			Transport: tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse // a decision point answers, it does not send elsewhere
+			},
+		}
+	}
+	return policy.Compile(cfg, opts)
+}
+
+// policyPrincipal is the caller, to the rules.
+func (rq *Request) policyPrincipal() *policy.Principal {
+	p := rq.principal
+	return &policy.Principal{Subject: p.Subject, Tenant: p.Tenant, ClientID: p.ClientID, Scopes: p.Scopes, Claims: p.Claims}
+}
+
+// hasPolicy reports whether rules apply to any of the tenant's upstreams.
+func (rq *Request) hasPolicy() bool {
+	e := rq.st.policy
+	if e == nil {
+		return false
+	}
+	for _, name := range rq.view.Upstreams {
+		if e.HasRules(rq.view.ID, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func policySource(d *policy.Decision) string {
+	switch d.By {
+	case policy.ByRule:
+		return telemetry.PolicyByRule
+	case policy.ByPDP:
+		return telemetry.PolicyByPDP
+	}
+	return telemetry.PolicyByDefault
+}
+
+// policyKind is the kind of item rules are written for.
+func policyKind(k catalog.Kind) tenant.Kind { return k.Policy() }
+
+// filterPolicy returns items, the tenant's merged list of kind k, without
+// what the principal's list-phase rules hide; the same slice when they
+// hide nothing.
+func (rq *Request) filterPolicy(ctx context.Context, method string, k catalog.Kind, items []catalog.Item) []catalog.Item {
+	e := rq.st.policy
+	who := rq.policyPrincipal()
+	idx := make([]int, 0, len(items))
+	ins := make([]policy.Input, 0, len(items))
+	for i := range items {
+		it := &items[i]
+		if !e.HasRules(rq.view.ID, it.Upstream) {
+			continue
+		}
+		idx = append(idx, i)
+		ins = append(ins, policy.Input{Principal: who, Phase: policy.PhaseList, Method: method, Kind: policyKind(k),
+			Upstream: it.Upstream, Name: it.Exposed, Original: it.Original})
+	}
+	if len(ins) == 0 {
+		return items
+	}
+	ds := e.DecideBatch(ctx, ins)
+	hidden := make(map[int]bool)
+	for j := range ds {
+		rq.h.metrics.PolicyDecision(rq.view.ID, policySource(&ds[j]), ds[j].Allow)
+		if !ds[j].Allow {
+			hidden[idx[j]] = true
+		}
+	}
+	if len(hidden) == 0 {
+		return items
+	}
+	kept := make([]catalog.Item, 0, len(items)-len(hidden))
+	for i := range items {
+		if !hidden[i] {
+			kept = append(kept, items[i])
+		}
+	}
+	return kept
+}
+
+// A policyRefusal is a request a policy rule refused. One the list phase
+// refused answers as the unknown item it is to the caller (Unwrap gives
+// that ResolveError); a call refused by a call-phase rule answers with
+// the rule's message: as a tool result a model can act on for
+// tools/call (see answered), else as invalid params.
+type policyRefusal struct {
+	d       policy.Decision
+	kind    catalog.Kind
+	unknown *catalog.ResolveError
+}
+
+func (e *policyRefusal) Error() string {
+	if e.unknown != nil {
+		return e.unknown.Error()
+	}
+	return e.message()
+}
+
+func (e *policyRefusal) Unwrap() error {
+	if e.unknown != nil {
+		return e.unknown
+	}
+	return nil
+}
+
+func (e *policyRefusal) message() string {
+	if e.d.Message != "" {
+		return e.d.Message
+	}
+	return "This call is not allowed by the gateway's policy."
+}
+
+// RPCError is the JSON-RPC error of a call-phase refusal.
+func (e *policyRefusal) RPCError() *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.message()}
+}
+
+// decidePolicy asks the rules about a request of kind k naming the item
+// upstream up calls orig, which the tenant sees as name; args are a
+// call's arguments (after fixed ones are set), nil for a request that
+// has none. phase is PhaseList for a request that only needs to know the
+// item is visible (completion/complete, resources/subscribe). nil means
+// go on.
+func (rq *Request) decidePolicy(ctx context.Context, c *call, phase policy.Phase, k catalog.Kind, up *upstreamRef, name, orig string, args json.RawMessage) error {
+	e := rq.st.policy
+	if e == nil || !e.HasRules(rq.view.ID, up.cfg.Name) {
+		return nil
+	}
+	start := time.Now()
+	d := e.Decide(ctx, &policy.Input{Principal: rq.policyPrincipal(), Phase: phase, Method: c.method, Kind: policyKind(k),
+		Upstream: up.cfg.Name, Name: name, Original: orig, Arguments: args})
+	rq.h.metrics.PolicyDecision(rq.view.ID, policySource(&d), d.Allow)
+	if d.Err != nil {
+		rq.h.log.DebugContext(ctx, "policy rule failed", "tenant", rq.view.ID, "rule", d.Rule(), "error", d.Err, "took", time.Since(start))
+	}
+	if d.Allow {
+		return nil
+	}
+	pr := &policyRefusal{d: d, kind: k}
+	if d.Unknown || phase == policy.PhaseList {
+		pr.unknown = &catalog.ResolveError{Kind: k, Name: name}
+	}
+	return pr
+}
