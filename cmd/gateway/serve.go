@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/explain"
 	"github.com/mcpgw/gateway/internal/gateway"
+	"github.com/mcpgw/gateway/internal/policy"
 )
 
 // newFlagSet returns the flag set of the subcommand name: it reports
@@ -113,12 +115,39 @@ func explainCmd(ctx context.Context, args []string, getenv func(string) string, 
 	fs := newFlagSet("explain", stderr)
 	path := fs.String("config", "", "path of the YAML config file (required)")
 	id := fs.String("tenant", "", "tenant id (required)")
+	subject := fs.String("subject", "", "apply policy rules as this subject (sub)")
+	claimsFile := fs.String("claims", "", "apply policy rules as a principal with the claims of this JSON file (a token's payload)")
+	callTool := fs.String("call", "", "with -subject or -claims: the call-time decision of this tool, as the tenant sees it")
+	callArgs := fs.String("args", "", "with -call: the call's arguments, a JSON object")
 	if err := fs.Parse(args); err != nil {
 		return exitError{2}
 	}
 	if *path == "" || *id == "" {
 		fmt.Fprintln(stderr, "gateway explain: -config and -tenant are required")
 		return exitError{2}
+	}
+	opts := explain.Options{}
+	if *subject != "" || *claimsFile != "" {
+		p, err := explainPrincipal(*subject, *claimsFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "gateway explain:", err)
+			return exitError{2}
+		}
+		opts.Principal = p
+	}
+	if *callTool != "" {
+		if opts.Principal == nil {
+			fmt.Fprintln(stderr, "gateway explain: -call needs -subject or -claims")
+			return exitError{2}
+		}
+		opts.Call = &explain.Call{Tool: *callTool}
+		if *callArgs != "" {
+			if !json.Valid([]byte(*callArgs)) || !strings.HasPrefix(strings.TrimSpace(*callArgs), "{") {
+				fmt.Fprintln(stderr, "gateway explain: -args must be a JSON object")
+				return exitError{2}
+			}
+			opts.Call.Arguments = json.RawMessage(*callArgs)
+		}
 	}
 	cfg, err := config.Load(*path, getenv)
 	if err != nil {
@@ -128,11 +157,42 @@ func explainCmd(ctx context.Context, args []string, getenv func(string) string, 
 	for _, w := range cfg.Warnings {
 		fmt.Fprintln(stderr, "warning:", w.Error())
 	}
-	if err := explain.Explain(ctx, cfg, *id, stdout, explain.Options{}); err != nil {
+	if err := explain.Explain(ctx, cfg, *id, stdout, opts); err != nil {
 		fmt.Fprintln(stderr, "gateway explain:", err)
 		return exitError{1}
 	}
 	return nil
+}
+
+// explainPrincipal is the principal of explain's -subject and -claims:
+// the claims file's, with sub, scope (space-separated) or scp, and
+// azp or client_id read as a token's.
+func explainPrincipal(subject, claimsFile string) (*policy.Principal, error) {
+	p := &policy.Principal{Subject: subject}
+	if claimsFile != "" {
+		b, err := os.ReadFile(claimsFile)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &p.Claims); err != nil || p.Claims == nil {
+			return nil, fmt.Errorf("%s: not a JSON object of claims", claimsFile)
+		}
+		if s, ok := p.Claims["sub"].(string); ok && p.Subject == "" {
+			p.Subject = s
+		}
+		switch s := p.Claims["scope"].(type) {
+		case string:
+			p.Scopes = strings.Fields(s)
+		}
+		if l, ok := p.Claims["scp"].([]any); ok && p.Scopes == nil {
+			for _, v := range l {
+				if s, ok := v.(string); ok {
+					p.Scopes = append(p.Scopes, s)
+				}
+			}
+		}
+	}
+	return p, nil
 }
 
 // redisLogger routes go-redis's internal log lines to slog at debug level.

@@ -258,7 +258,7 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	c.upstream, c.original = up.cfg.Name, orig
 	// Hidden by the principal's rules: unknown, before any other check
 	// could tell it exists.
-	if err := rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Tools, up, name, orig, nil); err != nil {
+	if err := rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Tools, up, name, orig, nil, false); err != nil {
 		return nil, err
 	}
 	c.arguments = p.Get("arguments")
@@ -275,7 +275,7 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	if err := rq.fixArguments(up, orig, p, c); err != nil {
 		return nil, err
 	}
-	if err := rq.decidePolicy(ctx, c, policy.PhaseCall, catalog.Tools, up, name, orig, c.arguments); err != nil {
+	if err := rq.decidePolicy(ctx, c, policy.PhaseCall, catalog.Tools, up, name, orig, c.arguments, true); err != nil {
 		return nil, err
 	}
 	c.upHeader = catalog.ParamHeaderValues(it.Headers, c.arguments)
@@ -325,7 +325,7 @@ func getPrompt(ctx context.Context, rq *Request, c *call) (json.RawMessage, erro
 		return nil, err
 	}
 	c.upstream, c.original = up.cfg.Name, it.Original
-	if err := rq.decidePolicy(ctx, c, policy.PhaseCall, catalog.Prompts, up, name, it.Original, p.Get("arguments")); err != nil {
+	if err := rq.decidePolicy(ctx, c, policy.PhaseCall, catalog.Prompts, up, name, it.Original, p.Get("arguments"), false); err != nil {
 		return nil, err
 	}
 	p.SetString("name", it.Original)
@@ -358,7 +358,7 @@ func readResource(ctx context.Context, rq *Request, c *call) (json.RawMessage, e
 		return nil, err
 	}
 	c.upstream, c.original = up.cfg.Name, orig
-	if err := rq.decidePolicy(ctx, c, policy.PhaseCall, catalog.Resources, up, uri, orig, nil); err != nil {
+	if err := rq.decidePolicy(ctx, c, policy.PhaseCall, catalog.Resources, up, uri, orig, nil, false); err != nil {
 		return nil, err
 	}
 	p.SetString("uri", orig)
@@ -412,7 +412,7 @@ func uriCall(ctx context.Context, rq *Request, c *call) (json.RawMessage, error)
 	}
 	up, orig, err := rq.resolveURI(ctx, catalog.Resources, uri)
 	if err == nil {
-		err = rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Resources, up, uri, orig, nil)
+		err = rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Resources, up, uri, orig, nil, false)
 	}
 	if err != nil {
 		return nil, err
@@ -469,7 +469,7 @@ func complete(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 		if up, it, err = rq.resolve(ctx, catalog.Prompts, name); err != nil {
 			return nil, err
 		}
-		if err := rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Prompts, up, name, it.Original, nil); err != nil {
+		if err := rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Prompts, up, name, it.Original, nil, false); err != nil {
 			return nil, err
 		}
 		r.SetString("name", it.Original)
@@ -483,7 +483,7 @@ func complete(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 		if up, orig, err = rq.resolveURI(ctx, catalog.Templates, uri); err != nil {
 			return nil, err
 		}
-		if err := rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Templates, up, uri, orig, nil); err != nil {
+		if err := rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Templates, up, uri, orig, nil, false); err != nil {
 			return nil, err
 		}
 		r.SetString("uri", orig)

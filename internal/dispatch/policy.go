@@ -165,15 +165,15 @@ func (e *policyRefusal) RPCError() *jsonrpc.Error {
 // call's arguments (after fixed ones are set), nil for a request that
 // has none. phase is PhaseList for a request that only needs to know the
 // item is visible (completion/complete, resources/subscribe). nil means
-// go on.
-func (rq *Request) decidePolicy(ctx context.Context, c *call, phase policy.Phase, k catalog.Kind, up *upstreamRef, name, orig string, args json.RawMessage) error {
+// go on. listed says the list phase was asked already (and allowed).
+func (rq *Request) decidePolicy(ctx context.Context, c *call, phase policy.Phase, k catalog.Kind, up *upstreamRef, name, orig string, args json.RawMessage, listed bool) error {
 	e := rq.st.policy
 	if e == nil || !e.HasRules(rq.view.ID, up.cfg.Name) {
 		return nil
 	}
 	start := time.Now()
 	d := e.Decide(ctx, &policy.Input{Principal: rq.policyPrincipal(), Phase: phase, Method: c.method, Kind: policyKind(k),
-		Upstream: up.cfg.Name, Name: name, Original: orig, Arguments: args})
+		Upstream: up.cfg.Name, Name: name, Original: orig, Arguments: args, ListDecided: listed})
 	rq.h.metrics.PolicyDecision(rq.view.ID, policySource(&d), d.Allow)
 	if d.Err != nil {
 		rq.h.log.DebugContext(ctx, "policy rule failed", "tenant", rq.view.ID, "rule", d.Rule(), "error", d.Err, "took", time.Since(start))

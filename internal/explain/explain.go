@@ -23,6 +23,8 @@ import (
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/policy"
+	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/tenant"
 	"github.com/mcpgw/gateway/internal/toolsearch"
@@ -35,6 +37,20 @@ type Options struct {
 	HTTPClient *http.Client
 	// Logger, if nil, means no logging.
 	Logger *slog.Logger
+	// Principal, if set, is the caller whose policy rules (docs/policy.md)
+	// Explain applies too: each item is then marked as that principal
+	// would see it, with the rule that decided.
+	Principal *policy.Principal
+	// Call, if set, is a tools/call whose call-time decision Explain
+	// reports for Principal: the tool as the tenant sees it, and its
+	// arguments (a JSON object, or nil).
+	Call *Call
+}
+
+// A Call is a tools/call to explain.
+type Call struct {
+	Tool      string
+	Arguments json.RawMessage
 }
 
 // Explain writes to w, for every upstream of cfg, what tenant id would see
@@ -73,6 +89,15 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 			fmt.Fprintf(w, "holds only %s and %s; they find and call the tools below\n", toolsearch.SearchTool, toolsearch.CallTool)
 		}
 	}
+	var rules *policy.Engine
+	if opts.Principal != nil {
+		opts.Principal.Tenant = id
+		if rules, err = policy.Compile(cfg, policy.Options{HTTPClient: opts.HTTPClient}); err != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+		fmt.Fprintf(w, "as subject %q: policy rules applied\n", opts.Principal.Subject)
+	}
+	callSeen := false
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway-explain", "version": "0"})
 	for _, u := range cfg.Upstreams {
 		prefix := u.EffectivePrefix()
@@ -172,6 +197,28 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 				}
 				shown := k.Expose(prefix, orig)
 				if k == catalog.Tools && d.Allowed {
+					if p, ok := view.Presentation(u.Name, orig); ok && p.Alias != "" {
+						shown = p.Alias
+					}
+				}
+				if rules != nil && d.Allowed && rules.HasRules(id, u.Name) {
+					in := policy.Input{Principal: opts.Principal, Phase: policy.PhaseList, Method: info.ListMethod,
+						Kind: k.Policy(), Upstream: u.Name, Name: shown, Original: orig}
+					pd := rules.Decide(ctx, &in)
+					if !pd.Allow {
+						mark = "-"
+						note += "; hidden by policy: " + pd.Rule()
+					} else {
+						note += "; policy: " + pd.Rule()
+					}
+					if c := opts.Call; c != nil && k == catalog.Tools && c.Tool == shown {
+						callSeen = true
+						in.Phase, in.Method, in.Arguments = policy.PhaseCall, protocol.MethodToolsCall, c.Arguments
+						explainCall(w, c, rules.Decide(ctx, &in))
+					}
+				}
+				shown = k.Expose(prefix, orig)
+				if k == catalog.Tools && d.Allowed {
 					if p, ok := view.Presentation(u.Name, orig); ok {
 						if p.Alias != "" {
 							note += "; alias of " + shown + " (not shown)"
@@ -192,7 +239,26 @@ func Explain(ctx context.Context, cfg *config.Config, id string, w io.Writer, op
 		_ = c.Terminate(ctx, res.Session)
 		c.Close()
 	}
+	if opts.Call != nil && !callSeen {
+		fmt.Fprintf(w, "\ncall %s: no policy rule applies to it for this principal, or the tenant does not see it\n", opts.Call.Tool)
+	}
 	return nil
+}
+
+// explainCall writes the call-time decision d of call c.
+func explainCall(w io.Writer, c *Call, d policy.Decision) {
+	verdict := "allowed"
+	if !d.Allow {
+		verdict = "refused"
+	}
+	fmt.Fprintf(w, "    call %s: %s by %s", c.Tool, verdict, d.Rule())
+	if !d.Allow && d.Message != "" {
+		fmt.Fprintf(w, ": %s", d.Message)
+	}
+	if d.Err != nil {
+		fmt.Fprintf(w, " (error: %v)", d.Err)
+	}
+	fmt.Fprintln(w)
 }
 
 // noCaps is the ClientCapabilities of a client that declares none.

@@ -3,10 +3,13 @@ package explain
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/policy"
+	"github.com/mcpgw/gateway/internal/testkit"
 )
 
 // TestExplainPerUserTenant: an upstream that one tenant reaches as each of
@@ -59,5 +62,45 @@ done`
 	}
 	if !strings.Contains(out.String(), "sh__acme_tool") || strings.Contains(out.String(), "base_tool") {
 		t.Errorf("explain did not run the tenant's process:\n%s", out.String())
+	}
+}
+
+// TestExplainPolicy: with a principal, explain marks what its policy
+// rules hide, names the rule that decided each item, and gives the
+// call-time decision of a call, naming the argument and not its value.
+func TestExplainPolicy(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	cfg := &config.Config{
+		Auth:      config.Auth{Anonymous: true},
+		Upstreams: []config.Upstream{{Name: "alpha", URL: a.URL}},
+		Tenants: []config.Tenant{{ID: "default", Policy: []config.PolicyRule{
+			{Name: "gate-sre-only", Phase: config.PhaseList, Match: config.PolicyMatch{Tools: []string{"gate"}},
+				Unless: &config.PolicyCondition{Groups: []string{"sre"}}, Effect: config.EffectDeny},
+			{Name: "sandbox-text", Phase: config.PhaseCall, Match: config.PolicyMatch{Tools: []string{"echo"}},
+				Unless: &config.PolicyCondition{Arguments: []config.ArgumentMatch{{Name: "text", Glob: "sandbox-*"}}}, Effect: config.EffectDeny},
+		}}},
+	}
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	dev := &policy.Principal{Subject: "dana", Claims: map[string]any{"groups": []any{"dev"}}}
+	err := Explain(t.Context(), cfg, "default", &out, Options{Principal: dev,
+		Call: &Call{Tool: "alpha__echo", Arguments: json.RawMessage(`{"text":"prod-repo"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		`- alpha__gate`, `hidden by policy: tenants[0].policy[0] "gate-sre-only"`,
+		`+ alpha__echo`, `call alpha__echo: refused by tenants[0].policy[1] "sandbox-text"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("explain lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "prod-repo") {
+		t.Errorf("explain printed an argument value:\n%s", got)
 	}
 }

@@ -85,6 +85,10 @@ type Input struct {
 	// Arguments are the call's arguments (after fixed arguments are
 	// set), a JSON object; decoded only when a rule reads them.
 	Arguments json.RawMessage
+	// ListDecided says the caller asked the list phase about this item
+	// already, and it allowed: an input of phase call then runs the call
+	// rules only.
+	ListDecided bool
 }
 
 // Source is what made a decision.
@@ -316,19 +320,21 @@ func (e *Engine) decide(ctx context.Context, st *state) Decision {
 	if rs == nil {
 		return Decision{Allow: true, Index: -1, Phase: st.in.Phase}
 	}
-	d, pending := e.phase(st, rs.list, PhaseList)
-	if pending != nil {
-		d = e.askPDP(ctx, st, pending, PhaseList)
+	if !st.in.ListDecided || st.in.Phase == PhaseList {
+		d, pending := e.phase(st, rs.list, PhaseList)
+		if pending != nil {
+			d = e.askPDP(ctx, st, pending, PhaseList)
+		}
+		if !d.Allow {
+			d.Unknown = true
+			d.AsResult = false
+			return d
+		}
+		if st.in.Phase == PhaseList {
+			return d
+		}
 	}
-	if !d.Allow {
-		d.Unknown = true
-		d.AsResult = false
-		return d
-	}
-	if st.in.Phase == PhaseList {
-		return d
-	}
-	d, pending = e.phase(st, rs.call, PhaseCall)
+	d, pending := e.phase(st, rs.call, PhaseCall)
 	if pending != nil {
 		d = e.askPDP(ctx, st, pending, PhaseCall)
 	}
