@@ -34,6 +34,11 @@ type PolicyPDP struct {
 	Headers map[string]string `yaml:"headers" cfg:"headers"`
 	// TLS configures the TLS of an https PDP, as for upstreams.
 	TLS *UpstreamTLS `yaml:"tls"`
+	// Auth, if set, authenticates the gateway to the PDP with an access
+	// token of its own: mode client_credentials only (OAuth 2.0 client
+	// credentials grant, RFC 6749 section 4.4), the token sent in the
+	// Authorization header (or auth.header) of every request.
+	Auth *UpstreamAuth `yaml:"auth"`
 	// Timeout bounds one request to the PDP. Default 500ms.
 	Timeout Duration `yaml:"timeout"`
 	// CacheTTL is how long a decision is reused for the same principal,

@@ -22,6 +22,13 @@ func (v *validator) policy(c *Config) {
 		}
 		v.headers("policy.pdp.headers", pdp.Headers)
 		v.upstreamTLS("policy.pdp.tls", pdp.URL, pdp.TLS)
+		if a := pdp.Auth; a != nil {
+			if a.Mode != AuthClientCredentials {
+				v.addf("policy.pdp.auth.mode", "must be %s: the gateway authenticates as itself", AuthClientCredentials)
+			} else {
+				v.upstreamAuth("policy.pdp.auth", a)
+			}
+		}
 		nonNegative(v, "policy.pdp.timeout", pdp.Timeout)
 		nonNegative(v, "policy.pdp.cache_ttl", pdp.CacheTTL)
 		nonNegative(v, "policy.pdp.cache_size", pdp.CacheSize)

@@ -24,6 +24,10 @@ type Generation struct {
 	keysSum string
 	broker  *credentials.BrokerConfig
 	policy  *policy.Engine
+	// pdpCreds are the gateway's token for the policy decision point;
+	// nil without policy.pdp.auth. The State built from the generation
+	// owns them, and closes them when it is replaced.
+	pdpCreds credentials.Source
 }
 
 // Config returns the generation's config.
@@ -43,7 +47,7 @@ func (h *Server) Prepare(cfg *config.Config) (*Generation, error) {
 	if gen.broker, err = h.broker.Prepare(cfg); err != nil {
 		return nil, fmt.Errorf("user_oauth: %w", err)
 	}
-	if gen.policy, err = h.compilePolicy(cfg); err != nil {
+	if gen.policy, gen.pdpCreds, err = h.compilePolicy(cfg); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	return gen, nil
@@ -59,8 +63,12 @@ func CheckConfig(cfg *config.Config) error {
 	if _, err := credentials.VaultCipher(cfg); err != nil {
 		return fmt.Errorf("user_oauth: %w", err)
 	}
-	if _, err := h.compilePolicy(cfg); err != nil {
+	_, src, err := h.compilePolicy(cfg)
+	if err != nil {
 		return fmt.Errorf("policy: %w", err)
+	}
+	if src != nil {
+		src.Close()
 	}
 	return nil
 }
@@ -93,6 +101,11 @@ func (h *Server) SetConfig(gen *Generation, publish func(*State)) (prev, next *S
 	}
 	h.syncWatches(next)
 
+	if old := prev.pdpCreds; old != nil && old != next.pdpCreds {
+		if !h.own.Go(func(context.Context) { old.Close() }) {
+			old.Close()
+		}
+	}
 	for name, old := range prev.byName {
 		if next.byName[name] != old {
 			// In-flight requests still hold the old client; Close only

@@ -141,8 +141,10 @@ type State struct {
 	keysSum string // of the signing key files the signer was made from
 	// plans are each tenant's rate limits and quotas.
 	plans *budget.Plans
-	// policy holds the tenants' policy rules (policy.go).
-	policy *policy.Engine
+	// policy holds the tenants' policy rules (policy.go); pdpCreds the
+	// gateway's token for their decision point, or nil.
+	policy   *policy.Engine
+	pdpCreds credentials.Source
 }
 
 // upstreamRef is one configured upstream and its client.
@@ -236,7 +238,7 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 	h.guards.Configure(cfg.Upstreams)
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
 	st.signer, st.keysSum = gen.signer, gen.keysSum
-	st.policy = gen.policy
+	st.policy, st.pdpCreds = gen.policy, gen.pdpCreds
 	h.broker.Apply(gen.broker)
 	h.processes.SetMax(cfg.Limits.StdioProcesses)
 	h.processes.SetShares(cfg.Limits.StdioShares())
@@ -318,6 +320,9 @@ func (h *Server) Close() error {
 	h.own.close()
 	h.catalog.Close()
 	var errs []error
+	if src := h.state.Load().pdpCreds; src != nil {
+		src.Close()
+	}
 	for _, up := range h.state.Load().upstreams {
 		errs = append(errs, up.client.Close())
 	}

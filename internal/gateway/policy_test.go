@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -21,6 +23,7 @@ import (
 var policyClients = []testkit.IDPClient{
 	{ID: "acme-sre", Secret: "sre-secret", Tenant: "acme", Claims: map[string]any{"groups": []string{"sre"}}},
 	{ID: "acme-dev", Secret: "dev-secret", Tenant: "acme", Claims: map[string]any{"groups": []string{"dev"}, "contractor": true}},
+	{ID: "gateway-pdp", Secret: "pdp-secret"},
 }
 
 // TestPolicyRules (issue 29): rules inside a tenant decide, per
@@ -41,7 +44,8 @@ func TestPolicyRules(t *testing.T) {
 			Issuers:        []config.Issuer{{Name: "corp", IssuerURL: idp.Issuer, TenantClaim: "tenant"}},
 			RequiredScopes: []string{"mcp"},
 		}
-		c.Policy.PDP = &config.PolicyPDP{URL: pdp.URL}
+		c.Policy.PDP = &config.PolicyPDP{URL: pdp.URL, Auth: &config.UpstreamAuth{
+			Mode: config.AuthClientCredentials, Issuer: idp.Issuer, ClientID: "gateway-pdp", ClientSecret: "pdp-secret", Resource: "https://pdp.example"}}
 		c.Tenants = []config.Tenant{{ID: "acme", Policy: []config.PolicyRule{
 			{Name: "gate-sre-only", Phase: config.PhaseList, Match: config.PolicyMatch{Tools: []string{"gate"}},
 				Unless: &config.PolicyCondition{Groups: []string{"sre"}}, Effect: config.EffectDeny},
@@ -137,8 +141,16 @@ func TestPolicyRules(t *testing.T) {
 	if v := pdp.Violations(); len(v) > 0 {
 		t.Errorf("AuthZEN request shapes: %v", v)
 	}
-	if len(pdp.Requests()) == 0 {
+	// Every request to the PDP carries the gateway's own token (client
+	// credentials), never a caller's.
+	reqs := pdp.Requests()
+	if len(reqs) == 0 {
 		t.Error("the PDP was never asked")
+	}
+	for _, r := range reqs {
+		if got := r.Header.Get("Authorization"); tokenClient(t, got) != "gateway-pdp" {
+			t.Errorf("the PDP got Authorization %q, want the gateway's own token", got)
+		}
 	}
 
 	// The audit names the rule, never the argument.
@@ -155,4 +167,24 @@ func TestPolicyRules(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+}
+
+// tokenClient returns the client_id claim of a "Bearer <JWT>" header
+// value, read without verifying it.
+func tokenClient(t *testing.T, header string) string {
+	t.Helper()
+	tok, ok := strings.CutPrefix(header, "Bearer ")
+	parts := strings.Split(tok, ".")
+	if !ok || len(parts) != 3 {
+		return ""
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		ClientID string `json:"client_id"`
+	}
+	_ = json.Unmarshal(b, &claims)
+	return claims.ClientID
 }
