@@ -13,6 +13,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
@@ -41,8 +42,8 @@ type call struct {
 	// ends the upstream call (see relay).
 	cancelParked context.CancelCauseFunc
 	// hold, set for a 2026-07-28 client's call that may need input, is
-	// its hold on the shared upstream session's GET stream (shared.go).
-	hold *sharedHold
+	// its hold on the shared upstream session's GET stream (listen.Hub.HoldShared).
+	hold *listen.Hold
 }
 
 // A methodFunc serves one MCP method. It returns the result, or an error

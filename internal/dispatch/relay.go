@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
@@ -63,16 +64,16 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 	if rq.adm.Stateless && rq.adm.WantsLogs {
 		rq.enableLogs(ctx, up)
 	}
-	c.hold = noHold
+	c.hold = listen.NoHold
 	if rq.adm.Stateless && c.m.input {
 		// The upstream may ask on the shared session's GET stream (see
-		// shared.go), which must be open first. A parked call's hold is
+		// listen.Hub.HoldShared), which must be open first. A parked call's hold is
 		// given back when its upstream call ends (mergedResponse.Close).
 		if us, err := rq.upstreamSession(ctx, up); err == nil {
-			c.hold = rq.holdShared(ctx, up, us)
+			c.hold = rq.h.listen.HoldShared(rq.withCaller(ctx), listenUpstream(up), us, PrincipalKey(rq), rq.principal.Tenant, &rq.st.cfg.Limits)
 			defer func() {
 				if !parked {
-					c.hold.release()
+					c.hold.Release()
 				}
 			}()
 		}
@@ -124,10 +125,10 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 		return nil, session.Upstream{}, relayedError(up, err)
 	}
 	// What the call reads: its response, and the requests of the shared
-	// GET stream that are the call's (shared.go).
+	// GET stream that are the call's (listen.Hub.HoldShared, shared.go).
 	var stream bridge.Stream = resp
-	if c.hold != nil && c.hold.inbox != nil {
-		stream = c.hold.merge(resp)
+	if c.hold != nil && c.hold.Inbox != nil {
+		stream = merge(c.hold, resp)
 	}
 	defer func() {
 		if !*parked {

@@ -109,9 +109,7 @@ type Server struct {
 	announcedSets    clearingMap // client capabilities JSON → *announced, see announce
 	logsOn           clearingMap // upstream and session id → set to log: see enableLogs
 
-	listen   *listen.Hub // messages outside a request: the upstream streams, the bus
-	sharedMu sync.Mutex
-	shared   map[string]*sharedStream // upstream name, upstream session id → its GET stream (shared.go)
+	listen *listen.Hub // messages outside a request: the upstream streams, the bus
 
 	own    owner          // goroutines that outlive a request: see owner.go
 	bridge *bridge.Bridge // requests for input between revisions

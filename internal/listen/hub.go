@@ -143,6 +143,9 @@ type Hub struct {
 	logged   atomic.Bool // the pool's limit was logged since the count was last under it
 	noStream sync.Map    // upstream name → when it answered a GET with 405
 	heard    sync.Map    // session id → *heardSet: its upstream streams opening or open here
+
+	sharedMu sync.Mutex
+	shared   map[string]*sharedStream // upstream name, upstream session id → its GET stream (shared.go)
 }
 
 // New returns a Hub.

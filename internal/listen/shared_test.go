@@ -1,4 +1,4 @@
-package dispatch
+package listen
 
 import "testing"
 
@@ -6,13 +6,13 @@ import "testing"
 // the one call holding it, at most sharedInbox unread; with two calls, or
 // none, it goes to neither.
 func TestHandOff(t *testing.T) {
-	h := &Server{}
-	s := &sharedStream{calls: map[*sharedHold]struct{}{}}
+	h := &Hub{}
+	s := &sharedStream{calls: map[*Hold]struct{}{}}
 	raw := []byte(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
 	if h.handOff(s, raw) {
 		t.Fatal("handed to no call")
 	}
-	a := &sharedHold{inbox: make(chan []byte, sharedInbox)}
+	a := &Hold{Inbox: make(chan []byte, sharedInbox)}
 	s.calls[a] = struct{}{}
 	for i := range sharedInbox {
 		if !h.handOff(s, raw) {
@@ -22,10 +22,10 @@ func TestHandOff(t *testing.T) {
 	if h.handOff(s, raw) {
 		t.Fatal("handed past the call's inbox")
 	}
-	<-a.inbox
-	b := &sharedHold{inbox: make(chan []byte, sharedInbox)}
+	<-a.Inbox
+	b := &Hold{Inbox: make(chan []byte, sharedInbox)}
 	s.calls[b] = struct{}{}
-	if h.handOff(s, raw) || len(a.inbox) != sharedInbox-1 || len(b.inbox) != 0 {
+	if h.handOff(s, raw) || len(a.Inbox) != sharedInbox-1 || len(b.Inbox) != 0 {
 		t.Fatal("handed to one of two calls")
 	}
 }
