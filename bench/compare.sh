@@ -16,6 +16,13 @@
 #              1,000 tenants and 50 upstreams in its config (the caller's
 #              tenant sees three); the summary ends with its ratios to
 #              gw-memory (issue 7: within 10%)
+#   gw-mem-rules
+#              with RULES=1, call scenarios only: gw-memory whose tenant
+#              also has 30 policy rules (docs/policy.md): 20 pattern rules
+#              on other tools and 10 CEL rules on the one called whose
+#              conditions never hold, half list rules, half call rules, so
+#              that every call tries them all; the summary ends with its
+#              ratios to gw-memory (issue 29: within 5%)
 #   gw-mem-budgets, gw-redis-budgets
 #              with BUDGETS=1, call scenarios only: gw-memory and gw-redis
 #              with budgets that apply to every call and never refuse one
@@ -48,6 +55,7 @@
 #   GW_LOG_LEVEL [info]
 #   LARGE_CONFIG=1    add the gw-large target (configuration size)
 #   BUDGETS=1         add the gw-*-budgets targets (the cost of budgets)
+#   RULES=1           add the gw-mem-rules target (the cost of policy rules)
 #   KEEP=1            keep the work directory (configs, logs, runs.jsonl)
 #
 # It stops every process it started, by PID, however it exits.
@@ -80,6 +88,7 @@ REDIS_ADDR=${REDIS_ADDR:-127.0.0.1:6379}
 POLICY=${POLICY:-1}
 LARGE_CONFIG=${LARGE_CONFIG:-0}
 BUDGETS=${BUDGETS:-0}
+RULES=${RULES:-0}
 GW_LOG_LEVEL=${GW_LOG_LEVEL:-info}
 AUTH=${AUTH:-bearer}
 if [[ $AUTH != bearer && $AUTH != anonymous ]]; then
@@ -308,7 +317,26 @@ gwconfig() {
 		# assume; with AUTH=anonymous every caller is the anonymous
 		# principal of tenant "default".
 		gwauth
-		if [[ $POLICY == 1 ]]; then
+		if [[ ${WITH_RULES:-0} == 1 ]]; then
+			# 30 rules the caller's tenant tries on every call, none of
+			# which applies: the per-call cost of rules.
+			printf 'tenants:\n  - id: default\n    policy:\n'
+			for i in $(seq 0 19); do
+				printf '      - { phase: %s, match: { tools: ["other_%d_*"] }, effect: deny }\n' "$([[ $((i % 2)) == 0 ]] && echo list || echo call)" "$i"
+			done
+			for i in $(seq 0 9); do
+				if [[ $((i % 2)) == 0 ]]; then
+					printf '      - { phase: list, match: { tools: ["echo"] }, when: { cel: "principal.subject == \\"nobody-%d\\"" }, effect: deny }\n' "$i"
+				else
+					printf '      - { phase: call, match: { tools: ["echo"] }, when: { cel: "has(arguments.text) && arguments.text == \\"never-%d\\"" }, effect: deny }\n' "$i"
+				fi
+			done
+			printf '    upstreams:\n'
+			for u in "$@"; do
+				printf '      - name: %s\n' "${u%%=*}"
+				gwrules
+			done
+		elif [[ $POLICY == 1 ]]; then
 			# A few rules per upstream, the shape of a real tenant's: the
 			# policy decision is on the path of every list and call.
 			# The issue's "1,000 tenants and 50 upstreams" is the gw-large
@@ -407,6 +435,10 @@ if [[ $LARGE_CONFIG == 1 ]]; then
 	gwconfig_large "$work/gw-large.yaml" "$up_url"
 	gateway gw_large "$work/gw-large.yaml"
 fi
+if [[ $RULES == 1 ]]; then
+	WITH_RULES=1 gwconfig "$work/gw-mem-rules.yaml" memory "up=$up_url"
+	gateway gw_mem_rules "$work/gw-mem-rules.yaml"
+fi
 if [[ $BUDGETS == 1 ]]; then
 	WITH_BUDGETS=1 gwconfig "$work/gw-mem-budgets.yaml" memory "up=$up_url"
 	gateway gw_mem_budgets "$work/gw-mem-budgets.yaml"
@@ -436,6 +468,7 @@ fi
 targets=(direct proxy gw-memory)
 if [[ $have_redis == 1 ]]; then targets+=(gw-redis); fi
 if [[ $LARGE_CONFIG == 1 ]]; then targets+=(gw-large); fi
+if [[ $RULES == 1 ]]; then targets+=(gw-mem-rules); fi
 if [[ $BUDGETS == 1 ]]; then
 	targets+=(gw-mem-budgets)
 	if [[ $have_redis == 1 ]]; then targets+=(gw-redis-budgets); fi
@@ -455,6 +488,7 @@ endpoint() {
 	gw-memory:*) echo "$gw_memory_url/mcp" ;;
 	gw-redis:*) echo "$gw_redis_url/mcp" ;;
 	gw-large:*) echo "$gw_large_url/mcp" ;;
+	gw-mem-rules:*) echo "$gw_mem_rules_url/mcp" ;;
 	gw-mem-budgets:*) echo "$gw_mem_budgets_url/mcp" ;;
 	gw-redis-budgets:*) echo "$gw_redis_budgets_url/mcp" ;;
 	esac
@@ -472,7 +506,7 @@ total=$((nscen * ROUNDS * ${#targets[@]}))
 if [[ " $SCENARIOS " == *:list:* ]]; then
 	# gw-large and the budget targets run the call scenarios only.
 	for target in "${targets[@]}"; do
-		case $target in gw-large | *-budgets) total=$((total - ROUNDS)) ;; esac
+		case $target in gw-large | *-budgets | *-rules) total=$((total - ROUNDS)) ;; esac
 	done
 fi
 n=0
@@ -483,7 +517,7 @@ for scen in $SCENARIOS; do
 	for ((round = 1; round <= ROUNDS; round++)); do
 		for ((i = 0; i < ${#targets[@]}; i++)); do
 			target=${targets[$(((i + round - 1) % ${#targets[@]}))]}
-			if [[ ($target == gw-large || $target == *-budgets) && $mode == list ]]; then continue; fi
+			if [[ ($target == gw-large || $target == *-budgets || $target == *-rules) && $mode == list ]]; then continue; fi
 			n=$((n + 1))
 			tool=echo
 			if [[ $target == gw-* ]]; then tool=up__echo; fi
@@ -530,7 +564,7 @@ meta=(-meta "rounds=$ROUNDS" -meta "duration=$DURATION" -meta "warmup=$WARMUP"
 	-meta "cpus=$(nproc 2>/dev/null || echo '?')" -meta "go=$(go env GOVERSION)"
 	-meta "commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+dirty')"
 	-meta "upstream=$([[ "${UPSTREAM_JSON:-}" == 1 ]] && echo json || echo sse)"
-	-meta "policy=$POLICY" -meta "auth=$AUTH" -meta "redis=$have_redis" -meta "large_config=$LARGE_CONFIG" -meta "budgets=$BUDGETS")
+	-meta "policy=$POLICY" -meta "auth=$AUTH" -meta "redis=$have_redis" -meta "large_config=$LARGE_CONFIG" -meta "budgets=$BUDGETS" -meta "rules=$RULES")
 sumargs=("${meta[@]}")
 if [[ -n $out ]]; then sumargs+=(-o "$out"); fi
 echo
@@ -538,6 +572,9 @@ bin/bench-summarize "${sumargs[@]}" "$runs"
 if [[ $LARGE_CONFIG == 1 ]]; then
 	pair_summary "configuration size: gw-large (1,000 tenants, 50 upstreams) / gw-memory (1 tenant, 1 upstream),
 median over rounds of each round's ratio (issue 7: per-call figures within 10%):" gw-memory gw-large
+fi
+if [[ $RULES == 1 ]]; then
+	pair_summary "policy rules: gw-mem-rules (30 rules tried on every call) / gw-memory, median over rounds of each round's ratio (issue 29: within 5%):" gw-memory gw-mem-rules
 fi
 if [[ $BUDGETS == 1 ]]; then
 	pair_summary "budgets: gw-mem-budgets / gw-memory, median over rounds of each round's ratio (issue 18: within 5%):" gw-memory gw-mem-budgets

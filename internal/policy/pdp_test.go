@@ -246,3 +246,23 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("counters %+v", c)
 	}
 }
+
+// BenchmarkDecideArguments10KB is the decision of a call of 10 KB of
+// arguments that call rules read, with CEL and with a matcher, none of
+// which applies: arguments are decoded once per decision.
+func BenchmarkDecideArguments10KB(b *testing.B) {
+	var rules strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&rules, "      - {phase: call, when: {cel: 'has(arguments.text) && arguments.text == \"never-%d\"'}, effect: deny}\n", i)
+	}
+	rules.WriteString("      - {phase: call, when: {arguments: [{name: text, equals: never}]}, effect: deny}\n")
+	e := compile(b, rules.String(), Options{})
+	in := call(principal("sre"), "github", "create_issue", `{"text":"`+strings.Repeat("x", 10240)+`"}`)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := e.Decide(ctx, in); !d.Allow {
+			b.Fatal(d)
+		}
+	}
+}
