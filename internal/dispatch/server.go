@@ -28,6 +28,7 @@ import (
 	"github.com/mcpgw/gateway/internal/identity"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/listen"
+	"github.com/mcpgw/gateway/internal/own"
 	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/session"
@@ -111,8 +112,12 @@ type Server struct {
 
 	listen *listen.Hub // messages outside a request: the upstream streams, the bus
 
-	own    owner          // goroutines that outlive a request: see owner.go
-	bridge *bridge.Bridge // requests for input between revisions
+	own own.Group // goroutines that outlive a request: see owner.go
+	// expiries end expired sessions' upstream sessions (owner.go);
+	// expiryWarned says a full queue was logged since it last drained.
+	expiries     *own.Queue[*session.Record]
+	expiryWarned atomic.Bool
+	bridge       *bridge.Bridge // requests for input between revisions
 
 	budgets *budget.Engine // rate limits and quotas: see budgets.go
 	guards  *budget.Guards // upstreams' concurrency gates and circuit breakers
@@ -196,6 +201,7 @@ func New(opts Options) (*Server, error) {
 	h.budgets.OnQuota = opts.Metrics.QuotaUsed
 	h.guards = budget.NewGuards()
 	h.guards.Notify = h.circuitChanged
+	h.expiries = h.newExpiries()
 	h.listen = listen.New(listen.Options{Bus: opts.Backend.Bus, Go: h.own.Go, Metrics: opts.Metrics, Logger: log})
 	h.watch = watch.New(log, func(up *upstreamRef) *upstream.Client { return up.client }, watchHooks{h})
 	h.tasks = tasks.New(opts.Backend.Tasks, log, h.internalID)
@@ -315,7 +321,7 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 // Requests still being served are the HTTP server's to drain first.
 func (h *Server) Close() error {
 	h.watch.Close()
-	h.own.close()
+	h.own.Close()
 	h.catalog.Close()
 	var errs []error
 	if src := h.state.Load().pdpCreds; src != nil {
