@@ -110,7 +110,6 @@ func New(opts Options) http.Handler {
 	m.HandleFunc("GET "+Path+"/vault", h.vault)
 	m.HandleFunc("GET "+Path+"/audit", h.audit)
 	m.HandleFunc("POST "+Path+"/logout", h.logout)
-	m.Handle("GET "+Path+"/static/", h.static)
 	h.mux = m
 	return h
 }
@@ -120,9 +119,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Content-Security-Policy", CSP)
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")
-	hd.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: with no-referrer a browser sends
+	// "Origin: null" on the console's own form posts.
+	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("Cache-Control", "no-store")
 	a := h.access()
+	// The stylesheet and the script hold no data: the sign-in and
+	// refusal pages use them too.
+	if strings.HasPrefix(r.URL.Path, Path+"/static/") && (a.Bearer != "" || a.Loopback) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		h.static.ServeHTTP(w, r)
+		return
+	}
 	switch {
 	case a.Bearer != "":
 		if r.URL.Path == Path+"/login" {
@@ -165,12 +172,17 @@ func loopbackRequest(r *http.Request) bool {
 	return config.LoopbackHost(host)
 }
 
-// sameOrigin reports whether a POST comes from the console's own pages:
-// its Origin, when the browser sends one, names the host it was sent to.
+// sameOrigin reports whether a POST comes from the console's own pages.
+// A browser says where a request comes from in Sec-Fetch-Site, or else in
+// Origin; a request with neither is not a browser's, and no page can
+// have made it send one.
 func sameOrigin(r *http.Request) bool {
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
+		return s == "same-origin"
+	}
 	o := r.Header.Get("Origin")
 	if o == "" {
-		return r.Header.Get("Sec-Fetch-Site") == "" || r.Header.Get("Sec-Fetch-Site") == "same-origin"
+		return true
 	}
 	_, host, ok := strings.Cut(o, "://")
 	return ok && host == r.Host
