@@ -3,8 +3,8 @@ package gateway_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
