@@ -264,11 +264,14 @@ type page struct {
 	// Nav is the page's name in the navigation ("" for none).
 	Nav     string
 	Refresh bool // the script reloads its panels
+	// SignOut: the reader signed in (a bearer is configured).
+	SignOut bool
 	Data    any
 }
 
 func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	p.SignOut = p.Nav != "" && h.access().Bearer != ""
 	var b strings.Builder
 	if err := h.pages[name].ExecuteTemplate(&b, "layout", p); err != nil {
 		h.log.Error("console: rendering a page", "page", name, "error", err.Error())
