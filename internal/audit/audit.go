@@ -101,10 +101,12 @@ type Record struct {
 	Reason string
 }
 
-// A Logger writes audit records as JSON lines. Its methods are safe for
-// concurrent use, and a nil *Logger writes nothing.
+// A Logger writes audit records as JSON lines, and to a [Ring] if it has
+// one (see [Logger.Tee]). Its methods are safe for concurrent use, and a
+// nil *Logger writes nothing.
 type Logger struct {
-	h slog.Handler
+	h    slog.Handler // nil: the ring alone
+	ring *Ring
 }
 
 // New returns a Logger writing one JSON object per line to w, with the
@@ -141,6 +143,21 @@ type nopCloser struct{}
 
 func (nopCloser) Close() error { return nil }
 
+// Tee returns a Logger that writes what l writes and adds every record to
+// ring as well. l may be nil (audit output off): the ring alone is then
+// written, so that the console still shows recent records.
+func (l *Logger) Tee(ring *Ring) *Logger {
+	if ring == nil {
+		return l
+	}
+	// One ring per Logger: a Tee of a Tee replaces the first ring.
+	t := &Logger{ring: ring}
+	if l != nil {
+		t.h = l.h
+	}
+	return t
+}
+
 // Enabled reports whether l writes anything, so that callers can skip
 // preparing a record (reducing arguments) for a nil Logger.
 func (l *Logger) Enabled() bool { return l != nil }
@@ -167,6 +184,14 @@ func (l *Logger) Write(ctx context.Context, r Record) error {
 		if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 			r.TraceID = sc.TraceID().String()
 		}
+	}
+	if l.ring != nil {
+		rr := r
+		rr.Time = t
+		l.ring.Add(rr)
+	}
+	if l.h == nil {
+		return nil
 	}
 	rec := slog.NewRecord(t, slog.LevelInfo, Message, 0)
 	rec.AddAttrs(slog.String("event", r.Event))

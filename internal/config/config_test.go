@@ -406,7 +406,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown top-level key",
 			yaml: "server: {}\nupstream: []\n",
-			want: []string{"test.yaml:2: upstream: unknown key (want one of auth, budgets, identity, limits, pins, policy, server, sessions, telemetry, tenants, upstreams, vault)"},
+			want: []string{"test.yaml:2: upstream: unknown key (want one of admin, auth, budgets, identity, limits, pins, policy, server, sessions, telemetry, tenants, upstreams, vault)"},
 		},
 		{
 			name: "unknown nested key",
@@ -490,7 +490,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "merge key",
 			yaml: "base: &b {listen: \":1\"}\n",
-			want: []string{"test.yaml:1: base: unknown key (want one of auth, budgets, identity, limits, pins, policy, server, sessions, telemetry, tenants, upstreams, vault)"},
+			want: []string{"test.yaml:1: base: unknown key (want one of admin, auth, budgets, identity, limits, pins, policy, server, sessions, telemetry, tenants, upstreams, vault)"},
 		},
 		{
 			name: "merge key in section",
@@ -1631,7 +1631,7 @@ func TestParseTenantProblems(t *testing.T) {
 		{
 			name: "tenants not a list",
 			yaml: "    upstreams: []\ntenants2: {}\n",
-			want: []string{"test.yaml:11: tenants2: unknown key (want one of auth, budgets, identity, limits, pins, policy, server, sessions, telemetry, tenants, upstreams, vault)"},
+			want: []string{"test.yaml:11: tenants2: unknown key (want one of admin, auth, budgets, identity, limits, pins, policy, server, sessions, telemetry, tenants, upstreams, vault)"},
 		},
 	}
 	for _, tt := range tests {

@@ -192,3 +192,26 @@ func redactValues(m map[string]string) map[string]string {
 	}
 	return out
 }
+
+// String describes a with its bearer redacted. fmt uses it for %v and %+v.
+func (a ConsoleAuth) String() string {
+	if a.Bearer == "" {
+		return "{bearer: none}"
+	}
+	return "{bearer: " + redacted + "}"
+}
+
+// GoString is String, for %#v.
+func (a ConsoleAuth) GoString() string { return "config.ConsoleAuth" + a.String() }
+
+// LogValue logs a with its bearer redacted.
+func (a ConsoleAuth) LogValue() slog.Value { return slog.StringValue(a.String()) }
+
+// MarshalJSON encodes a with its bearer redacted.
+func (a ConsoleAuth) MarshalJSON() ([]byte, error) {
+	b := ""
+	if a.Bearer != "" {
+		b = redacted
+	}
+	return json.Marshal(map[string]string{"bearer": b})
+}

@@ -30,6 +30,7 @@ type Config struct {
 	Budgets   Budgets    `yaml:"budgets"`
 	Pins      Pins       `yaml:"pins"`
 	Vault     Vault      `yaml:"vault"`
+	Admin     Admin      `yaml:"admin"`
 	// Policy holds what the policy rules of every tenant share: the
 	// groups claim, the CEL cost limit and the external decision point.
 	Policy Policy `yaml:"policy"`
@@ -44,6 +45,33 @@ type Config struct {
 	// which have no lines.
 	Warnings []Problem `yaml:"-"`
 }
+
+// Admin configures what the admin listener (server.admin_listen) serves
+// beyond /metrics, /healthz and /readyz.
+type Admin struct {
+	Console AdminConsole `yaml:"console"`
+}
+
+// AdminConsole configures the read-only operator console at /console on
+// the admin listener. It is served only when the admin listener is on a
+// loopback address, to requests that arrive there, or when Auth is set.
+type AdminConsole struct {
+	// Auth, if set, is what a request must show to read the console, on
+	// any address. nil: loopback only, without authentication.
+	Auth *ConsoleAuth `yaml:"auth"`
+}
+
+// ConsoleAuth is how the console authenticates its readers.
+type ConsoleAuth struct {
+	// Bearer is a static secret, at least MinConsoleBearer bytes: sent as
+	// "Authorization: Bearer", or typed once in the console's sign-in
+	// form, which keeps it in a cookie. Typically ${VAR}.
+	Bearer string `yaml:"bearer" cfg:"secret"`
+}
+
+// MinConsoleBearer is the shortest admin.console.auth.bearer accepted:
+// 128 bits as hex, so that guessing it is out of reach.
+const MinConsoleBearer = 32
 
 // Identity configures the tokens the gateway signs for upstreams with
 // auth mode signed_identity, and the keys it publishes at
@@ -138,7 +166,8 @@ type Server struct {
 	// AllowedOrigins are Origin header values accepted besides none and the
 	// origin of PublicURL.
 	AllowedOrigins []string `yaml:"allowed_origins"`
-	// AdminListen is the address of /metrics, /healthz, /readyz. Empty: off.
+	// AdminListen is the address of /metrics, /healthz, /readyz and the
+	// console (see Admin). Empty: off.
 	AdminListen string `yaml:"admin_listen"`
 	// MaxBodyBytes bounds a POST body. Default 4 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes" cfg:"positive"`

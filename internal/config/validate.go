@@ -153,6 +153,7 @@ func (v *validator) config(c *Config) {
 	v.telemetry(c)
 	nonNegative(v, "identity.token_ttl", c.Identity.TokenTTL)
 	v.vault(c)
+	v.admin(c)
 }
 
 func (v *validator) limits(l *Limits) {

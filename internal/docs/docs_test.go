@@ -549,7 +549,7 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed", "UpstreamStream",
 		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "SchemaViolation", "QuarantinedItems", "TokenFetch", "LogSuppressed",
 		"BudgetRefusal", "QuotaUsed", "CircuitOpen", "UpstreamProcess", "StreamResumed", "CallDetached",
-		"Handler", // serves, records nothing
+		"Handler", "Gather", // serve, record nothing
 	}
 }
 

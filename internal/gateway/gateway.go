@@ -32,6 +32,7 @@ import (
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/backend"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/console"
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
@@ -86,6 +87,7 @@ type Gateway struct {
 	draining atomic.Bool          // set by Run when it starts to shut down
 	reload   reloadState
 	watch    watchState // the config file's watch, started by Run
+	console  *consoleState
 }
 
 // live is what a reload replaces: one config generation, the endpoint's
@@ -113,6 +115,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	limiter := telemetry.NewLogLimiter(log.Handler(), metrics)
 	log = slog.New(limiter)
 	var expire atomic.Pointer[dispatch.Server]
+	cs, auditLog := newConsoleState(opts.Audit)
+	opts.Audit = auditLog
 	stores, err := backend.New(cfg, backend.Options{Logger: log, Metrics: metrics, OnExpire: func(rec *session.Record) {
 		if h := expire.Load(); h != nil {
 			h.Expire(rec)
@@ -131,7 +135,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	expire.Store(srv)
 	edge := transport.New(srv, transport.Options{Logger: log, Metrics: metrics, Events: stores.Events})
-	g := &Gateway{log: log, limiter: limiter, opts: opts, stores: stores, server: srv, edge: edge, metrics: metrics}
+	g := &Gateway{log: log, limiter: limiter, opts: opts, stores: stores, server: srv, edge: edge, metrics: metrics, console: cs}
 	v, err := g.verifierFor(cfg, nil)
 	if err != nil {
 		g.Close()
@@ -327,11 +331,14 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 }
 
 // AdminHandler serves the operator endpoints: /healthz (the process is
-// alive) and /readyz (it can serve: its dependencies answer, and it is not
-// shutting down).
+// alive), /readyz (it can serve: its dependencies answer, and it is not
+// shutting down) and the read-only console (see console.go).
 func (g *Gateway) AdminHandler() http.Handler {
 	r := chi.NewRouter()
 	r.Handle("/metrics", g.metrics.Handler())
+	cons := g.consoleHandler()
+	r.Handle(console.Path, cons)
+	r.Handle(console.Path+"/*", cons)
 	if g.Config().Telemetry.Pprof {
 		r.HandleFunc("/debug/pprof/*", pprof.Index)
 		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -1,0 +1,49 @@
+package dispatch
+
+import "github.com/mcpgw/gateway/internal/catalog"
+
+// UpstreamState is what this replica knows of one upstream now, for the
+// operator console.
+type UpstreamState struct {
+	Name string
+	// Tried: a request was sent to it; LastError is how its last one
+	// failed (nil: it answered).
+	Tried     bool
+	LastError error
+	// Circuit is its circuit breaker's state ("closed", "open",
+	// "half-open"); "" without a breaker.
+	Circuit string
+	// InFlight and Waiting are the requests its concurrency gate holds
+	// and queues (0 without a gate).
+	InFlight, Waiting int
+}
+
+// UpstreamStates returns the state of every upstream of the config in
+// force, in config order.
+func (h *Server) UpstreamStates() []UpstreamState {
+	st := h.state.Load()
+	out := make([]UpstreamState, 0, len(st.upstreams))
+	h.healthMu.Lock()
+	for _, up := range st.upstreams {
+		s := UpstreamState{Name: up.cfg.Name}
+		s.LastError, s.Tried = h.health[up.cfg.Name]
+		out = append(out, s)
+	}
+	h.healthMu.Unlock()
+	// The guards' locks are taken outside healthMu: no lock is held
+	// while another is taken.
+	for i, up := range st.upstreams {
+		if up.breaker != nil {
+			out[i].Circuit = up.breaker.State()
+		}
+		if up.gate != nil {
+			out[i].InFlight = up.gate.InFlight()
+			out[i].Waiting, _ = up.gate.Waiting("")
+		}
+	}
+	return out
+}
+
+// PinMismatches returns the tools and prompts whose definitions do not
+// match their pins, as last listed on this replica, quarantined first.
+func (h *Server) PinMismatches() []catalog.PinStatus { return h.catalog.PinMismatches() }
