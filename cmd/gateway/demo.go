@@ -26,6 +26,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the MCP listener (port 0: any free port)")
 	upstreamListen := fs.String("upstream-listen", "127.0.0.1:0", "address of the embedded demo upstream (port 0: any free port)")
 	issuerListen := fs.String("issuer-listen", "127.0.0.1:0", "address of the embedded development token issuer (port 0: any free port)")
+	adminListen := fs.String("admin-listen", "127.0.0.1:0", "address of the admin listener: the console, /metrics, /healthz, /readyz (port 0: any free port)")
 	log, err := parseLogged(fs, args, stderr)
 	if err != nil {
 		return err
@@ -73,10 +74,17 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	}
 
 	upstreamURL := "http://" + uln.Addr().String() + "/mcp"
+	// The admin listener, on loopback: the console needs no sign-in there.
+	aln, err := net.Listen("tcp", *adminListen)
+	if err != nil {
+		return err
+	}
+	defer aln.Close()
+	adminURL := "http://" + aln.Addr().String()
 	cfg := &config.Config{
 		// No drain delay: no load balancer to wait for, and Ctrl-C
 		// should stop the demo at once.
-		Server: config.Server{Listen: ln.Addr().String(), PublicURL: publicURL, DrainDelay: new(config.Duration)},
+		Server: config.Server{Listen: ln.Addr().String(), AdminListen: aln.Addr().String(), PublicURL: publicURL, DrainDelay: new(config.Duration)},
 		Auth: config.Auth{
 			Issuers:        []config.Issuer{dev.Issuer("demo-dev")},
 			RequiredScopes: []string{"mcp"},
@@ -88,7 +96,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	return gateway.Run(ctx, cfg, gateway.Options{Logger: log, Version: version, Listener: ln}, func(addr string) {
+	return gateway.Run(ctx, cfg, gateway.Options{Logger: log, Version: version, Listener: ln, AdminListener: aln}, func(addr string) {
 		fmt.Fprintf(stdout, `
 MCP gateway demo
   endpoint:  %s
@@ -96,6 +104,8 @@ MCP gateway demo
              tools demo__echo, demo__add, demo__countdown, demo__time,
              resource demo+demo://readme, prompt demo__review
   issuer:    %s (-issuer-listen), embedded, for development only
+  admin:     %s/console (-admin-listen): the operator's console, and
+             /metrics, /healthz, /readyz
   token:     a development token for tenant %q, valid 12h, from that issuer:
 
 %s
@@ -107,6 +117,6 @@ header "Authorization: Bearer <token>", or try:
     -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"0"}}}'
 
 Sessions are kept in memory. Stop with Ctrl-C.
-`, publicURL, upstreamURL, dev.URL, demoTenant, token, quote(publicURL), token)
+`, publicURL, upstreamURL, dev.URL, adminURL, demoTenant, token, quote(publicURL), token)
 	})
 }

@@ -34,7 +34,7 @@ func main() {
 	if err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {
-			os.Exit(ee.code)
+			os.Exit(ee.code) // 0 after a usage asked for with -h
 		}
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)

@@ -191,8 +191,8 @@ func TestDemoBinary(t *testing.T) {
 		defer ln.Close()
 		return ln.Addr().String()
 	}
-	upAddr, issAddr := free(), free()
-	p := testkit.StartGateway(t, bin, []string{"demo", "-listen", "127.0.0.1:0", "-upstream-listen", upAddr, "-issuer-listen", issAddr}, nil)
+	upAddr, issAddr, adminAddr := free(), free(), free()
+	p := testkit.StartGateway(t, bin, []string{"demo", "-listen", "127.0.0.1:0", "-upstream-listen", upAddr, "-issuer-listen", issAddr, "-admin-listen", adminAddr}, nil)
 	// stdout and stderr are separate pipes: the instructions, written
 	// before the log line, may still be on their way.
 	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(p.Stdout(), p.Endpoint) && time.Now().Before(deadline); {
@@ -201,9 +201,21 @@ func TestDemoBinary(t *testing.T) {
 	if !strings.Contains(p.Stdout(), "MCP gateway demo") || !strings.Contains(p.Stdout(), p.Endpoint) {
 		t.Errorf("demo did not print how to connect:\n%s", p.Stdout())
 	}
-	for _, want := range []string{"at http://" + upAddr + "/mcp (-upstream-listen)", "issuer:    http://" + issAddr + " (-issuer-listen)"} {
+	for _, want := range []string{"at http://" + upAddr + "/mcp (-upstream-listen)", "issuer:    http://" + issAddr + " (-issuer-listen)",
+		"admin:     http://" + adminAddr + "/console (-admin-listen)"} {
 		if !strings.Contains(p.Stdout(), want) {
 			t.Errorf("demo did not print %q:\n%s", want, p.Stdout())
+		}
+	}
+	// The admin listener: the console (no sign-in on loopback), metrics.
+	for _, path := range []string{"/console/", "/metrics", "/readyz"} {
+		resp, err := http.Get("http://" + adminAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("admin %s: %d", path, resp.StatusCode)
 		}
 	}
 	token := regexp.MustCompile(`eyJ[\w-]+\.[\w-]+\.[\w-]+`).FindString(p.Stdout())
@@ -614,5 +626,23 @@ upstreams:
 	}
 	if code, _, errOut := runCmd(t, nil, "pin", "-config", testkit.WriteFile(t, "nopins.yaml", "auth: { anonymous: true }\nupstreams: [{name: a, url: \""+a.URL+"\"}]\n")); code != 2 || !strings.Contains(errOut, "-out") {
 		t.Errorf("pin without pins.file: %d %s", code, errOut)
+	}
+}
+
+// TestHelpExitsZero: every command's -h prints its flags and exits 0.
+func TestHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{
+		{"-h"}, {"serve", "-h"}, {"validate", "-h"}, {"explain", "-h"}, {"pin", "-h"},
+		{"demo", "-h"}, {"bridge", "-h"}, {"tokens", "list", "-h"},
+	} {
+		var out, errOut strings.Builder
+		err := run(t.Context(), args, func(string) string { return "" }, &out, &errOut)
+		var ee exitError
+		if err != nil && (!errors.As(err, &ee) || ee.code != 0) {
+			t.Errorf("%v: %v", args, err)
+		}
+		if out.Len()+errOut.Len() == 0 {
+			t.Errorf("%v printed nothing", args)
+		}
 	}
 }

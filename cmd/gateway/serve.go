@@ -30,6 +30,19 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// flagError is a command's answer to flags it could not parse: exit status
+// 2, the flag package having said why; but -h (or -help) asked for the
+// usage, which was printed: exit status 0.
+func flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return errHelp
+	}
+	return exitError{2}
+}
+
+// errHelp ends a command that printed its usage because it was asked to.
+var errHelp = exitError{0}
+
 // parseLogged parses args with fs and the logging flags every
 // long-running command takes, and returns the logger they ask for, which
 // writes to w. Flags fs cannot parse give exitError{2}, fs having said why.
@@ -37,7 +50,7 @@ func parseLogged(fs *flag.FlagSet, args []string, w io.Writer) (*slog.Logger, er
 	format := fs.String("log-format", "text", "log format: text or json")
 	levelName := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
-		return nil, exitError{2}
+		return nil, flagError(err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*levelName)); err != nil {
@@ -78,13 +91,13 @@ func validate(args []string, getenv func(string) string, stdout, stderr io.Write
 	fs := newFlagSet("validate", stderr)
 	path := fs.String("config", "", "path of the YAML config file (required)")
 	if err := fs.Parse(args); err != nil {
-		return exitError{2}
+		return flagError(err)
 	}
 	if *path == "" {
 		fmt.Fprintln(stderr, "gateway validate: -config is required")
 		return exitError{2}
 	}
-	cfg, err := config.Load(*path, getenv)
+	cfg, err := config.LoadForCheck(*path, getenv)
 	if err != nil {
 		var ps config.Problems
 		if errors.As(err, &ps) {
@@ -120,7 +133,7 @@ func explainCmd(ctx context.Context, args []string, getenv func(string) string, 
 	callTool := fs.String("call", "", "with -subject or -claims: the call-time decision of this tool, as the tenant sees it")
 	callArgs := fs.String("args", "", "with -call: the call's arguments, a JSON object")
 	if err := fs.Parse(args); err != nil {
-		return exitError{2}
+		return flagError(err)
 	}
 	if *path == "" || *id == "" {
 		fmt.Fprintln(stderr, "gateway explain: -config and -tenant are required")
@@ -208,7 +221,7 @@ func pinCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	path := fs.String("config", "", "path of the YAML config file (required)")
 	out := fs.String("out", "", "file to write (default: the config's pins.file)")
 	if err := fs.Parse(args); err != nil {
-		return exitError{2}
+		return flagError(err)
 	}
 	if *path == "" {
 		fmt.Fprintln(stderr, "gateway pin: -config is required")

@@ -36,7 +36,7 @@ func tokens(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.StringVar(&f.Subject, "subject", "", "only the tokens of this subject")
 	fs.StringVar(&f.Upstream, "upstream", "", "only the tokens for this upstream")
 	if err := fs.Parse(args[1:]); err != nil {
-		return exitError{2}
+		return flagError(err)
 	}
 	if *path == "" || sub == "revoke" && f.Tenant == "" && f.Subject == "" {
 		fmt.Fprint(stderr, tokensUsage)

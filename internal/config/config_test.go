@@ -2004,3 +2004,33 @@ var defaultTasks = Tasks{MaxPerPrincipal: 100, MaxPerTenant: 10000, MaxTasks: 10
 var defaultEvents = Events{PerStream: 1000, BytesPerStream: 1 << 20, TTL: Duration(2 * time.Minute),
 	StreamsPerSession: 16, MaxStreams: 100_000, MaxBytes: 256 << 20,
 	MaxStreamsPerPrincipal: 10_000, MaxStreamsPerTenant: 50_000, MaxBytesPerPrincipal: (256 << 20) / 10, MaxBytesPerTenant: 128 << 20}
+
+// TestLoadForCheck: gateway validate checks a config without its secrets:
+// an unset variable is a warning there (and an error to Load), while
+// every other problem of a ${...} reference is still an error.
+func TestLoadForCheck(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	unset := write("unset.yaml", "auth: {anonymous: true}\nupstreams:\n  - name: a\n    url: http://127.0.0.1:9/mcp\n    headers: {Authorization: \"Bearer ${NOT_SET_ANYWHERE}\"}\n")
+	noenv := func(string) string { return "" }
+	if _, err := Load(unset, noenv); err == nil || !strings.Contains(err.Error(), "NOT_SET_ANYWHERE is not set") {
+		t.Errorf("Load: %v", err)
+	}
+	cfg, err := LoadForCheck(unset, noenv)
+	if err != nil {
+		t.Fatalf("LoadForCheck: %v", err)
+	}
+	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0].Error(), "unset.yaml:5") || !strings.Contains(cfg.Warnings[0].Error(), "NOT_SET_ANYWHERE") {
+		t.Errorf("warnings %v", cfg.Warnings)
+	}
+	bad := write("bad.yaml", "auth: {anonymous: true}\nupstreams:\n  - name: a\n    url: http://127.0.0.1:9/mcp\n    headers: {Authorization: \"Bearer ${1BAD}\"}\n")
+	if _, err := LoadForCheck(bad, noenv); err == nil {
+		t.Error("a malformed reference passed LoadForCheck")
+	}
+}

@@ -14,6 +14,9 @@ import "strings"
 // invalid name, an unterminated "${"). Because s is a secret, messages name
 // the variable at most and never quote s or any part of it that is not a
 // valid variable name.
+// unsetPrefix begins the message of an unset variable.
+const unsetPrefix = "environment variable "
+
 func expand(s string, getenv func(string) string) (string, []string) {
 	if !strings.Contains(s, "$") {
 		return s, nil
@@ -50,7 +53,7 @@ func expand(s string, getenv func(string) string) (string, []string) {
 			default:
 				v := getenv(name)
 				if v == "" {
-					errs = append(errs, "environment variable "+name+" is not set")
+					errs = append(errs, unsetPrefix+name+" is not set")
 				}
 				b.WriteString(v)
 			}

@@ -40,6 +40,22 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 // problem found, sorted by line. On success, Config.Warnings holds what
 // looks wrong but is allowed (see [Config.Warnings]).
 func Parse(path string, data []byte, getenv func(string) string) (*Config, error) {
+	return parse(path, data, getenv, false)
+}
+
+// LoadForCheck is [Load] for gateway validate: a ${VAR} reference to an
+// unset variable is a warning, not a problem (and its value is left out),
+// so that a config can be checked without its secrets, in CI say. Serving
+// a config needs them: use Load.
+func LoadForCheck(path string, getenv func(string) string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading config: %w", err)
+	}
+	return parse(path, data, getenv, true)
+}
+
+func parse(path string, data []byte, getenv func(string) string, unsetWarns bool) (*Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -52,12 +68,14 @@ func Parse(path string, data []byte, getenv func(string) string) (*Config, error
 		getenv: getenv,
 		pos:    make(map[string]position),
 		failed: make(map[string]bool),
+
+		unsetWarns: unsetWarns,
 	}
 	var c Config
 	if root != nil {
 		d.config(root, &c)
 	}
-	v := &validator{file: path, pos: d.pos, skip: d.failed, problems: d.problems}
+	v := &validator{file: path, pos: d.pos, skip: d.failed, problems: d.problems, warnings: d.warnings}
 	v.config(&c)
 	if err := v.problems.err(); err != nil {
 		return nil, err
@@ -129,6 +147,10 @@ type decoder struct {
 	// failed holds the paths of values that could not be decoded, so that
 	// the validator does not report them (or what is inside them) again.
 	failed map[string]bool
+	// unsetWarns makes an unset variable a warning (LoadForCheck), kept
+	// in warnings.
+	unsetWarns bool
+	warnings   Problems
 }
 
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -531,6 +553,14 @@ func (d *decoder) expandString(n *yaml.Node, path string) (string, bool) {
 		return "", false
 	}
 	val, errs := expand(raw, d.getenv)
+	if d.unsetWarns && len(errs) > 0 && !slices.ContainsFunc(errs, func(msg string) bool { return !strings.HasPrefix(msg, unsetPrefix) }) {
+		for _, msg := range errs {
+			d.warnings = append(d.warnings, Problem{File: d.file, Line: n.Line, Col: n.Column, Path: path,
+				Msg: msg + " (gateway serve needs it)"})
+		}
+		d.failed[path] = true
+		return "", false
+	}
 	for _, msg := range errs {
 		d.errorf(n, path, "%s", msg)
 	}

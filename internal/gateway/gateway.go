@@ -58,6 +58,9 @@ type Options struct {
 	// Listener, if not nil, is the MCP listener [Run] serves, instead of
 	// one it opens on server.listen.
 	Listener net.Listener
+	// AdminListener, if not nil, is the admin listener Run serves,
+	// instead of listening on server.admin_listen itself.
+	AdminListener net.Listener
 	// Getenv expands ${VAR} when [Run] reloads the config file and sets up
 	// tracing from OTEL_* variables; nil means os.Getenv.
 	Getenv func(string) string
@@ -477,11 +480,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, ready func(addr 
 	}
 	servers := []*http.Server{srv}
 	listeners := []net.Listener{ln}
-	if cfg.Server.AdminListen != "" {
-		aln, err := net.Listen("tcp", cfg.Server.AdminListen)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("admin listener: %w", err)
+	if aln := opts.AdminListener; aln != nil || cfg.Server.AdminListen != "" {
+		if aln == nil {
+			if aln, err = net.Listen("tcp", cfg.Server.AdminListen); err != nil {
+				ln.Close()
+				return fmt.Errorf("admin listener: %w", err)
+			}
 		}
 		servers = append(servers, &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, aln)
