@@ -2034,3 +2034,21 @@ func TestLoadForCheck(t *testing.T) {
 		t.Error("a malformed reference passed LoadForCheck")
 	}
 }
+
+// TestStdioCommandProblems: a command written as a string is one problem
+// that says how to write it (not a missing url too), and a program that
+// is not found is a warning (it may exist where the gateway runs).
+func TestStdioCommandProblems(t *testing.T) {
+	_, err := Parse("t.yaml", []byte("auth: {anonymous: true}\nupstreams:\n  - name: a\n    command: \"npx server\"\n"), nil)
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 1 || !strings.Contains(ps[0].Error(), `t.yaml:4: upstreams[0].command: must be a list`) {
+		t.Errorf("string command: %v", err)
+	}
+	cfg, err := Parse("t.yaml", []byte("auth: {anonymous: true}\nupstreams:\n  - name: a\n    command: [\"no-such-program-anywhere\"]\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0].Error(), "not found here") {
+		t.Errorf("warnings %v", cfg.Warnings)
+	}
+}

@@ -427,6 +427,10 @@ func (d *decoder) items(n *yaml.Node, path string, fn func(item *yaml.Node, path
 		return
 	}
 	if n.Kind != yaml.SequenceNode {
+		if n.Kind == yaml.ScalarNode && strings.HasSuffix(path, ".command") {
+			d.fail(n, path, `must be a list: the program and its arguments, as in ["npx", "-y", "server"]`)
+			return
+		}
 		d.fail(n, path, "must be a list")
 		return
 	}

@@ -2,11 +2,14 @@ package config
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -574,6 +577,11 @@ func (v *validator) upstreamTransport(path string, u *Upstream) {
 			u.Transport, TransportHTTP, TransportSSE, TransportAuto, TransportStdio)
 		return
 	}
+	if !u.IsStdio() && v.skipped(path+".command") {
+		// A command that could not be read (a string, say) was meant:
+		// that one problem is reported, not a missing url too.
+		return
+	}
 	if !u.IsStdio() {
 		if u.URL == "" {
 			v.addf(path+".url", "is required")
@@ -595,6 +603,10 @@ func (v *validator) upstreamTransport(path string, u *Upstream) {
 	}
 	if len(u.Command) == 0 || u.Command[0] == "" {
 		v.addf(path+".command", "is required for a stdio upstream: the program and its arguments")
+	} else if _, err := exec.LookPath(u.Command[0]); err != nil {
+		// Only a warning: the program may exist where the gateway runs,
+		// not where the config is checked.
+		v.warnf(path+".command", "%q is not found here (%s): the upstream fails on first use unless it exists where the gateway runs", u.Command[0], lookPathReason(err))
 	}
 	if len(u.Headers) > 0 {
 		v.addf(path+".headers", "does not apply to a stdio upstream: give it credentials in env")
@@ -634,4 +646,17 @@ func (v *validator) env(path string, env map[string]string) {
 			v.addAtf(pos, joinPath(path, name), "value contains a NUL byte (after ${VAR} expansion)")
 		}
 	}
+}
+
+// lookPathReason is why exec.LookPath failed, without the search path.
+func lookPathReason(err error) string {
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		return "not in PATH"
+	case errors.Is(err, fs.ErrNotExist):
+		return "no such file"
+	case errors.Is(err, fs.ErrPermission):
+		return "not executable"
+	}
+	return "cannot be run"
 }
