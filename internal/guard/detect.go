@@ -109,7 +109,7 @@ var credentialDetectors = map[string]*reDetector{
 	// A Google service account key file's private key id (its private
 	// key is a PEM block: private-key).
 	"gcp-service-account-key": {re: regexp.MustCompile(`"private_key_id"\s*:\s*"([0-9a-f]{40})"`),
-		lits: []string{`"private_key_id"`}, group: true},
+		lits: []string{"private_key_id"}, group: true},
 	// Google API keys.
 	"gcp-api-key": {re: regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}\b`), lits: []string{"AIza"}},
 	// The account key of an Azure storage connection string: 64 bytes,
