@@ -3,6 +3,7 @@ package guard
 import (
 	"bytes"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -698,6 +699,9 @@ func newSecretDetector(vals []string) *secretDetector {
 			add(strings.TrimSpace(cred))
 		}
 	}
+	// Longest first: where one secret holds another ("Bearer X" and X),
+	// the longer is found and the shorter inside it is not counted again.
+	slices.SortStableFunc(d.secrets, func(a, b string) int { return len(b) - len(a) })
 	return d
 }
 
@@ -723,17 +727,32 @@ func (d *secretDetector) present(raw []byte, esc bool) bool {
 }
 
 func (d *secretDetector) find(s string, ms []match, limit int) []match {
+	n0 := len(ms)
 	for _, sec := range d.secrets {
 		for off := 0; len(ms) < limit; {
 			k := strings.Index(s[off:], sec)
 			if k < 0 {
 				break
 			}
-			ms = append(ms, match{start: off + k, end: off + k + len(sec), kind: "gateway-secret"})
+			m := match{start: off + k, end: off + k + len(sec), kind: "gateway-secret"}
 			off += k + len(sec)
+			if !inside(ms[n0:], m) {
+				ms = append(ms, m)
+			}
 		}
 	}
 	return ms
+}
+
+// inside reports whether m lies within one of ms (at most the first 64
+// looked at: the bound keeps this linear).
+func inside(ms []match, m match) bool {
+	for i := range min(len(ms), 64) {
+		if ms[i].start <= m.start && m.end <= ms[i].end {
+			return true
+		}
+	}
+	return false
 }
 
 // hasEscapes reports whether raw holds a \u escape of a character a

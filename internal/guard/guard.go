@@ -371,7 +371,7 @@ func (s *Set) run(ctx context.Context, in *Input, p Phase, content json.RawMessa
 	}
 	r := &runner{s: s, in: in, phase: p}
 	defer r.report()
-	if !jsonx.Valid(content) {
+	if !jsonx.Valid(content) || content[ws(content, 0)] != '{' {
 		r.add(nil, "invalid-json", Block, 1)
 		return nil, r.block("it is not valid JSON")
 	}
