@@ -137,7 +137,7 @@ func (r *runner) ask(ctx context.Context, g *guard, content json.RawMessage) (js
 		in = &Input{}
 	}
 	env := Envelope{Version: 1, Phase: r.phase.String(), Method: in.Method, Tenant: in.Tenant, Subject: in.Subject,
-		Guard: g.name, Upstream: in.Upstream, Tool: in.Tool, Item: in.Item, Content: content}
+		Guard: g.name, Upstream: r.s.upstream, Tool: in.Tool, Item: in.Item, Content: content}
 	start := time.Now()
 	ans, err := g.hook.call(ctx, &env)
 	if ev := g.hook.onEvent; ev != nil {
