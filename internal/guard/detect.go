@@ -99,48 +99,235 @@ func (d *reDetector) find(s string, ms []match, limit int) []match {
 	return ms
 }
 
-// credentialDetectors are the built-in credential formats. Each pattern
-// is anchored on a literal the format always has, which is also its
-// prefilter: a result without "AKIA" never runs the AWS expression.
-var credentialDetectors = map[string]*reDetector{
+// ---------------------------------------------------------------------------
+// Credentials: rules anchored on a literal each format starts with. A
+// string is searched for the literals (vectorized), and the rule's
+// expression, anchored, runs only where one is found and the byte before
+// it cannot be part of the same token; each attempt reads at most the
+// token it looks at, so the work stays linear in the string.
+
+// A litRule is one format of a credential kind.
+type litRule struct {
+	lits []string
+	// re matches from the literal on; it must start with "^".
+	re *regexp.Regexp
+	// before, if set, reports whether the byte before the literal allows
+	// a match there (ok is false at the start of the string).
+	before func(c byte, ok bool) bool
+	// cont, if set, reports whether a byte right after the match would
+	// continue the token: then it is no match.
+	cont func(c byte) bool
+	// group: a match is the span of the expression's first group.
+	group bool
+}
+
+type litDetector struct {
+	kind  string
+	rules []*litRule
+}
+
+func (d *litDetector) kinds() []string { return []string{d.kind} }
+
+func (d *litDetector) present(raw []byte, esc bool) bool {
+	if esc {
+		return true
+	}
+	for _, r := range d.rules {
+		for _, l := range r.lits {
+			if bytes.Contains(raw, []byte(l)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// narrow returns d with only the rules and literals found in raw.
+func (d *litDetector) narrow(raw []byte, esc bool) *litDetector {
+	if esc {
+		return d
+	}
+	n := &litDetector{kind: d.kind}
+	for _, r := range d.rules {
+		var lits []string
+		for _, l := range r.lits {
+			if bytes.Contains(raw, []byte(l)) {
+				lits = append(lits, l)
+			}
+		}
+		if len(lits) > 0 {
+			nr := *r
+			nr.lits = lits
+			n.rules = append(n.rules, &nr)
+		}
+	}
+	return n
+}
+
+func (d *litDetector) find(s string, ms []match, limit int) []match {
+	for _, r := range d.rules {
+		for _, l := range r.lits {
+			for off := 0; len(ms) < limit; {
+				k := strings.Index(s[off:], l)
+				if k < 0 {
+					break
+				}
+				p := off + k
+				off = p + 1
+				if r.before != nil {
+					c, ok := byte(0), p > 0
+					if ok {
+						c = s[p-1]
+					}
+					if !r.before(c, ok) {
+						continue
+					}
+				}
+				loc := r.re.FindStringSubmatchIndex(s[p:])
+				if loc == nil {
+					continue
+				}
+				if e := p + loc[1]; r.cont != nil && e < len(s) && r.cont(s[e]) {
+					continue
+				}
+				a, b := loc[0], loc[1]
+				if r.group {
+					a, b = -1, -1
+					for g := 1; 2*g+1 < len(loc); g++ {
+						if loc[2*g] >= 0 && loc[2*g+1] > loc[2*g] {
+							a, b = loc[2*g], loc[2*g+1]
+							break
+						}
+					}
+					if a < 0 {
+						continue
+					}
+				}
+				ms = append(ms, match{start: p + a, end: p + b, kind: d.kind})
+				off = p + loc[1]
+			}
+		}
+	}
+	return ms
+}
+
+// Byte classes for the rules' boundaries.
+func isWord(c byte) bool            { return isAlnum(c) || c == '_' }
+func isToken(c byte) bool           { return isWord(c) || c == '-' }
+func notWord(c byte, ok bool) bool  { return !ok || !isWord(c) }
+func notToken(c byte, ok bool) bool { return !ok || !isToken(c) }
+
+func rule(re string, before func(byte, bool) bool, cont func(byte) bool, lits ...string) *litRule {
+	return &litRule{lits: lits, re: regexp.MustCompile(re), before: before, cont: cont}
+}
+
+func grouped(r *litRule) *litRule { r.group = true; return r }
+
+// credentialRules are the built-in credential formats, by kind.
+var credentialRules = map[string][]*litRule{
 	// AWS access key ids: a four-letter prefix naming the key's type and
-	// 16 base-32 characters.
-	"aws-access-key": {re: regexp.MustCompile(`\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b`),
-		lits: []string{"AKIA", "ASIA", "ABIA", "ACCA", "A3T"}},
+	// 16 upper-case letters and digits.
+	"aws-access-key": {rule(`^(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}`, notWord, isWord, "AKIA", "ASIA", "ABIA", "ACCA", "A3T")},
 	// A Google service account key file's private key id (its private
 	// key is a PEM block: private-key).
-	"gcp-service-account-key": {re: regexp.MustCompile(`"private_key_id"\s*:\s*"([0-9a-f]{40})"`),
-		lits: []string{"private_key_id"}, group: true},
+	"gcp-service-account-key": {grouped(rule(`^private_key_id"\s*:\s*"([0-9a-f]{40})"`, nil, nil, "private_key_id"))},
 	// Google API keys.
-	"gcp-api-key": {re: regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}\b`), lits: []string{"AIza"}},
+	"gcp-api-key": {rule(`^AIza[0-9A-Za-z_\-]{35}`, notToken, isToken, "AIza")},
 	// The account key of an Azure storage connection string: 64 bytes,
 	// base64.
-	"azure-storage-key": {re: regexp.MustCompile(`AccountKey=([A-Za-z0-9+/]{86}==)`), lits: []string{"AccountKey="}, group: true},
+	"azure-storage-key": {grouped(rule(`^AccountKey=([A-Za-z0-9+/]{86}==)`, nil, nil, "AccountKey="))},
 	// GitHub tokens: classic (ghp_, gho_, ghu_, ghs_, ghr_) and
 	// fine-grained (github_pat_).
-	"github-token": {re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,240})\b`),
-		lits: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}},
+	"github-token": {
+		rule(`^gh[pousr]_[A-Za-z0-9]{36,251}`, notWord, isWord, "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+		rule(`^github_pat_[A-Za-z0-9_]{22,240}`, notWord, isWord, "github_pat_"),
+	},
 	// GitLab personal, deploy and runner tokens.
-	"gitlab-token": {re: regexp.MustCompile(`\bgl(?:pat|dt|rt)-[A-Za-z0-9_\-]{20,}`), lits: []string{"glpat-", "gldt-", "glrt-"}},
+	"gitlab-token": {rule(`^gl(?:pat|dt|rt)-[A-Za-z0-9_\-]{20,}`, notToken, nil, "glpat-", "gldt-", "glrt-")},
 	// Slack tokens (bot, user, app, refresh...) and incoming webhook URLs.
-	"slack-token": {re: regexp.MustCompile(`\bxox[abposre]-[A-Za-z0-9-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9_/]{20,}`),
-		lits: []string{"xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-", "hooks.slack.com/services/"}},
-	// PEM private key blocks (PKCS#1, PKCS#8, EC, OpenSSH, encrypted,
-	// PGP), up to their END line; a block cut before its END goes to the
-	// end of its base64 body.
-	"private-key": {re: regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\:,-]*)`),
-		lits: []string{"PRIVATE KEY"}},
+	"slack-token": {
+		rule(`^xox[abposre]-[A-Za-z0-9-]{10,}`, notToken, nil, "xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-"),
+		rule(`^https://hooks\.slack\.com/services/[A-Za-z0-9_/]{20,}`, nil, nil, "https://hooks.slack.com/services/"),
+	},
 	// JSON Web Tokens: a JOSE header and a payload, both JSON objects in
 	// base64url ("eyJ"), and a signature (empty for alg none).
-	"jwt": {re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*`), lits: []string{"eyJ"}},
+	"jwt": {rule(`^eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*`, notToken, nil, "eyJ")},
 	// Credentials in URLs: the password of scheme://user:password@host,
 	// and the values of query parameters that carry tokens.
-	"url-credentials": {re: regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@"'<>]+:([^\s/@"'<>]+)@|[?&](?:access_token|id_token|refresh_token|api_key|apikey|api-key|token|client_secret|password|secret)=([^&\s"'#<>]+)`),
-		lits: []string{"@", "token=", "key=", "secret=", "password="}, group: true},
+	"url-credentials": {
+		grouped(rule(`^://[^\s/:@"'<>]+:([^\s/@"'<>]+)@`, nil, nil, "://")),
+		grouped(rule(`^[a-z_-]+=([^&\s"'#<>]+)`, func(c byte, ok bool) bool { return ok && (c == '?' || c == '&') }, nil,
+			"access_token=", "id_token=", "refresh_token=", "api_key=", "apikey=", "api-key=", "token=", "client_secret=", "password=", "secret=")),
+	},
 	// HTTP Authorization credentials written out: "Bearer <token>",
 	// "Basic <base64>".
-	"bearer-token": {re: regexp.MustCompile(`\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)\s+([A-Za-z0-9\-._~+/]{16,}=*)`),
-		lits: []string{"earer", "EARER", "asic", "ASIC"}, group: true},
+	"bearer-token": {grouped(rule(`^(?:[Bb]earer|BEARER|[Bb]asic|BASIC)[ \t]+([A-Za-z0-9\-._~+/]{16,}=*)`, notWord, nil,
+		"Bearer", "bearer", "BEARER", "Basic", "basic", "BASIC"))},
+}
+
+// ---------------------------------------------------------------------------
+// PEM private key blocks (PKCS#1, PKCS#8, EC, OpenSSH, encrypted, PGP),
+// from BEGIN to their END line; a block cut before its END goes to the end
+// of its base64 body. The END lines of a string are found once, so that
+// many BEGIN lines cost no more than one.
+
+type pemDetector struct{}
+
+var pemBegin = regexp.MustCompile(`^-----BEGIN (?:[A-Z0-9]+ ){0,4}PRIVATE KEY(?: BLOCK)?-----`)
+var pemEnd = regexp.MustCompile(`^-----END (?:[A-Z0-9]+ ){0,4}PRIVATE KEY(?: BLOCK)?-----`)
+
+func (pemDetector) kinds() []string { return []string{"private-key"} }
+
+func (pemDetector) present(raw []byte, esc bool) bool {
+	return esc || bytes.Contains(raw, []byte("-----BEGIN "))
+}
+
+func (pemDetector) find(s string, ms []match, limit int) []match {
+	var ends []int // ends of the END lines, in order
+	endsFound := false
+	next := 0 // index in ends of the first END past the current BEGIN
+	for off := 0; len(ms) < limit; {
+		k := strings.Index(s[off:], "-----BEGIN ")
+		if k < 0 {
+			break
+		}
+		p := off + k
+		off = p + 1
+		loc := pemBegin.FindStringIndex(s[p:])
+		if loc == nil {
+			continue
+		}
+		if !endsFound {
+			endsFound = true
+			for eo := p; ; {
+				j := strings.Index(s[eo:], "-----END ")
+				if j < 0 {
+					break
+				}
+				q := eo + j
+				eo = q + 1
+				if l := pemEnd.FindStringIndex(s[q:]); l != nil {
+					ends = append(ends, q+l[1])
+					eo = q + l[1]
+				}
+			}
+		}
+		body := p + loc[1]
+		for next < len(ends) && ends[next] <= body {
+			next++
+		}
+		end := body
+		if next < len(ends) {
+			end = ends[next]
+		} else {
+			for end < len(s) && (isAlnum(s[end]) || strings.IndexByte("+/= \t\r\n\\:,-", s[end]) >= 0) {
+				end++
+			}
+		}
+		ms = append(ms, match{start: p, end: end, kind: "private-key"})
+		off = end
+	}
+	return ms
 }
 
 // ---------------------------------------------------------------------------

@@ -400,6 +400,9 @@ func (s *Set) run(ctx context.Context, in *Input, p Phase, content json.RawMessa
 			if !d.present(content, esc) {
 				continue
 			}
+			if ld, ok := d.(*litDetector); ok {
+				d = ld.narrow(content, esc)
+			}
 			sc := scanner{det: d, action: g.action, g: g}
 			if sc.action == Pass {
 				sc.action = defaultAction(d)
@@ -704,14 +707,14 @@ func compileGuard(c *config.Guard, path string, o Options) (*guard, error) {
 					phrases = defaultPhrases
 				}
 				g.dets = append(g.dets, newPhraseDetector(phrases))
+			case "private-key":
+				g.dets = append(g.dets, pemDetector{})
 			default:
-				cd := credentialDetectors[k]
-				if cd == nil {
+				rules := credentialRules[k]
+				if rules == nil {
 					return nil, fmt.Errorf("%s: no detector for kind %q", path, k)
 				}
-				d := *cd
-				d.kind = k
-				g.dets = append(g.dets, &d)
+				g.dets = append(g.dets, &litDetector{kind: k, rules: rules})
 			}
 		}
 	}

@@ -1,10 +1,11 @@
 package guard
 
 import (
+	"bytes"
 	"errors"
+	"unicode/utf16"
 	"unicode/utf8"
-
-	"github.com/mcpgw/gateway/internal/jsonx"
+	"unsafe"
 )
 
 // The content a guard inspects is the strings of a JSON message. A walker
@@ -103,7 +104,7 @@ func (w *walker) object(i, depth int, modeOf func(string) mode) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		name, err := jsonx.Unquote(w.data[i:end])
+		name, err := unquote(w.data[i:end])
 		if err != nil {
 			return 0, errJSON
 		}
@@ -185,7 +186,7 @@ func (w *walker) value(i, depth int, m mode, isText bool) (int, error) {
 
 // str inspects the string data[i:end] (quotes included).
 func (w *walker) str(i, end int) error {
-	s, err := jsonx.Unquote(w.data[i:end])
+	s, err := unquote(w.data[i:end])
 	if err != nil {
 		return errJSON
 	}
@@ -334,4 +335,93 @@ func appendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// unquote returns the value of the JSON string q (quotes included). A
+// string without escapes is returned as a view of q's bytes, not a copy:
+// the walker's callers never keep the strings they are handed, and the
+// content is not modified while it is inspected. Invalid UTF-8 is left as
+// it is (appendString writes U+FFFD for it).
+func unquote(q []byte) (string, error) {
+	if len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
+		return "", errJSON
+	}
+	b := q[1 : len(q)-1]
+	k := bytes.IndexByte(b, '\\')
+	if k < 0 {
+		if len(b) == 0 {
+			return "", nil
+		}
+		return unsafe.String(&b[0], len(b)), nil
+	}
+	out := make([]byte, 0, len(b))
+	for {
+		out = append(out, b[:k]...)
+		b = b[k:]
+		if len(b) < 2 {
+			return "", errJSON
+		}
+		switch c := b[1]; c {
+		case '"', '\\', '/':
+			out = append(out, c)
+			b = b[2:]
+		case 'b':
+			out, b = append(out, '\b'), b[2:]
+		case 'f':
+			out, b = append(out, '\f'), b[2:]
+		case 'n':
+			out, b = append(out, '\n'), b[2:]
+		case 'r':
+			out, b = append(out, '\r'), b[2:]
+		case 't':
+			out, b = append(out, '\t'), b[2:]
+		case 'u':
+			r, ok := hex4(b[2:])
+			if !ok {
+				return "", errJSON
+			}
+			b = b[6:]
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if len(b) >= 6 && b[0] == '\\' && b[1] == 'u' {
+					r2, ok = hex4(b[2:])
+				}
+				if d := utf16.DecodeRune(r, r2); ok && d != utf8.RuneError {
+					r = d
+					b = b[6:]
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return "", errJSON
+		}
+		k = bytes.IndexByte(b, '\\')
+		if k < 0 {
+			out = append(out, b...)
+			return string(out), nil
+		}
+	}
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		r <<= 4
+		switch {
+		case '0' <= c && c <= '9':
+			r |= rune(c - '0')
+		case 'a' <= c && c <= 'f':
+			r |= rune(c-'a') + 10
+		case 'A' <= c && c <= 'F':
+			r |= rune(c-'A') + 10
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
