@@ -2,6 +2,7 @@ package guard
 
 import (
 	"bytes"
+	"math/bits"
 	"regexp"
 	"slices"
 	"strings"
@@ -119,6 +120,9 @@ type litRule struct {
 	cont func(c byte) bool
 	// group: a match is the span of the expression's first group.
 	group bool
+	// pre, if set, is a cheap test of s[p:] (from the literal) that must
+	// hold for the expression to be tried.
+	pre func(s string) bool
 }
 
 type litDetector struct {
@@ -128,22 +132,66 @@ type litDetector struct {
 
 func (d *litDetector) kinds() []string { return []string{d.kind} }
 
+// present is for a detector used alone; the engine asks narrow with the
+// literals of the whole message found in one pass.
 func (d *litDetector) present(raw []byte, esc bool) bool {
-	if esc {
-		return true
+	return esc || len(d.narrow(litsIn(raw), false).rules) > 0
+}
+
+// The literals of every credential rule, numbered for a bit set: one pass
+// over a message finds which of them it holds (litsIn), where a search per
+// literal would read it some forty times.
+var (
+	allLits []string
+	litBit  = map[string]uint64{}
+	// first[c] and second[c] are the literals whose first (second) byte
+	// is c.
+	first, second [256]uint64
+)
+
+func init() {
+	add := func(l string) {
+		if _, ok := litBit[l]; ok {
+			return
+		}
+		if len(allLits) == 64 {
+			panic("guard: more than 64 credential literals")
+		}
+		bit := uint64(1) << len(allLits)
+		allLits = append(allLits, l)
+		litBit[l] = bit
+		first[l[0]] |= bit
+		second[l[1]] |= bit
 	}
-	for _, r := range d.rules {
-		for _, l := range r.lits {
-			if bytes.Contains(raw, []byte(l)) {
-				return true
+	for _, rules := range credentialRules {
+		for _, r := range rules {
+			for _, l := range r.lits {
+				add(l)
 			}
 		}
 	}
-	return false
+	add(pemLiteral)
 }
 
-// narrow returns d with only the rules and literals found in raw.
-func (d *litDetector) narrow(raw []byte, esc bool) *litDetector {
+// litsIn returns the set of credential literals raw holds.
+func litsIn(raw []byte) uint64 {
+	var found uint64
+	for i := 0; i+1 < len(raw); i++ {
+		m := first[raw[i]] & second[raw[i+1]] &^ found
+		for m != 0 {
+			bit := m & -m
+			m &^= bit
+			if bytes.HasPrefix(raw[i:], []byte(allLits[bits.TrailingZeros64(bit)])) {
+				found |= bit
+			}
+		}
+	}
+	return found
+}
+
+// narrow returns d with only the rules and literals in found (all of
+// them when esc).
+func (d *litDetector) narrow(found uint64, esc bool) *litDetector {
 	if esc {
 		return d
 	}
@@ -151,7 +199,7 @@ func (d *litDetector) narrow(raw []byte, esc bool) *litDetector {
 	for _, r := range d.rules {
 		var lits []string
 		for _, l := range r.lits {
-			if bytes.Contains(raw, []byte(l)) {
+			if found&litBit[l] != 0 {
 				lits = append(lits, l)
 			}
 		}
@@ -182,6 +230,9 @@ func (d *litDetector) find(s string, ms []match, limit int) []match {
 					if !r.before(c, ok) {
 						continue
 					}
+				}
+				if r.pre != nil && !r.pre(s[p:]) {
+					continue
 				}
 				loc := r.re.FindStringSubmatchIndex(s[p:])
 				if loc == nil {
@@ -223,6 +274,23 @@ func rule(re string, before func(byte, bool) bool, cont func(byte) bool, lits ..
 
 func grouped(r *litRule) *litRule { r.group = true; return r }
 
+func withPre(r *litRule, pre func(string) bool) *litRule { r.pre = pre; return r }
+
+// userinfo reports whether the URL after "://" at s has an "@" before its
+// path, a space or a quote: most URLs have none, and the expression is
+// not tried on them.
+func userinfo(s string) bool {
+	for i := 3; i < len(s); i++ {
+		switch s[i] {
+		case '@':
+			return true
+		case '/', ' ', '\t', '\n', '\r', '"', '\'', '<', '>':
+			return false
+		}
+	}
+	return false
+}
+
 // credentialRules are the built-in credential formats, by kind.
 var credentialRules = map[string][]*litRule{
 	// AWS access key ids: a four-letter prefix naming the key's type and
@@ -255,7 +323,7 @@ var credentialRules = map[string][]*litRule{
 	// Credentials in URLs: the password of scheme://user:password@host,
 	// and the values of query parameters that carry tokens.
 	"url-credentials": {
-		grouped(rule(`^://[^\s/:@"'<>]+:([^\s/@"'<>]+)@`, nil, nil, "://")),
+		withPre(grouped(rule(`^://[^\s/:@"'<>]+:([^\s/@"'<>]+)@`, nil, nil, "://")), userinfo),
 		grouped(rule(`^[a-z_-]+=([^&\s"'#<>]+)`, func(c byte, ok bool) bool { return ok && (c == '?' || c == '&') }, nil,
 			"access_token=", "id_token=", "refresh_token=", "api_key=", "apikey=", "api-key=", "token=", "client_secret=", "password=", "secret=")),
 	},
@@ -278,8 +346,10 @@ var pemEnd = regexp.MustCompile(`^-----END (?:[A-Z0-9]+ ){0,4}PRIVATE KEY(?: BLO
 
 func (pemDetector) kinds() []string { return []string{"private-key"} }
 
+const pemLiteral = "-----BEGIN "
+
 func (pemDetector) present(raw []byte, esc bool) bool {
-	return esc || bytes.Contains(raw, []byte("-----BEGIN "))
+	return esc || bytes.Contains(raw, []byte(pemLiteral))
 }
 
 func (pemDetector) find(s string, ms []match, limit int) []match {
@@ -364,8 +434,24 @@ func isAlnum(c byte) bool {
 	return isDigit(c) || isUpper(c) || 'a' <= c && c <= 'z'
 }
 
+// piiStart marks the bytes a personal-data match may start at (or, for
+// "@", be found from): the rest are skipped in a tight loop.
+var piiStart = func() (t [256]bool) {
+	for c := range 256 {
+		b := byte(c)
+		t[c] = isDigit(b) || isUpper(b) || b == '+' || b == '(' || b == '@'
+	}
+	return t
+}()
+
 func (d *piiDetector) find(s string, ms []match, limit int) []match {
 	for i := 0; i < len(s) && len(ms) < limit; {
+		for i < len(s) && !piiStart[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		switch {
 		case c == '@' && d.email:

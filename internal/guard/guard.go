@@ -30,7 +30,6 @@ import (
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/glob"
-	"github.com/mcpgw/gateway/internal/jsonx"
 )
 
 // Phase is what is inspected.
@@ -328,6 +327,12 @@ func (s *Set) Has(p Phase) bool {
 	return s != nil && (len(s.byPhase[p]) > 0 || p == Results && s.secrets)
 }
 
+// The content handed to Arguments, Result and Definition must be a JSON
+// object the gateway has checked (jsonx.Valid) and must not change while
+// it is inspected (strings are read in place). A message that holds
+// nothing any detector could start a match at is passed without being
+// parsed.
+
 // Arguments inspects a tools/call's arguments (a JSON object, after fixed
 // arguments are set). It returns the arguments to send (args itself when
 // nothing changed; nil when blocked) and the verdict: on Block, the
@@ -371,7 +376,9 @@ func (s *Set) run(ctx context.Context, in *Input, p Phase, content json.RawMessa
 	}
 	r := &runner{s: s, in: in, phase: p}
 	defer r.report()
-	if !jsonx.Valid(content) || content[ws(content, 0)] != '{' {
+	// The gateway checked the message's JSON when it arrived (jsonx.Valid);
+	// the walk reads its structure again and refuses what it cannot.
+	if i := ws(content, 0); i == len(content) || content[i] != '{' {
 		r.add(nil, "invalid-json", Block, 1)
 		return nil, r.block("it is not valid JSON")
 	}
@@ -383,6 +390,8 @@ func (s *Set) run(ctx context.Context, in *Input, p Phase, content json.RawMessa
 		}
 	}
 	var hooks []*guard
+	var lits uint64
+	litsDone := esc
 	for _, g := range s.byPhase[p] {
 		if int64(len(content)) > g.maxBytes {
 			if g.oversizePass {
@@ -397,11 +406,16 @@ func (s *Set) run(ctx context.Context, in *Input, p Phase, content json.RawMessa
 			continue
 		}
 		for _, d := range g.dets {
-			if !d.present(content, esc) {
-				continue
-			}
 			if ld, ok := d.(*litDetector); ok {
-				d = ld.narrow(content, esc)
+				if !litsDone {
+					lits, litsDone = litsIn(content), true
+				}
+				if ld = ld.narrow(lits, esc); len(ld.rules) == 0 {
+					continue
+				}
+				d = ld
+			} else if !d.present(content, esc) {
+				continue
 			}
 			sc := scanner{det: d, action: g.action, g: g}
 			if sc.action == Pass {

@@ -238,7 +238,7 @@ func TestGatewaySecrets(t *testing.T) {
 // TestInvalidJSON: content the walker cannot read is blocked.
 func TestInvalidJSON(t *testing.T) {
 	e := compile(t, "      - {detect: [email]}\n", "", Options{})
-	for _, in := range []string{`{"content":`, `[1]`, `{"a":"b"} x`, "\"\xff\""} {
+	for _, in := range []string{`{"content":[{"text":"a@b.example"`, `[1]`, `{"content":[{"text":"a@b.example"}]} x`, `{"content":[{"text":"a@b.example}]}`, "\"\xff\"", ""} {
 		if out, v := e.For("t", "u", "x").Result(ctx, &Input{}, json.RawMessage(in)); out != nil || v.Action != Block {
 			t.Errorf("%q: %s %v", in, out, v.Action)
 		}
