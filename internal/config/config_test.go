@@ -475,7 +475,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown upstream key",
 			yaml: up + "    token: x\n",
-			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, command, concurrency, env, headers, instructions, lists, name, pin, prefix, stdio, timeout, tls, transport, url, validation, watch, working_dir)"},
+			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, command, concurrency, env, guards, headers, instructions, lists, name, pin, prefix, stdio, timeout, tls, transport, url, validation, watch, working_dir)"},
 		},
 		{
 			name: "duplicate key",
@@ -1559,7 +1559,7 @@ func TestParseTenantProblems(t *testing.T) {
 			yaml: "  - id: t\n    upstreams: github\n    rules: {}\n  - just-a-name\n",
 			want: []string{
 				"test.yaml:11: tenants[1].upstreams: must be a list",
-				"test.yaml:12: tenants[1].rules: unknown key (want one of budgets, id, policy, tool_search, upstreams)",
+				"test.yaml:12: tenants[1].rules: unknown key (want one of budgets, guards, id, policy, tool_search, upstreams)",
 				"test.yaml:13: tenants[2]: must be a mapping",
 			},
 		},
@@ -1579,7 +1579,7 @@ func TestParseTenantProblems(t *testing.T) {
 				"test.yaml:15: tenants[1].upstreams[0].prompts.allow: has no value: leave the key out to allow everything, or write [] to allow nothing",
 				"test.yaml:16: tenants[1].upstreams[0].prompts.deny: must be a list",
 				"test.yaml:17: tenants[1].upstreams[0].resources: must be a mapping",
-				"test.yaml:18: tenants[1].upstreams[0].policies: unknown key (want one of annotations, auth, env, headers, name, policy, present, prompts, required_scopes, resources, tools)",
+				"test.yaml:18: tenants[1].upstreams[0].policies: unknown key (want one of annotations, auth, env, guards, headers, name, policy, present, prompts, required_scopes, resources, tools)",
 				"test.yaml:20: tenants[1].upstreams[1].tools.except: unknown key (want one of allow, deny)",
 			},
 		},

@@ -360,6 +360,9 @@ type Tenant struct {
 	// Policy is the tenant's ordered policy rules, before those of each
 	// upstream (see [PolicyRule] and docs/policy.md).
 	Policy []PolicyRule `yaml:"policy"`
+	// Guards are the tenant's content guards, for every upstream it uses,
+	// after each upstream's own (see [Guard] and docs/guards.md).
+	Guards []Guard `yaml:"guards"`
 }
 
 // ToolSearch is a tenant's tool search.
@@ -405,6 +408,9 @@ type TenantUpstream struct {
 	// Policy is the upstream's policy rules for this tenant, after the
 	// tenant's own (see [PolicyRule]).
 	Policy []PolicyRule `yaml:"policy"`
+	// Guards are content guards on this upstream for this tenant, after
+	// the upstream's and the tenant's own (see [Guard]).
+	Guards []Guard `yaml:"guards"`
 }
 
 // Budgets are the budgets on work. The top-level budgets apply to every

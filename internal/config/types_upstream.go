@@ -120,6 +120,9 @@ type Upstream struct {
 	// Pin, if set, checks the upstream's tool and prompt definitions
 	// against the pins file (see [Pins]).
 	Pin *UpstreamPin `yaml:"pin"`
+	// Guards are content guards on the upstream's arguments, results and
+	// definitions, for every tenant (see [Guard] and docs/guards.md).
+	Guards []Guard `yaml:"guards"`
 }
 
 // UpstreamValidation says how one upstream's tool calls are checked

@@ -150,6 +150,7 @@ func (v *validator) config(c *Config) {
 	v.auth(c)
 	v.tenants(c)
 	v.policy(c)
+	v.guards(c)
 	v.limits(&c.Limits)
 	v.budgets(c)
 	v.pins(c)

@@ -19,6 +19,9 @@
 //   - [AuthUpstream]: a go-sdk MCP server behind the SDK's bearer token
 //     middleware, accepting JWTs of a JWKS (an IDP's) or static keys, whose
 //     whoami tool tells which identity a call's token stood for.
+//   - [GuardHook]: a content-guard webhook (docs/guards.md) that checks the
+//     gateway's envelope and answers allow, block or replace, or fails,
+//     holds or answers outside the contract on purpose.
 //   - [RunTSClient]: the official TypeScript MCP SDK client, run by node.
 //   - [NodeDir]: the Node scripts behind those two, in node/, with their
 //     npm dependencies installed (npm ci, once). Tests that use them need
