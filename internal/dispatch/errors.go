@@ -78,6 +78,10 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 		return ce.RPCError()
 	case errors.As(err, &pr) && pr.unknown == nil:
 		return pr.RPCError()
+	case errors.As(err, new(*guardBlock)):
+		var gb *guardBlock
+		errors.As(err, &gb)
+		return gb.RPCError()
 	case errors.As(err, new(*ScopeError)):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	case errors.As(err, &ref):

@@ -252,6 +252,9 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	if err == nil {
 		err = pinned(up, catalog.Tools, it, name)
 	}
+	if err == nil && rq.definitionBlocked(ctx, catalog.Tools, up, it) {
+		err = &catalog.ResolveError{Kind: catalog.Tools, Name: name}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +282,13 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	if err := rq.decidePolicy(ctx, c, policy.PhaseCall, catalog.Tools, up, name, orig, c.arguments, true); err != nil {
 		return nil, err
 	}
+	if args, err := rq.guardArguments(ctx, c, up, orig, c.arguments); err != nil {
+		return nil, err
+	} else if len(args) != len(c.arguments) || string(args) != string(c.arguments) {
+		// Redacted: what the upstream gets, and what is validated.
+		c.arguments = args
+		p.Set("arguments", args)
+	}
 	c.upHeader = catalog.ParamHeaderValues(it.Headers, c.arguments)
 	if err := rq.checkArguments(up, it, c); err != nil {
 		return nil, err
@@ -302,6 +312,9 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 			}
 		}
 		res, err := rq.checkResult(ctx, up, it, c, res, isToolError(res))
+		if err == nil {
+			res, err = rq.guardResult(ctx, c, catalog.Tools, up, orig, res)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -322,6 +335,9 @@ func getPrompt(ctx context.Context, rq *Request, c *call) (json.RawMessage, erro
 	if err == nil {
 		err = pinned(up, catalog.Prompts, it, name)
 	}
+	if err == nil && rq.definitionBlocked(ctx, catalog.Prompts, up, it) {
+		err = &catalog.ResolveError{Kind: catalog.Prompts, Name: name}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +347,12 @@ func getPrompt(ctx context.Context, rq *Request, c *call) (json.RawMessage, erro
 	}
 	p.SetString("name", it.Original)
 	prefix := up.cat.Prefix
+	orig := it.Original
 	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+		res, err := rq.guardResult(ctx, c, catalog.Prompts, up, orig, res)
+		if err != nil {
+			return nil, err
+		}
 		return catalog.ExposePromptResult(res, prefix), nil
 	})
 }
@@ -364,6 +385,10 @@ func readResource(ctx context.Context, rq *Request, c *call) (json.RawMessage, e
 	}
 	p.SetString("uri", orig)
 	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+		res, err := rq.guardResult(ctx, c, catalog.Resources, up, orig, res)
+		if err != nil {
+			return nil, err
+		}
 		return rewriteContents(res, up.cat.Prefix)
 	})
 }

@@ -82,6 +82,9 @@ func answered(next methodFunc) methodFunc {
 		if f := (*toolFailure)(nil); errors.As(err, &f) {
 			return toolError(f.text), nil
 		}
+		if gb := (*guardBlock)(nil); c.m.target == targetTool && errors.As(err, &gb) {
+			return toolError(gb.Error()), nil
+		}
 		if pr := (*policyRefusal)(nil); c.m.target == targetTool && errors.As(err, &pr) && pr.unknown == nil && pr.d.AsResult {
 			return toolError(pr.message()), nil
 		}
@@ -114,6 +117,7 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, res j
 	decision := audit.DecisionAllow
 	var re *catalog.ResolveError
 	var pr *policyRefusal
+	var gb *guardBlock
 	var je *jsonrpc.Error
 	switch {
 	case refusal != nil:
@@ -125,6 +129,9 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, res j
 	case err == nil:
 	case cancelled(ctx, err):
 		outcome = telemetry.OutcomeCancelled
+		telemetry.SetError(span, err)
+	case errors.As(err, &gb):
+		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
 		telemetry.SetError(span, err)
 	case errors.As(err, &pr):
 		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
@@ -185,6 +192,8 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, res j
 	case telemetry.OutcomeDenied:
 		r.Outcome = audit.OutcomeDenied
 		switch {
+		case gb != nil:
+			r.Reason = "guard: " + gb.kinds()
 		case pr != nil:
 			r.Reason = "policy: " + pr.d.Rule()
 		case re != nil:

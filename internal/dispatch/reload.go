@@ -10,6 +10,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
+	"github.com/mcpgw/gateway/internal/guard"
 	"github.com/mcpgw/gateway/internal/identity"
 	"github.com/mcpgw/gateway/internal/policy"
 )
@@ -24,6 +25,7 @@ type Generation struct {
 	keysSum string
 	broker  *credentials.BrokerConfig
 	policy  *policy.Engine
+	guards  *guard.Engine
 	// pdpCreds are the gateway's token for the policy decision point;
 	// nil without policy.pdp.auth. The State built from the generation
 	// owns them, and closes them when it is replaced.
@@ -50,6 +52,12 @@ func (h *Server) Prepare(cfg *config.Config) (*Generation, error) {
 	if gen.policy, gen.pdpCreds, err = h.compilePolicy(cfg); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
+	if gen.guards, err = h.compileGuards(cfg); err != nil {
+		if gen.pdpCreds != nil {
+			gen.pdpCreds.Close()
+		}
+		return nil, fmt.Errorf("guards: %w", err)
+	}
 	return gen, nil
 }
 
@@ -69,6 +77,9 @@ func CheckConfig(cfg *config.Config) error {
 	}
 	if src != nil {
 		src.Close()
+	}
+	if _, err := h.compileGuards(cfg); err != nil {
+		return fmt.Errorf("guards: %w", err)
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
+	"github.com/mcpgw/gateway/internal/guard"
 	"github.com/mcpgw/gateway/internal/identity"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/listen"
@@ -148,6 +149,12 @@ type State struct {
 	// gateway's token for their decision point, or nil.
 	policy   *policy.Engine
 	pdpCreds credentials.Source
+	// guards are the content guards (guards.go); guardedDefs the
+	// verdicts on definitions calls resolved to (defKey → blocked), at
+	// most maxGuardedDefinitions of them (guardedCount).
+	guards       *guard.Engine
+	guardedDefs  sync.Map
+	guardedCount atomic.Int64
 }
 
 // upstreamRef is one configured upstream and its client.
@@ -242,7 +249,7 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 	h.guards.Configure(cfg.Upstreams)
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
 	st.signer, st.keysSum = gen.signer, gen.keysSum
-	st.policy, st.pdpCreds = gen.policy, gen.pdpCreds
+	st.policy, st.pdpCreds, st.guards = gen.policy, gen.pdpCreds, gen.guards
 	h.broker.Apply(gen.broker)
 	h.processes.SetMax(cfg.Limits.StdioProcesses)
 	h.processes.SetShares(cfg.Limits.StdioShares())

@@ -522,6 +522,8 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.PolicyDecision("acme", telemetry.PolicyByRule, false)
 	m.PDPRequest(false, time.Millisecond)
 	m.PDPCacheHit()
+	m.GuardFinding("acme", "github", "results", "email", "redact", 2)
+	m.GuardWebhook(false, time.Millisecond)
 	m.SessionStarted()
 	m.SessionEnded()
 	m.SetSessionsActiveFunc(func() int { return 1 })
@@ -545,7 +547,7 @@ func exerciseMetrics(m *telemetry.Metrics) []string {
 	m.StreamResumed(telemetry.ResumeOK)
 	m.CallDetached(1)
 	return []string{
-		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial", "PolicyDecision", "PDPRequest", "PDPCacheHit",
+		"ObserveRequest", "ObserveUpstream", "ToolCall", "AuthFailure", "PolicyDenial", "PolicyDecision", "PDPRequest", "PDPCacheHit", "GuardFinding", "GuardWebhook",
 		"SessionStarted", "SessionEnded", "SetSessionsActiveFunc", "SSEStreamOpened", "SSEStreamClosed", "UpstreamStream",
 		"ConfigLoaded", "ConfigReload", "LimitRejection", "NameFlagged", "SchemaViolation", "QuarantinedItems", "TokenFetch", "LogSuppressed",
 		"BudgetRefusal", "QuotaUsed", "CircuitOpen", "UpstreamProcess", "StreamResumed", "CallDetached",

@@ -98,6 +98,7 @@ type Metrics struct {
 	listens  prometheus.Gauge
 	resume   resumeMetrics
 	policy   policyMetrics
+	guard    guardMetrics
 	reloads  *prometheus.CounterVec
 	gen      prometheus.Gauge
 	lastOK   prometheus.Gauge
@@ -254,6 +255,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	)
 	m.resume = newResumeMetrics(reg)
 	m.policy = newPolicyMetrics(reg)
+	m.guard = newGuardMetrics(reg)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
 	}

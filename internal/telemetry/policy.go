@@ -82,3 +82,57 @@ func (m *Metrics) PDPCacheHit() {
 		m.policy.pdpHits.Inc()
 	}
 }
+
+// The metrics of content guards (internal/guard).
+
+type guardMetrics struct {
+	findings *prometheus.CounterVec
+	hookReqs *prometheus.CounterVec
+	hookDur  prometheus.Histogram
+	kinds    *capped
+}
+
+func newGuardMetrics(reg prometheus.Registerer) guardMetrics {
+	g := guardMetrics{
+		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_guard_findings_total",
+			Help: "What content guards found, by tenant, upstream, phase (arguments, results, definitions), kind and the action taken; counts of matches, never their text.",
+		}, []string{"tenant", "upstream", "phase", "kind", "action"}),
+		hookReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgw_guard_webhook_requests_total",
+			Help: "Requests to content guards' webhooks, by outcome (ok, error).",
+		}, []string{"outcome"}),
+		hookDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mcpgw_guard_webhook_duration_seconds",
+			Help:    "Time content guards' webhooks took to answer.",
+			Buckets: durationBuckets,
+		}),
+		kinds: newCapped(MaxReasonLabels),
+	}
+	reg.MustRegister(g.findings, g.hookReqs, g.hookDur)
+	return g
+}
+
+// GuardFinding records n matches of kind a guard found in phase and what
+// it did (action): mcpgw_guard_findings_total.
+func (m *Metrics) GuardFinding(tenant, upstream, phase, kind, action string, n int) {
+	if m == nil {
+		return
+	}
+	m.guard.findings.WithLabelValues(m.tenant(tenant), m.upstream(upstream), phase, m.guard.kinds.value(kind), action).Add(float64(n))
+}
+
+// GuardWebhook records a request to a guard's webhook:
+// mcpgw_guard_webhook_requests_total and
+// mcpgw_guard_webhook_duration_seconds.
+func (m *Metrics) GuardWebhook(failed bool, d time.Duration) {
+	if m == nil {
+		return
+	}
+	outcome := OutcomeOK
+	if failed {
+		outcome = OutcomeError
+	}
+	m.guard.hookReqs.WithLabelValues(outcome).Inc()
+	m.guard.hookDur.Observe(d.Seconds())
+}
