@@ -350,13 +350,7 @@ func TestProgressStreamsAsItArrives(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, cond, "condition not met")
 }
 
 func TestCancellationReachesUpstream(t *testing.T) {
