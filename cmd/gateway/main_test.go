@@ -195,9 +195,7 @@ func TestDemoBinary(t *testing.T) {
 	p := testkit.StartGateway(t, bin, []string{"demo", "-listen", "127.0.0.1:0", "-upstream-listen", upAddr, "-issuer-listen", issAddr}, nil)
 	// stdout and stderr are separate pipes: the instructions, written
 	// before the log line, may still be on their way.
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(p.Stdout(), p.Endpoint) && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Poll(5*time.Second, func() bool { return strings.Contains(p.Stdout(), p.Endpoint) })
 	if !strings.Contains(p.Stdout(), "MCP gateway demo") || !strings.Contains(p.Stdout(), p.Endpoint) {
 		t.Errorf("demo did not print how to connect:\n%s", p.Stdout())
 	}
@@ -481,12 +479,9 @@ upstreams:
 		t.Fatalf("%d tools before the reload, want 1", n)
 	}
 	write("gateway.yaml", `"echo", "meta", "fail"`)
-	deadline := time.Now().Add(10 * time.Second)
-	for count() != 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the edited config was not applied:\n%s", p.Output())
-		}
-		time.Sleep(100 * time.Millisecond)
+	// The gateway watches its config file: the edit shows by itself.
+	if !testkit.Poll(10*time.Second, func() bool { return count() == 3 }) {
+		t.Fatalf("the edited config was not applied:\n%s", p.Output())
 	}
 	// An invalid edit is refused; the gateway keeps the last good config.
 	testkit.WriteFile(t, "gateway.yaml", "upstreams: [oops\n")
@@ -499,11 +494,8 @@ upstreams:
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
-	for !strings.Contains(readyz(), "refused") {
-		if time.Now().After(deadline.Add(5 * time.Second)) {
-			t.Fatalf("the invalid config was not reported:\n%s", readyz())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testkit.Poll(15*time.Second, func() bool { return strings.Contains(readyz(), "refused") }) {
+		t.Fatalf("the invalid config was not reported:\n%s", readyz())
 	}
 	if !strings.Contains(readyz(), "generation 2") {
 		t.Errorf("readyz: %s", readyz())
@@ -540,19 +532,17 @@ upstreams:
 	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	status := 0
+	if !testkit.Poll(time.Until(start.Add(5*time.Second)), func() bool {
 		resp, err := http.Get("http://" + p.AdminAddr + "/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusServiceUnavailable {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("/readyz = %d 5s after SIGTERM, want 503", resp.StatusCode)
-		}
-		time.Sleep(10 * time.Millisecond)
+		status = resp.StatusCode
+		return status == http.StatusServiceUnavailable
+	}) {
+		t.Fatalf("/readyz = %d 5s after SIGTERM, want 503", status)
 	}
 	if err := p.Cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
