@@ -52,7 +52,7 @@ func TestVersionAndUsage(t *testing.T) {
 	if code, out, _ := runCmd(t, nil, "-h"); code != 0 || !strings.Contains(out, "demo [-listen ADDR]") {
 		t.Errorf("-h: %d %q", code, out)
 	}
-	if code, _, errOut := runCmd(t, nil, "demo", "-h"); code != 2 || !strings.Contains(errOut, "-upstream-listen") || !strings.Contains(errOut, "-issuer-listen") {
+	if code, _, errOut := runCmd(t, nil, "demo", "-h"); code != 0 || !strings.Contains(errOut, "-upstream-listen") || !strings.Contains(errOut, "-issuer-listen") {
 		t.Errorf("demo -h: %d %q", code, errOut)
 	}
 }
@@ -91,7 +91,8 @@ upstreams:
 		t.Errorf("bad config: exit %d", code)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	wantPrefixes := []string{bad + ": auth.issuers: at least one issuer is required", bad + ":3: server.bogus", bad + ":6: upstreams[0].url", bad + ":7: upstreams[1].name", bad + ":10: upstreams[1].headers.Authorization"}
+	// The unset ${UNSET_TOKEN} is a warning to validate, not a problem.
+	wantPrefixes := []string{bad + ": auth.issuers: at least one issuer is required", bad + ":3: server.bogus", bad + ":6: upstreams[0].url", bad + ":7: upstreams[1].name"}
 	if len(lines) != len(wantPrefixes) {
 		t.Fatalf("got %d problems, want %d:\n%s", len(lines), len(wantPrefixes), out)
 	}
@@ -155,8 +156,10 @@ upstreams:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tc := res.Content[0].(*mcp.TextContent); !strings.Contains(tc.Text, "Bearer alpha-secret") {
-		t.Errorf("alpha did not get its configured credential: %s", tc.Text)
+	// The upstream got it, and its echo of the gateway's own secret is
+	// redacted on the way back (docs/guards.md).
+	if tc := res.Content[0].(*mcp.TextContent); !strings.Contains(tc.Text, `"Authorization":["[redacted:gateway-secret]"]`) || strings.Contains(tc.Text, "alpha-secret") {
+		t.Errorf("alpha did not get its configured credential, or it came back: %s", tc.Text)
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, err := http.Get("http://" + p.AdminAddr + path)
@@ -195,9 +198,7 @@ func TestDemoBinary(t *testing.T) {
 	p := testkit.StartGateway(t, bin, []string{"demo", "-listen", "127.0.0.1:0", "-upstream-listen", upAddr, "-issuer-listen", issAddr, "-admin-listen", adminAddr}, nil)
 	// stdout and stderr are separate pipes: the instructions, written
 	// before the log line, may still be on their way.
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(p.Stdout(), p.Endpoint) && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Poll(5*time.Second, func() bool { return strings.Contains(p.Stdout(), p.Endpoint) })
 	if !strings.Contains(p.Stdout(), "MCP gateway demo") || !strings.Contains(p.Stdout(), p.Endpoint) {
 		t.Errorf("demo did not print how to connect:\n%s", p.Stdout())
 	}
@@ -493,12 +494,9 @@ upstreams:
 		t.Fatalf("%d tools before the reload, want 1", n)
 	}
 	write("gateway.yaml", `"echo", "meta", "fail"`)
-	deadline := time.Now().Add(10 * time.Second)
-	for count() != 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the edited config was not applied:\n%s", p.Output())
-		}
-		time.Sleep(100 * time.Millisecond)
+	// The gateway watches its config file: the edit shows by itself.
+	if !testkit.Poll(10*time.Second, func() bool { return count() == 3 }) {
+		t.Fatalf("the edited config was not applied:\n%s", p.Output())
 	}
 	// An invalid edit is refused; the gateway keeps the last good config.
 	testkit.WriteFile(t, "gateway.yaml", "upstreams: [oops\n")
@@ -511,11 +509,8 @@ upstreams:
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
-	for !strings.Contains(readyz(), "refused") {
-		if time.Now().After(deadline.Add(5 * time.Second)) {
-			t.Fatalf("the invalid config was not reported:\n%s", readyz())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testkit.Poll(15*time.Second, func() bool { return strings.Contains(readyz(), "refused") }) {
+		t.Fatalf("the invalid config was not reported:\n%s", readyz())
 	}
 	if !strings.Contains(readyz(), "generation 2") {
 		t.Errorf("readyz: %s", readyz())
@@ -552,19 +547,17 @@ upstreams:
 	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	status := 0
+	if !testkit.Poll(time.Until(start.Add(5*time.Second)), func() bool {
 		resp, err := http.Get("http://" + p.AdminAddr + "/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusServiceUnavailable {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("/readyz = %d 5s after SIGTERM, want 503", resp.StatusCode)
-		}
-		time.Sleep(10 * time.Millisecond)
+		status = resp.StatusCode
+		return status == http.StatusServiceUnavailable
+	}) {
+		t.Fatalf("/readyz = %d 5s after SIGTERM, want 503", status)
 	}
 	if err := p.Cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)

@@ -178,11 +178,8 @@ func TestRunDrain(t *testing.T) {
 
 	start := time.Now()
 	term()
-	for readyzStatus(admin) != http.StatusServiceUnavailable {
-		if time.Since(start) > delay/2 {
-			t.Fatalf("/readyz still not 503 %v after SIGTERM", time.Since(start))
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testkit.Poll(delay/2, func() bool { return readyzStatus(admin) == http.StatusServiceUnavailable }) {
+		t.Fatalf("/readyz still not 503 %v after SIGTERM", time.Since(start))
 	}
 	// Still served during the delay, on a new connection, which the
 	// response closes.
@@ -225,17 +222,15 @@ func TestRunDrain(t *testing.T) {
 	}
 
 	// The listener is closed now, and /readyz still answers 503.
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	// A closed listener says so only by refusing a dial.
+	if !testkit.Poll(2*time.Second, func() bool {
 		c, err := net.DialTimeout("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp"), time.Second)
-		if err != nil {
-			break
+		if err == nil {
+			c.Close()
 		}
-		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("the MCP listener still accepts 2s after the drain delay")
-		}
-		time.Sleep(10 * time.Millisecond)
+		return err != nil
+	}) {
+		t.Fatal("the MCP listener still accepts 2s after the drain delay")
 	}
 	if got := readyzStatus(admin); got != http.StatusServiceUnavailable {
 		t.Errorf("/readyz while a call is in flight = %d, want 503", got)
@@ -304,23 +299,12 @@ func TestRunDrainGrace(t *testing.T) {
 	a.Release()
 }
 
-// waitGateCall waits until the upstream has received a tools/call, the
-// gate call.
+// waitGateCall waits until the upstream's gate call has taken the gate.
 func waitGateCall(t *testing.T, a *testkit.Upstream) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		for _, r := range a.Requests() {
-			if r.RPCMethod == "tools/call" {
-				// The gate is taken before the call answers anything:
-				// give the handler a moment to take it.
-				time.Sleep(50 * time.Millisecond)
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the gate call did not reach the upstream in 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-a.Gated():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the gate call did not reach the upstream in 5s")
 	}
 }

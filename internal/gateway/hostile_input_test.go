@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,7 +247,11 @@ func TestAnswerOnlyFromTheAskedSession(t *testing.T) {
 			// Bob, and Alice's other session, answer with the real id.
 			postAnswer(t, two, bob, initElicit(t, two, bob), answerBody(ask.ID, "Mallory"))
 			postAnswer(t, two, alice, initElicit(t, two, alice), answerBody(ask.ID, "Eve"))
-			time.Sleep(200 * time.Millisecond)
+			// Both were judged before their 202: dropped, never posted to
+			// the call's mailbox, so nothing can retry the call with them.
+			if n := unsolicited(t, gs...); n != 2 {
+				t.Fatalf("unsolicited_answer counted %d times after the foreign answers, want 2", n)
+			}
 			if n := m.Count("tools/call"); n != calls+1 {
 				t.Fatalf("the upstream saw %d retries after foreign answers, want none", n-calls-1)
 			}
@@ -254,6 +259,9 @@ func TestAnswerOnlyFromTheAskedSession(t *testing.T) {
 			postAnswer(t, two, alice, sid, answerBody(ask.ID, "Ada"))
 			if d := nextData(t, events); !strings.Contains(d, `"id":1`) || !strings.Contains(d, "modern:hello Ada") {
 				t.Fatalf("final event %s", d)
+			}
+			if n := m.Count("tools/call"); n != calls+2 {
+				t.Fatalf("the upstream saw %d tools/call for the call, want 2 (the first and Ada's retry)", n-calls)
 			}
 			postAnswer(t, two, alice, sid, answerBody(ask.ID, "Ada again"))
 			if n := unsolicited(t, gs...); n != 3 {
@@ -316,16 +324,10 @@ func gatewayGoroutines() []string {
 // runs the gateway's code.
 func noGatewayGoroutines(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		left := gatewayGoroutines()
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines of the gateway left after Close; first:\n%s", len(left), left[0])
-		}
-		time.Sleep(20 * time.Millisecond)
+	// Nothing signals a goroutine's end but its absence from the stacks.
+	var left []string
+	if !testkit.Poll(5*time.Second, func() bool { left = gatewayGoroutines(); return len(left) == 0 }) {
+		t.Fatalf("%d goroutines of the gateway left after Close; first:\n%s", len(left), left[0])
 	}
 }
 
@@ -336,6 +338,9 @@ type deleteCounter struct {
 	deletes, inflight, maxInflight atomic.Int64
 	conns, maxConns                atomic.Int64
 	ids                            atomic.Int64
+	// ended, if not nil, is closed by the want-th DELETE.
+	want  int64
+	ended chan struct{}
 }
 
 func (d *deleteCounter) start(t *testing.T) string {
@@ -366,9 +371,11 @@ func (d *deleteCounter) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodDelete:
 		raiseTo(&d.maxInflight, d.inflight.Add(1))
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // simulated latency: DELETEs overlap
 		d.inflight.Add(-1)
-		d.deletes.Add(1)
+		if d.deletes.Add(1) == d.want && d.ended != nil {
+			close(d.ended)
+		}
 		return
 	case http.MethodPost:
 	default:
@@ -405,7 +412,7 @@ func (d *deleteCounter) serve(w http.ResponseWriter, r *http.Request) {
 // Close, no goroutine of the gateway is left.
 func TestMassExpiryIsBounded(t *testing.T) {
 	const sessions = 2000
-	d := &deleteCounter{}
+	d := &deleteCounter{want: sessions, ended: make(chan struct{})}
 	g, url := startGatewayG(t, []upstreamSpec{{name: "d", url: d.start(t)}}, func(c *config.Config) {
 		c.Sessions.IdleTTL = config.Duration(6 * time.Second)
 		c.Sessions.MaxPerPrincipal, c.Sessions.MaxPerTenant = sessions, sessions
@@ -435,7 +442,10 @@ func TestMassExpiryIsBounded(t *testing.T) {
 		t.FailNow()
 	}
 	http.DefaultClient.CloseIdleConnections()
-	time.Sleep(50 * time.Millisecond)
+	// The closed connections' goroutines end on their own, signalling
+	// nothing: give them a moment before the count the bounds are from.
+	const settle = 50 * time.Millisecond
+	time.Sleep(settle)
 	base := runtime.NumGoroutine()
 	baseConns := d.conns.Load()
 	if n := d.deletes.Load(); n > 0 {
@@ -446,13 +456,20 @@ func TestMassExpiryIsBounded(t *testing.T) {
 	// over one connection (2 goroutines on the client side): what the
 	// expiry may add, with room for the store's and the runtime's own.
 	const bound = 8*4 + 20
+	// The count is sampled every millisecond until the last DELETE.
 	var peak int
-	for deadline := time.Now().Add(30 * time.Second); d.deletes.Load() < sessions; {
-		if time.Now().After(deadline) {
+	sample := time.NewTicker(time.Millisecond)
+	defer sample.Stop()
+	timeout := time.After(30 * time.Second)
+	for ended := false; !ended; {
+		peak = max(peak, runtime.NumGoroutine())
+		select {
+		case <-d.ended:
+			ended = true
+		case <-sample.C:
+		case <-timeout:
 			t.Fatalf("%d of %d upstream sessions ended after 30s", d.deletes.Load(), sessions)
 		}
-		peak = max(peak, runtime.NumGoroutine())
-		time.Sleep(time.Millisecond)
 	}
 	t.Logf("goroutines: %d before the expiry, peak %d; DELETEs at once: %d; upstream connections: %d before, peak %d",
 		base, peak, d.maxInflight.Load(), baseConns, d.maxConns.Load())
@@ -466,10 +483,7 @@ func TestMassExpiryIsBounded(t *testing.T) {
 		t.Errorf("%d upstream connections at once, want at most %d", n, baseConns+8+2)
 	}
 	// Back to where it was once the work is done.
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > base+4 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Poll(5*time.Second, func() bool { return runtime.NumGoroutine() <= base+4 })
 	if n := runtime.NumGoroutine(); n > base+4 {
 		t.Errorf("%d goroutines after the expiry, %d before", n, base)
 	}
@@ -550,16 +564,10 @@ func TestRunStopsItsConfigWatch(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run not ready in 10s")
 	}
-	watching := false
-	for range 100 {
-		for _, g := range gatewayGoroutines() {
-			watching = watching || strings.Contains(g, "watchConfig")
-		}
-		if watching {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The watch is a goroutine Run starts, which says nothing when it runs.
+	watching := testkit.Poll(5*time.Second, func() bool {
+		return slices.ContainsFunc(gatewayGoroutines(), func(g string) bool { return strings.Contains(g, "watchConfig") })
+	})
 	if !watching {
 		t.Error("no config watch running")
 	}

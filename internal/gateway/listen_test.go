@@ -122,17 +122,12 @@ func connectListen(t *testing.T, url string, roots ...string) *listenClient {
 	return c
 }
 
-// until calls try every 100ms until it reports true, for up to 15s: an
-// upstream sends on its GET stream only once the gateway opened it.
+// until calls try every testkit.PollInterval until it reports true, for
+// up to 15s: an upstream sends on its GET stream only once the gateway
+// opened it.
 func until(t *testing.T, what string, try func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !try() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.Eventually(t, 15*time.Second, try, "timed out waiting for %s", what)
 }
 
 // askRoots asks every upstream session for its roots, until one client's
@@ -198,7 +193,10 @@ func exerciseListen(t *testing.T, u *listenUpstream, url string, gs ...*gateway.
 		_ = u.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "test://up/b"})
 		return len(bob.Updated()) > 0
 	})
-	time.Sleep(200 * time.Millisecond)
+	// A misrouted update would come to a session that is not told about
+	// it anyway: no event says none is coming. quiet bounds the wait.
+	const quiet = 200 * time.Millisecond
+	time.Sleep(quiet)
 	for _, uri := range alice.Updated() {
 		if uri != "up+test://up/a" {
 			t.Errorf("alice got an update of %q", uri)
@@ -416,8 +414,11 @@ func TestListenStopsWhenTheUpstreamIsGone(t *testing.T) {
 	u.logAll("after")            // ends the relay
 	waitUpstreamStreams(t, g, 1) // other's
 	u.logAll("after")
-	time.Sleep(200 * time.Millisecond)
-	// ("before" messages of the loop above may still be arriving.)
+	// A message that got through would come to alice unannounced: no
+	// event says none is coming. quiet bounds the wait for one. ("before"
+	// messages of the loop above may still be arriving.)
+	const quiet = 200 * time.Millisecond
+	time.Sleep(quiet)
 	for _, got := range alice.Logs() {
 		if strings.Contains(got, "after") {
 			t.Errorf("a message after the upstream was taken from the tenant: %v", got)

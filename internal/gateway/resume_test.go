@@ -31,6 +31,7 @@ type slowUpstream struct {
 	url       string
 	cancelled atomic.Int32
 	finished  atomic.Int32
+	notified  atomic.Int32 // progress notifications of slow sent
 }
 
 func startSlowUpstream(t *testing.T) *slowUpstream {
@@ -56,6 +57,7 @@ func startSlowUpstream(t *testing.T) *slowUpstream {
 					u.cancelled.Add(1)
 					return nil, nil, err
 				}
+				u.notified.Add(1)
 			}
 			u.finished.Add(1)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
@@ -155,13 +157,10 @@ func TestResumePOSTStreamOnAnotherReplica(t *testing.T) {
 	// The Go SDK client, through the load balancer, whose connection to
 	// the call's stream breaks after the third progress notification.
 	cut := &cutTransport{after: 3}
-	var mu sync.Mutex
-	var progress []float64
+	progressed := make(chan float64, 64)
 	client := mcp.NewClient(&mcp.Implementation{Name: "resumer", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-			mu.Lock()
-			progress = append(progress, req.Params.Progress)
-			mu.Unlock()
+			progressed <- req.Params.Progress
 		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -194,20 +193,26 @@ func TestResumePOSTStreamOnAnotherReplica(t *testing.T) {
 	if !cut.done.Load() {
 		t.Fatal("the stream was never cut")
 	}
-	// The SDK hands notifications to their handler apart from the result.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mu.Lock()
-		n := len(progress)
-		mu.Unlock()
-		if n >= 8 || time.Now().After(deadline) {
-			break
+	// The SDK hands notifications to their handler apart from the result:
+	// the eight may come after it, and a duplicate after them, with
+	// nothing to say that none is coming. quiet bounds the wait for one.
+	const quiet = 100 * time.Millisecond
+	var progress []float64
+	timeout := time.After(5 * time.Second)
+	for waiting := true; waiting; {
+		var quieted <-chan time.Time // never, before the eighth
+		if len(progress) >= 8 {
+			quieted = time.After(quiet)
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case p := <-progressed:
+			progress = append(progress, p)
+		case <-quieted:
+			waiting = false
+		case <-timeout:
+			waiting = false
+		}
 	}
-	time.Sleep(100 * time.Millisecond) // any duplicate too
-	mu.Lock()
-	defer mu.Unlock()
 	if want := []float64{1, 2, 3, 4, 5, 6, 7, 8}; !slices.Equal(progress, want) {
 		t.Errorf("progress %v, want %v: each once, in order", progress, want)
 	}
@@ -330,7 +335,10 @@ func testResumeRawPOSTStream(t *testing.T, up *slowUpstream, url, other string) 
 		last = ev.ID
 	}
 	hangUp()
-	time.Sleep(500 * time.Millisecond) // an event or two go to the log only
+	// Two more steps sent by the upstream once no client listens: the
+	// resume replays what the log kept of them.
+	sent := up.notified.Load()
+	testkit.Eventually(t, 5*time.Second, func() bool { return up.notified.Load() >= sent+2 }, "the upstream did not go on after the hang-up")
 	resp := resumeGET(t, context.Background(), other, sid, last)
 	if resp.StatusCode != 200 {
 		b, _ := io.ReadAll(resp.Body)
@@ -410,9 +418,11 @@ func TestResumeErrors(t *testing.T) {
 	if st, b := answer(sid, ids[8]); st != 200 || !strings.Contains(b, `"done"`) {
 		t.Errorf("within the bound: %d %s", st, b)
 	}
-	time.Sleep(1500 * time.Millisecond)
-	if st, b := answer(sid, ids[8]); st != unknownStatus || b != unknown {
-		t.Errorf("expired: %d %s, want %d %s", st, b, unknownStatus, unknown)
+	// The log's TTL (1s) runs on the real clock: its end has no event.
+	var st2 int
+	var b2 string
+	if !testkit.Poll(1500*time.Millisecond, func() bool { st2, b2 = answer(sid, ids[8]); return st2 == unknownStatus && b2 == unknown }) {
+		t.Errorf("expired: %d %s, want %d %s", st2, b2, unknownStatus, unknown)
 	}
 }
 
@@ -450,7 +460,8 @@ func TestResumeGETStream(t *testing.T) {
 	if err := next2.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the stream is registered
+	// The 200 came after the stream was registered (it is before its
+	// headers are written): the reload's list_changed reaches it.
 	if err := g2.Reload(&next2); err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +499,7 @@ func TestResumeGETStream(t *testing.T) {
 // always does.
 func TestHangUpBound(t *testing.T) {
 	up := startSlowUpstream(t)
-	url := startGateway(t, []upstreamSpec{{name: "slow", url: up.url}}, func(c *config.Config) {
+	g, url := startGatewayG(t, []upstreamSpec{{name: "slow", url: up.url}}, func(c *config.Config) {
 		c.Limits.DetachedCallsPerPrincipal = 2
 	})
 	sid := initialize(t, url)
@@ -501,8 +512,11 @@ func TestHangUpBound(t *testing.T) {
 		next(t, events) // a progress notification
 		hangUp()
 	}
-	waitFor(t, func() bool { return up.cancelled.Load() == 1 })
-	time.Sleep(500 * time.Millisecond)
+	// Each hang-up is judged once: two calls held detached, one
+	// cancelled. Once all three are, nothing else cancels a call.
+	waitFor(t, func() bool {
+		return up.cancelled.Load() >= 1 && metricValue(scrape(t, g), "mcpgw_detached_calls") == 2
+	})
 	if n := up.cancelled.Load(); n != 1 {
 		t.Fatalf("%d calls cancelled, want 1: the third, over the bound of 2", n)
 	}

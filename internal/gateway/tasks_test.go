@@ -333,13 +333,10 @@ func testTaskBounds(t *testing.T, ev string, lab *labIssuer, store func(*config.
 	// for a store that forgets on its next look rather than at the instant.
 	time.Sleep(time.Until(aliceDone.Add(taskBoundsTTL)))
 	var m map[string]any
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	testkit.Poll(5*time.Second, func() bool {
 		m = rpcResult(t, url, alice, sid, rpcBody(60, "tasks/get", `{"taskId":"`+made[0]+`"}`))
-		if m["error"] != nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return m["error"] != nil
+	})
 	wantUnknown(t, "an expired task", m)
 	if m := create(alice, sid, 61); m["error"] != nil {
 		t.Errorf("after expiry: %v", m)
@@ -424,24 +421,18 @@ func TestTasksExtension2026(t *testing.T) {
 		t.Errorf("tasks/update: %v", m)
 	}
 
-	// Poll until the end: the result is inlined.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// Poll until the end, as a client does: the result is inlined.
+	if !testkit.Poll(20*time.Second, func() bool {
 		_, m = ask(alice, 10, "tasks/get", `"taskId":"`+gid+`"`, withTasks, gid)
 		if str(m, "result", "taskId") != gid || str(m, "result", "resultType") != "complete" {
 			t.Fatalf("tasks/get: %v", m)
 		}
-		if s := str(m, "result", "status"); s != "working" {
-			all, _ := json.Marshal(m)
-			if s != "completed" || !strings.Contains(string(all), "Research Report") || strings.Contains(string(all), "related-task") {
-				t.Errorf("at the end: %s", all)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still working: %v", m)
-		}
-		time.Sleep(300 * time.Millisecond)
+		return str(m, "result", "status") != "working"
+	}) {
+		t.Fatalf("still working: %v", m)
+	}
+	if all, _ := json.Marshal(m); str(m, "result", "status") != "completed" || !strings.Contains(string(all), "Research Report") || strings.Contains(string(all), "related-task") {
+		t.Errorf("at the end: %s", all)
 	}
 
 	// Cancel another.
@@ -665,15 +656,15 @@ func TestTaskInputRequired(t *testing.T) {
 	if gid == "" {
 		t.Fatalf("created: %s", b)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	if !testkit.Poll(15*time.Second, func() bool {
 		resp, b = do(t, post(t, url, sid, rpcBody(3, "tasks/get", `{"taskId":"`+gid+`"}`)))
-		if s := str(decodeAnswer(t, resp, b), "result", "status"); s == "input_required" {
-			break
-		} else if s != "working" || time.Now().After(deadline) {
+		s := str(decodeAnswer(t, resp, b), "result", "status")
+		if s != "working" && s != "input_required" {
 			t.Fatalf("tasks/get: %s", b)
 		}
-		time.Sleep(200 * time.Millisecond)
+		return s == "input_required"
+	}) {
+		t.Fatalf("tasks/get: %s", b)
 	}
 
 	req := post(t, url, sid, rpcBody(4, "tasks/result", `{"taskId":"`+gid+`"}`))
@@ -740,16 +731,18 @@ func TestTasksExtensionInput(t *testing.T) {
 	}
 	poll := func(want string) map[string]any {
 		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); ; {
-			b, m := ask(2, "tasks/get", `"taskId":"`+gid+`"`, gid)
-			if str(m, "result", "status") == want {
-				return m
-			}
-			if time.Now().After(deadline) || m["error"] != nil {
+		var b string
+		var m map[string]any
+		if !testkit.Poll(20*time.Second, func() bool {
+			b, m = ask(2, "tasks/get", `"taskId":"`+gid+`"`, gid)
+			if m["error"] != nil {
 				t.Fatalf("waiting for %s: %s", want, b)
 			}
-			time.Sleep(200 * time.Millisecond)
+			return str(m, "result", "status") == want
+		}) {
+			t.Fatalf("waiting for %s: %s", want, b)
 		}
+		return m
 	}
 	create()
 	m := poll("input_required")

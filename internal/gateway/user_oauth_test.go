@@ -593,16 +593,14 @@ func TestUserOAuthReplicas(t *testing.T) {
 	// The consent goes to the replica that does not hold alice's GET
 	// stream: the notification that it is done crosses to the other.
 	stream := -1
-	for deadline := time.Now().Add(5 * time.Second); stream < 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		for _, r := range lb.Log() {
+	lb.WaitLog(t, 5*time.Second, func(log []testkit.LBRequest) bool {
+		for _, r := range log {
 			if r.Method == http.MethodGet && r.Path == "/mcp" {
 				stream = r.Backend
 			}
 		}
-	}
-	if stream < 0 {
-		t.Fatal("alice opened no GET stream")
-	}
+		return stream >= 0
+	})
 	lb.SetBackends(t, []string{[]string{a, b}[1-stream]})
 	linked(t, e.consent(t, testkit.NewBrowser(t), link, "alice", "acme", "alice-at-saas"))
 	select {

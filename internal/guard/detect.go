@@ -945,8 +945,9 @@ func asciiLower(s string) string {
 // The gateway's own secrets: literal strings.
 
 // minSecret is the shortest secret redacted: a shorter header value
-// ("1", "json") would be found everywhere, and is no secret.
-const minSecret = 8
+// ("1", "json", a team name) would be found everywhere, and is no
+// secret.
+const minSecret = 12
 
 type secretDetector struct {
 	secrets []string

@@ -178,7 +178,8 @@ func TestAuthUpstreamJWT(t *testing.T) {
 		t.Errorf("Rejected after FailNext = %d, want %d", got, before+1)
 	}
 
-	// An expired token.
+	// An expired token. Its lifetime runs on the real IdP's clock, so it is
+	// waited out (once: every request here is counted below).
 	time.Sleep(time.Until(expiry))
 	if status, _, body := authPost(t, up.URL, short, "", initializeBody); status != http.StatusUnauthorized ||
 		!strings.Contains(body, "expired") {

@@ -78,7 +78,8 @@ type LB struct {
 	gen      int // incremented by SetBackends, so that a check of an old list is dropped
 	next     int // rotation position
 	log      []LBRequest
-	checks   *lbChecks // nil until CheckReadiness
+	logged   chan struct{} // closed, and replaced, on every change of log
+	checks   *lbChecks     // nil until CheckReadiness
 }
 
 type lbBackend struct {
@@ -106,7 +107,7 @@ func StartLB(t testing.TB, backends []string) *LB {
 	transport.DisableCompression = true
 	transport.MaxIdleConnsPerHost = 64
 	transport.DialContext = (&net.Dialer{Timeout: 2 * time.Second}).DialContext
-	lb := &LB{transport: transport}
+	lb := &LB{transport: transport, logged: make(chan struct{})}
 	lb.setBackends(t, backends)
 	lb.srv = httptest.NewServer(http.HandlerFunc(lb.serveHTTP))
 	lb.URL = lb.srv.URL
@@ -261,6 +262,35 @@ func (lb *LB) Log() []LBRequest {
 	return slices.Clone(lb.log)
 }
 
+// WaitLog waits until cond holds for the log (as [LB.Log] returns it),
+// checking it again on every change of the log, and returns that log. It
+// fails the test if cond does not hold within timeout; it must be called
+// from the test's goroutine.
+func (lb *LB) WaitLog(t testing.TB, timeout time.Duration, cond func([]LBRequest) bool) []LBRequest {
+	t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		lb.mu.Lock()
+		log, logged := slices.Clone(lb.log), lb.logged
+		lb.mu.Unlock()
+		if cond(log) {
+			return log
+		}
+		select {
+		case <-logged:
+		case <-timer.C:
+			t.Fatalf("testkit: the LB log did not get there in %v: %+v", timeout, log)
+		}
+	}
+}
+
+// loggedLocked wakes the waiters of [LB.WaitLog]; lb.mu is held.
+func (lb *LB) loggedLocked() {
+	close(lb.logged)
+	lb.logged = make(chan struct{})
+}
+
 // Close stops the load balancer, dropping every connection. It is called at
 // the end of the test and may be called more than once.
 func (lb *LB) Close() {
@@ -295,6 +325,7 @@ func (lb *LB) pick(entry LBRequest) (target string, logIndex int) {
 		}
 	}
 	lb.log = append(lb.log, entry)
+	lb.loggedLocked()
 	return target, len(lb.log) - 1
 }
 
@@ -303,6 +334,7 @@ func (lb *LB) update(i int, edit func(*LBRequest)) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	edit(&lb.log[i])
+	lb.loggedLocked()
 }
 
 func (lb *LB) serveHTTP(w http.ResponseWriter, r *http.Request) {

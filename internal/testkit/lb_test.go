@@ -71,10 +71,7 @@ func TestLBRoundRobin(t *testing.T) {
 	}
 	// The LB marks the entry done just after the client read the last
 	// byte: wait for it.
-	log := lb.Log()
-	for deadline := time.Now().Add(2 * time.Second); !log[len(log)-1].Done && time.Now().Before(deadline); log = lb.Log() {
-		time.Sleep(time.Millisecond)
-	}
+	log := lb.WaitLog(t, 2*time.Second, func(log []LBRequest) bool { return log[len(log)-1].Done })
 	if last := log[len(log)-1]; last.Backend != 0 || last.Method != "POST" || last.RPCMethod != "ping" || last.Status != 200 || !last.Done || last.Err != "" {
 		t.Errorf("last log entry = %+v", last)
 	}
@@ -199,19 +196,9 @@ func TestLBBrokenResponseAbortsClient(t *testing.T) {
 	if string(body) != "event: message\ndata: 1\n\n" {
 		t.Errorf("relayed before the break: %q", body)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		e := lb.Log()[0]
-		if e.Done {
-			if e.Status != 200 || !strings.Contains(e.Err, "broke off") {
-				t.Errorf("log entry = %+v", e)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log entry never done: %+v", e)
-		}
-		time.Sleep(10 * time.Millisecond)
+	e := lb.WaitLog(t, 5*time.Second, func(log []LBRequest) bool { return log[0].Done })[0]
+	if e.Status != 200 || !strings.Contains(e.Err, "broke off") {
+		t.Errorf("log entry = %+v", e)
 	}
 }
 
@@ -235,19 +222,9 @@ func TestLBClientGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close() // before the end of the stream
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		e := lb.Log()[0]
-		if e.Done {
-			if !e.ClientGone || e.Err != "" || e.Status != 200 {
-				t.Errorf("log entry = %+v", e)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log entry never done: %+v", e)
-		}
-		time.Sleep(10 * time.Millisecond)
+	e := lb.WaitLog(t, 5*time.Second, func(log []LBRequest) bool { return log[0].Done })[0]
+	if !e.ClientGone || e.Err != "" || e.Status != 200 {
+		t.Errorf("log entry = %+v", e)
 	}
 }
 
@@ -256,11 +233,13 @@ func TestLBClientGone(t *testing.T) {
 // reached is out too.
 func TestLBReadinessCheck(t *testing.T) {
 	var ready [2]atomic.Bool
+	var checked [2]atomic.Int64 // requests to each readiness URL
 	ready[0].Store(true)
 	ready[1].Store(true)
 	var readyURLs []string
 	for i := range ready {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			checked[i].Add(1)
 			if !ready[i].Load() {
 				http.Error(w, "draining", http.StatusServiceUnavailable)
 				return
@@ -282,12 +261,9 @@ func TestLBReadinessCheck(t *testing.T) {
 
 	waitRotation := func(want []bool) {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Second)
-		for !cmp.Equal(want, lb.InRotation()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("InRotation = %v, want %v within 2s", lb.InRotation(), want)
-			}
-			time.Sleep(interval / 4)
+		// The checks run on the real clock, every interval.
+		if !Poll(2*time.Second, func() bool { return cmp.Equal(want, lb.InRotation()) }) {
+			t.Fatalf("InRotation = %v, want %v within 2s", lb.InRotation(), want)
 		}
 	}
 	names := func(n int) []string {
@@ -308,7 +284,12 @@ func TestLBReadinessCheck(t *testing.T) {
 	waitRotation([]bool{true, true, false})
 	// Remove wins over a passing check.
 	lb.Remove(1)
-	time.Sleep(3 * interval)
+	// b1's check is asked twice more: the round that asked it first after
+	// the Remove has then applied its (passing) result.
+	removedAt := checked[1].Load()
+	if !Poll(2*time.Second, func() bool { return checked[1].Load() >= removedAt+2 }) {
+		t.Fatal("b1's readiness check did not run twice after the Remove")
+	}
 	if diff := cmp.Diff([]string{"b0", "b0"}, names(2)); diff != "" {
 		t.Errorf("with b1 removed, rotation mismatch (-want +got):\n%s", diff)
 	}

@@ -111,6 +111,7 @@ type Upstream struct {
 	close sync.Once
 
 	cancelled chan string
+	gated     chan struct{}
 
 	mu       sync.Mutex
 	gen      *generation
@@ -148,6 +149,7 @@ func NewUpstreamWith(t testing.TB, name string, opts UpstreamOptions) *Upstream 
 		tb:        t,
 		opts:      opts,
 		cancelled: make(chan string, 100),
+		gated:     make(chan struct{}, 100),
 		gate:      make(chan struct{}),
 	}
 	u.gen = u.newGeneration()
@@ -212,6 +214,11 @@ func (u *Upstream) Requests() []RecordedRequest {
 // was cancelled while they waited. It buffers up to 100 names and drops
 // the rest.
 func (u *Upstream) Cancelled() <-chan string { return u.cancelled }
+
+// Gated receives a value for each gate call once it waits for
+// [Upstream.Release] (a Release then opens it). It buffers up to 100 and
+// drops the rest.
+func (u *Upstream) Gated() <-chan struct{} { return u.gated }
 
 // Count returns how many of the requests the upstream received so far had
 // the JSON-RPC method rpcMethod.
@@ -393,6 +400,10 @@ func (u *Upstream) addTools(g *generation) {
 					u.mu.Lock()
 					gate := u.gate
 					u.mu.Unlock()
+					select {
+					case u.gated <- struct{}{}:
+					default:
+					}
 					if err := notifyProgress(ctx, req, 0, 1, "waiting"); err != nil {
 						return nil, nil, err
 					}

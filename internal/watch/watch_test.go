@@ -67,7 +67,7 @@ func receive(t *testing.T, ch <-chan string) string {
 // the upstream's list_changed on it, and is ended (its session deleted)
 // by a Sync that no longer names the upstream; Close waits for it.
 func TestWatchHearsListChanges(t *testing.T) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "u", Version: "1"}, &mcp.ServerOptions{HasTools: true})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "u", Version: "1"}, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
 	mcp.AddTool(srv, &mcp.Tool{Name: "a"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{}, nil, nil
 	})

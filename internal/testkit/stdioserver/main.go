@@ -33,6 +33,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log"
@@ -142,6 +144,13 @@ func main() {
 	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "Returns an environment variable."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in nameArgs) (*mcp.CallToolResult, any, error) {
 			return text(os.Getenv(in.Name)), nil, nil
+		})
+	// envhash tells which secret the process got without returning it
+	// (the gateway redacts its own secrets from results).
+	mcp.AddTool(s, &mcp.Tool{Name: "envhash", Description: "Returns the SHA-256, in hex, of an environment variable."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in nameArgs) (*mcp.CallToolResult, any, error) {
+			sum := sha256.Sum256([]byte(os.Getenv(in.Name)))
+			return text(hex.EncodeToString(sum[:])), nil, nil
 		})
 	resource := func(uri string) {
 		s.AddResource(&mcp.Resource{URI: uri, Name: uri}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
