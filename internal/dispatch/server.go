@@ -302,7 +302,7 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 			Credentials: creds,
 			Secrets:     credentialSecrets(&u, tc),
 			HTTPClient:  h.httpc,
-			Logger:      h.log.With("upstream", u.Name),
+			Logger:      h.log, // the client adds its upstream's name
 			ClientInfo:  info,
 			// What a piped upstream is announced; every other upstream
 			// session is announced its client's (see announce.go).

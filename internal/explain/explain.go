@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -369,7 +370,9 @@ func explainUpstream(ctx context.Context, cfg *config.Config, u config.Upstream,
 	defer c.Close()
 	res, err := c.OpenAs(ctx, noCaps)
 	if err != nil {
-		ur.Unreachable = err.Error()
+		// An admin's tool: it says where it tried, which the errors
+		// clients see leave out.
+		ur.Unreachable = where(&u) + ": " + err.Error()
 		return
 	}
 	defer func() { _ = c.Terminate(ctx, res.Session) }()
@@ -526,4 +529,21 @@ func pinUpstream(ctx context.Context, cfg *config.Config, c *upstream.Client) (*
 		}
 	}
 	return pins, nil
+}
+
+// where is the address of upstream u, for an admin: its URL without
+// userinfo, query or fragment, or a stdio upstream's program.
+func where(u *config.Upstream) string {
+	if u.IsStdio() {
+		if len(u.Command) > 0 {
+			return "command " + strconv.Quote(u.Command[0])
+		}
+		return "command"
+	}
+	p, err := url.Parse(u.URL)
+	if err != nil {
+		return "url"
+	}
+	p.User, p.RawQuery, p.Fragment = nil, "", ""
+	return p.String()
 }

@@ -104,3 +104,20 @@ func TestExplainPolicy(t *testing.T) {
 		t.Errorf("explain printed an argument value:\n%s", got)
 	}
 }
+
+// TestExplainUnreachable: explain, an admin's tool, says where it tried
+// an upstream that does not answer, without the URL's query or userinfo.
+func TestExplainUnreachable(t *testing.T) {
+	cfg := &config.Config{
+		Auth:      config.Auth{Anonymous: true},
+		Upstreams: []config.Upstream{{Name: "gone", URL: "http://user:pw@127.0.0.1:1/mcp?key=k1"}},
+	}
+	cfg.ApplyDefaults()
+	var out bytes.Buffer
+	if err := Explain(t.Context(), cfg, "default", &out, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "unreachable: http://127.0.0.1:1/mcp: ") || strings.Contains(got, "k1") || strings.Contains(got, "pw") {
+		t.Errorf("explain output:\n%s", got)
+	}
+}

@@ -97,7 +97,7 @@ func (h *Handler) conn(ctx context.Context, r *http.Request, key, tenant, princi
 // the Limit, to make room for a newcomer refused by limit, and waits
 // until it no longer counts in the bounds.
 func (h *Handler) evict(ctx context.Context, victim *uconn, limit string) error {
-	h.log.Info("stopping an idle upstream server to make room", "upstream", victim.h.opts.Name, "tenant", victim.tenant, "limit", limit)
+	h.log.Info("stopping an idle upstream server to make room", "tenant", victim.tenant, "limit", limit)
 	victim.h.stopConn(victim)
 	select {
 	case <-victim.released:
@@ -265,7 +265,7 @@ func (h *Handler) reapIdle() {
 		}
 		h.mu.Unlock()
 		for _, c := range idle {
-			h.log.Info("stopping idle upstream server", "upstream", h.opts.Name, "tenant", c.tenant)
+			h.log.Info("stopping idle upstream server", "tenant", c.tenant)
 			h.stopConn(c)
 		}
 	}

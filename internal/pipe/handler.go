@@ -60,7 +60,9 @@ type Options struct {
 	IdleTimeout time.Duration
 	// MaxMessageBytes bounds one request body. Default 16 MiB.
 	MaxMessageBytes int64
-	// Logger, if nil, means no logging.
+	// Logger, if nil, means no logging. It is expected to name the
+	// upstream (the gateway's names it, with the key "upstream"): the
+	// handler adds the tenant, not the upstream.
 	Logger *slog.Logger
 	// OnConn, if set, is called with +1 when a Conn starts and -1 when it
 	// ends, with whether it ended by itself (crashed, exited) or was
@@ -609,7 +611,7 @@ func (c *uconn) read() {
 	}
 	c.why = err
 	if !stopped {
-		c.h.log.Warn("upstream server ended", "upstream", c.h.opts.Name, "tenant", c.tenant, "error", err)
+		c.h.log.Warn("upstream server ended", "tenant", c.tenant, "error", err)
 	}
 	c.mu.Lock()
 	c.ended = true

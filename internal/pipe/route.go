@@ -143,7 +143,7 @@ func (c *uconn) routeRequest(m *jsonrpc.Message, raw []byte) {
 	}
 	n := c.h.refused.Add(1)
 	if n&(n-1) == 0 { // 1, 2, 4, ...: a flood does not flood the log
-		c.h.log.Warn("refused a request of the upstream server", "upstream", c.h.opts.Name, "tenant", c.tenant, "method", m.Method, "reason", why, "refused", n)
+		c.h.log.Warn("refused a request of the upstream server", "tenant", c.tenant, "method", m.Method, "reason", why, "refused", n)
 	}
 	if c.h.opts.OnRefused != nil {
 		c.h.opts.OnRefused(m.Method)
