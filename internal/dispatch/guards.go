@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"hash/fnv"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mcpgw/gateway/internal/catalog"
@@ -173,6 +175,7 @@ func (rq *Request) guardDefinition(ctx context.Context, k catalog.Kind, up *upst
 	out, v := s.Definition(ctx, in, it.Raw)
 	switch {
 	case v.Action == guard.Block:
+		rq.st.quarantine(rq.view.ID, up.cfg.Name, k, it.Original, v)
 		return nil, true
 	case string(out) != string(it.Raw):
 		return out, false
@@ -215,4 +218,47 @@ func (rq *Request) definitionBlocked(ctx context.Context, k catalog.Kind, up *up
 		rq.st.guardedDefs.Store(key, blocked)
 	}
 	return blocked
+}
+
+// maxQuarantineNotes bounds the definitions guards blocked that a
+// snapshot remembers for /readyz (GuardNotes); past it they are counted
+// in mcpgw_guard_findings_total only.
+const maxQuarantineNotes = 256
+
+// A quarantined is a definition guards blocked for a tenant.
+type quarantined struct {
+	tenant, upstream, original string
+	kind                       catalog.Kind
+	kinds                      string // what was found, never the text
+}
+
+// quarantine remembers that guards blocked a definition, for /readyz.
+func (st *State) quarantine(tenant, upstream string, k catalog.Kind, original string, v guard.Verdict) {
+	var ks []string
+	for _, f := range v.Findings {
+		if f.Action == guard.Block && !slices.Contains(ks, f.Kind) {
+			ks = append(ks, f.Kind)
+		}
+	}
+	q := quarantined{tenant: tenant, upstream: upstream, original: original, kind: k, kinds: strings.Join(ks, ",")}
+	st.quarantineMu.Lock()
+	defer st.quarantineMu.Unlock()
+	if len(st.quarantined) < maxQuarantineNotes && !slices.Contains(st.quarantined, q) {
+		st.quarantined = append(st.quarantined, q)
+	}
+}
+
+// GuardNotes returns, for /readyz, the definitions guards blocked under
+// the config in force: hidden and uncallable for the tenant named, the
+// rest served.
+func (h *Server) GuardNotes() []string {
+	st := h.Current()
+	st.quarantineMu.Lock()
+	defer st.quarantineMu.Unlock()
+	notes := make([]string, 0, len(st.quarantined))
+	for _, q := range st.quarantined {
+		notes = append(notes, "upstream "+q.upstream+": "+q.kind.Info().Noun+" "+strconv.QuoteToASCII(q.original)+
+			" quarantined by guards for tenant "+q.tenant+" (found: "+q.kinds+")")
+	}
+	return notes
 }

@@ -155,6 +155,10 @@ type State struct {
 	guards       *guard.Engine
 	guardedDefs  sync.Map
 	guardedCount atomic.Int64
+	// quarantined are the definitions guards blocked, for /readyz; at
+	// most maxQuarantineNotes.
+	quarantineMu sync.Mutex
+	quarantined  []quarantined
 }
 
 // upstreamRef is one configured upstream and its client.

@@ -22,6 +22,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
+	"github.com/mcpgw/gateway/internal/guard"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/policy"
@@ -135,6 +136,10 @@ type Item struct {
 	// principal, or without rules); PolicyHidden says it hides the item.
 	Policy       string
 	PolicyHidden bool
+	// Guard says what the definitions guards found in it ("" nothing);
+	// Quarantined that they block it: hidden and uncallable.
+	Guard       string
+	Quarantined bool
 	// Pin describes a definition that does not match its pin; "" when
 	// it matches or is not pinned.
 	Pin string
@@ -164,6 +169,12 @@ func (it *Item) Note() string {
 	}
 	if it.Pin != "" {
 		note += "; pin: " + it.Pin
+	}
+	switch {
+	case it.Quarantined:
+		note += "; quarantined by guards (found: " + it.Guard + ")"
+	case it.Guard != "":
+		note += "; guards found: " + it.Guard
 	}
 	if len(it.Scopes) > 0 {
 		note += fmt.Sprintf("; requires scopes %v", it.Scopes)
@@ -287,6 +298,10 @@ func Tenant(ctx context.Context, cfg *config.Config, id string, opts Options) (*
 			rep.Subject = "(none)"
 		}
 	}
+	guards, err := guard.Compile(cfg, guard.Options{HTTPClient: opts.HTTPClient})
+	if err != nil {
+		return nil, fmt.Errorf("guards: %w", err)
+	}
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway-explain", "version": "0"})
 	for _, u := range cfg.Upstreams {
 		ur := UpstreamReport{Name: u.Name, Prefix: u.EffectivePrefix()}
@@ -306,7 +321,7 @@ func Tenant(ctx context.Context, cfg *config.Config, id string, opts Options) (*
 			ur.Breaker = fmt.Sprintf("opens after %d consecutive failures for %s, %d probes at once", b.Failures, b.OpenFor, b.HalfOpenProbes)
 		}
 		ur.Budgets = plan.For(u.Name, "")
-		explainUpstream(ctx, cfg, u, id, view, plan, rules, info, log, opts, &ur)
+		explainUpstream(ctx, cfg, u, id, view, plan, rules, guards, info, log, opts, &ur)
 		if ur.call != "" {
 			rep.Call = ur.call
 		}
@@ -335,7 +350,7 @@ func callLine(c *Call, d policy.Decision) string {
 }
 
 // explainUpstream fills ur with what the tenant sees of u's lists.
-func explainUpstream(ctx context.Context, cfg *config.Config, u config.Upstream, id string, view *tenant.View, plan *budget.Plan, rules *policy.Engine, info json.RawMessage, log *slog.Logger, opts Options, ur *UpstreamReport) {
+func explainUpstream(ctx context.Context, cfg *config.Config, u config.Upstream, id string, view *tenant.View, plan *budget.Plan, rules *policy.Engine, guards *guard.Engine, info json.RawMessage, log *slog.Logger, opts Options, ur *UpstreamReport) {
 	uopts := upstream.Options{HTTPClient: opts.HTTPClient, Logger: log, ClientInfo: info}
 	if src := credentials.ForUpstream(cfg, &u, credentials.Options{HTTPClient: opts.HTTPClient, Logger: log}); src != nil {
 		who := &credentials.Caller{Tenant: id}
@@ -412,6 +427,25 @@ func explainUpstream(ctx context.Context, cfg *config.Config, u config.Upstream,
 					it.DescriptionReplaced = p.Description != nil
 					if len(p.FixedArguments) > 0 {
 						it.FixedArguments = slices.Sorted(maps.Keys(p.FixedArguments))
+					}
+				}
+			}
+			if tool := map[bool]string{true: orig}[k == catalog.Tools]; d.Allowed {
+				if s := guards.For(id, u.Name, tool); s != nil && s.Has(guard.Definitions) {
+					in := &guard.Input{Tenant: id, Upstream: u.Name, Tool: tool, Method: kinfo.ListMethod}
+					if tool == "" {
+						in.Item = orig
+					}
+					_, v := s.Definition(ctx, in, raws[i])
+					var ks []string
+					for _, f := range v.Findings {
+						if !slices.Contains(ks, f.Kind) {
+							ks = append(ks, f.Kind)
+						}
+					}
+					it.Guard = strings.Join(ks, ",")
+					if v.Action == guard.Block {
+						it.Quarantined, it.Visible = true, false
 					}
 				}
 			}

@@ -376,6 +376,9 @@ func (g *Gateway) AdminHandler() http.Handler {
 		for _, n := range g.server.PinNotes() {
 			_, _ = io.WriteString(w, n+"\n")
 		}
+		for _, n := range g.server.GuardNotes() {
+			_, _ = io.WriteString(w, n+"\n")
+		}
 	})
 	return r
 }

@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/explain"
 	"github.com/mcpgw/gateway/internal/gateway"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
@@ -84,6 +87,27 @@ func TestContentGuards(t *testing.T) {
 	}
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "poison__add"}); err == nil {
 		t.Error("a quarantined tool was callable")
+	}
+
+	// The quarantine is shown where a pin mismatch is: /readyz and
+	// gateway explain.
+	admin := httptest.NewServer(g.AdminHandler())
+	defer admin.Close()
+	resp, err := http.Get(admin.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(ready), `upstream poison: tool "add" quarantined by guards for tenant default (found: tag-characters)`) {
+		t.Errorf("/readyz does not show the quarantine:\n%s", ready)
+	}
+	var ex bytes.Buffer
+	if err := explain.Explain(ctx, g.Config(), "default", &ex, explain.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ex.String(), "- poison__add") || !strings.Contains(ex.String(), "quarantined by guards (found: tag-characters)") {
+		t.Errorf("explain does not show the quarantine:\n%s", ex.String())
 	}
 
 	metrics := scrape(t, g)
