@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -133,4 +134,46 @@ func tagText(s string) string {
 		b.WriteRune(0xE0000 + r)
 	}
 	return b.String()
+}
+
+// TestGuardWebhook: a real hook server decides on results through HTTP:
+// it blocks what it does not like, with its message; and a hook that does
+// not answer in its timeout blocks (on_error: block, the default) instead
+// of letting the result through uninspected.
+func TestGuardWebhook(t *testing.T) {
+	a := testkit.NewUpstream(t, "alpha")
+	hook := testkit.NewGuardHook(t, func(r testkit.GuardHookRequest) testkit.GuardHookAnswer {
+		if strings.Contains(string(r.Content), "forbidden") {
+			return testkit.GuardHookAnswer{Action: "block", Message: "The DLP service withheld this result."}
+		}
+		return testkit.GuardHookAnswer{Action: "allow"}
+	})
+	_, url := startGatewayG(t, []upstreamSpec{spec(a)}, func(c *config.Config) {
+		c.Upstreams[0].Guards = []config.Guard{{Name: "dlp", Phases: []string{config.GuardPhaseResults},
+			Webhook: &config.GuardWebhook{URL: hook.URL, Timeout: config.Duration(300 * time.Millisecond)}}}
+	})
+	cs := testkit.Connect(t, url, nil)
+	ctx := context.Background()
+	call := func(text string) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__echo", Arguments: map[string]any{"text": text}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := call("fine"); res.IsError || text(t, res) != "alpha:fine" {
+		t.Errorf("allowed result: %+v", res)
+	}
+	if res := call("forbidden words"); !res.IsError || !strings.Contains(text(t, res), "DLP service withheld") || strings.Contains(text(t, res), "forbidden words") {
+		t.Errorf("blocked result: %+v", res)
+	}
+	release := hook.Hold()
+	defer release()
+	if res := call("fine again"); !res.IsError || strings.Contains(text(t, res), "fine again") {
+		t.Errorf("a hook that does not answer let the result through: %+v", res)
+	}
+	if v := hook.Violations(); len(v) > 0 {
+		t.Errorf("webhook contract: %v", v)
+	}
 }
