@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
 
+	"cel.dev/cel-go/common/overloads"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/tenant"
 )
@@ -326,5 +330,28 @@ func TestTooDeep(t *testing.T) {
 	}
 	if _, err := decodeArguments(json.RawMessage(`"x"`)); !errors.Is(err, ErrArguments) {
 		t.Error(err)
+	}
+}
+
+// TestByteCosts: comparing strings is charged by their bytes, never less
+// than CEL's standard charge by runes, so the runtime cost limit holds as
+// strictly.
+func TestByteCosts(t *testing.T) {
+	for _, c := range []struct {
+		a, b  string
+		runes int
+	}{
+		{strings.Repeat("x", 10240), "never", 5},
+		{strings.Repeat("é", 4000), strings.Repeat("é", 4000), 4000},
+		{"", "a", 0},
+	} {
+		got := (byteCosts{}).CallCost("_==_", overloads.Equals, []ref.Val{types.String(c.a), types.String(c.b)}, types.False)
+		std := uint64(math.Ceil(float64(c.runes) * 0.1))
+		if got == nil || *got < std {
+			t.Errorf("%d/%d bytes: charged %v, the standard charge is %d", len(c.a), len(c.b), got, std)
+		}
+	}
+	if (byteCosts{}).CallCost("_==_", overloads.Equals, []ref.Val{types.Int(1), types.Int(2)}, types.False) != nil {
+		t.Error("charged a comparison of integers: the standard tracker's")
 	}
 }
