@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
@@ -25,6 +26,25 @@ import (
 func (t *UpstreamTLS) Load() (*tls.Config, error) {
 	tc, _, err := t.load()
 	return tc, err
+}
+
+// HTTPClient returns an HTTP client with t's TLS settings (nil t: the
+// system's) that follows no redirect: what the gateway asks (a policy
+// decision point, a guard's hook) answers itself, and never sends the
+// request, and the credentials it carries, elsewhere.
+func (t *UpstreamTLS) HTTPClient() (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if t != nil {
+		tc, err := t.Load()
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig = tc
+	}
+	return &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}, nil
 }
 
 // Fingerprint returns the SHA-256, in hex, of the contents of t's files as

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"time"
 
 	"github.com/mcpgw/gateway/internal/catalog"
@@ -25,38 +24,21 @@ import (
 // (unless the rule says otherwise). Tenants and upstreams without rules
 // cost one map lookup per request.
 
-// compilePolicy compiles cfg's policy rules, with an HTTP client of their
-// decision point's own (its TLS settings, its token, no redirects). The
-// token's source, if any, is returned for the generation to close.
+// compilePolicy compiles cfg's policy rules. The source of the gateway's
+// token for their decision point (policy.pdp.auth), if any, is returned
+// for the generation to close.
 func (h *Server) compilePolicy(cfg *config.Config) (*policy.Engine, credentials.Source, error) {
 	opts := policy.Options{
 		OnPDP:      func(e policy.PDPEvent) { h.metrics.PDPRequest(e.Err != nil, e.Duration) },
 		OnCacheHit: h.metrics.PDPCacheHit,
 	}
 	var src credentials.Source
-	if p := cfg.Policy.PDP; p != nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		if p.TLS != nil {
-			tc, err := p.TLS.Load()
-			if err != nil {
-				return nil, nil, err
-			}
-			tr.TLSClientConfig = tc
-		}
-		var rt http.RoundTripper = tr
-		if p.Auth != nil {
-			// The gateway's own token: an upstream of no tenant, as
-			// far as the credentials are concerned.
-			src = credentials.ForUpstream(&config.Config{}, &config.Upstream{Name: "policy.pdp", URL: p.URL, Auth: p.Auth},
-				credentials.Options{HTTPClient: h.authc, OnFetch: h.metrics.TokenFetch, Logger: h.log})
-			rt = &pdpAuth{next: tr, src: src}
-		}
-		opts.HTTPClient = &http.Client{
-			Transport: rt,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse // a decision point answers, it does not send elsewhere
-			},
-		}
+	if p := cfg.Policy.PDP; p != nil && p.Auth != nil {
+		// The gateway's own token: an upstream of no tenant, as far as
+		// the credentials are concerned.
+		src = credentials.ForUpstream(&config.Config{}, &config.Upstream{Name: "policy.pdp", URL: p.URL, Auth: p.Auth},
+			credentials.Options{HTTPClient: h.authc, OnFetch: h.metrics.TokenFetch, Logger: h.log})
+		opts.Token = src
 	}
 	e, err := policy.Compile(cfg, opts)
 	if err != nil {
@@ -66,25 +48,6 @@ func (h *Server) compilePolicy(cfg *config.Config) (*policy.Engine, credentials.
 		return nil, nil, err
 	}
 	return e, src, nil
-}
-
-// pdpAuth sets the gateway's token on each request to the decision
-// point; a 401 makes the source fetch a new one for the next.
-type pdpAuth struct {
-	next http.RoundTripper
-	src  credentials.Source
-}
-
-func (a *pdpAuth) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	if err := a.src.Apply(r.Context(), r.Header); err != nil {
-		return nil, err
-	}
-	resp, err := a.next.RoundTrip(r)
-	if err == nil && resp.StatusCode == http.StatusUnauthorized {
-		a.src.Invalidate(r.Context())
-	}
-	return resp, err
 }
 
 // policyPrincipal is the caller, to the rules.

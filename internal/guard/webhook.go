@@ -111,19 +111,9 @@ func newWebhook(c *config.GuardWebhook, path, guard string, o Options) (*webhook
 	}
 	w.sem = make(chan struct{}, n)
 	if w.client == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		if c.TLS != nil {
-			tc, err := c.TLS.Load()
-			if err != nil {
-				return nil, fmt.Errorf("%s.tls: %w", path, err)
-			}
-			tr.TLSClientConfig = tc
-		}
-		w.client = &http.Client{
-			Transport: tr,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse // a hook answers; it does not send the content elsewhere
-			},
+		var err error
+		if w.client, err = c.TLS.HTTPClient(); err != nil {
+			return nil, fmt.Errorf("%s.tls: %w", path, err)
 		}
 	}
 	return w, nil

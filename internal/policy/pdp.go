@@ -108,7 +108,33 @@ func (p *pdpClient) hit() {
 	}
 }
 
-func newPDPClient(p *config.PolicyPDP, o Options, c *counters) *pdpClient {
+// A TokenSource is the gateway's own credentials for the PDP: a
+// credentials.Source is one.
+type TokenSource interface {
+	Apply(ctx context.Context, h http.Header) error
+	Invalidate(ctx context.Context) bool
+}
+
+// tokenTransport sets the gateway's token on each request to the PDP; a
+// 401 makes the source fetch a new one for the next.
+type tokenTransport struct {
+	next http.RoundTripper
+	src  TokenSource
+}
+
+func (t *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if err := t.src.Apply(r.Context(), r.Header); err != nil {
+		return nil, err
+	}
+	resp, err := t.next.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		t.src.Invalidate(r.Context())
+	}
+	return resp, err
+}
+
+func newPDPClient(p *config.PolicyPDP, o Options, c *counters) (*pdpClient, error) {
 	pc := &pdpClient{
 		base:     strings.TrimSuffix(p.URL, "/"),
 		headers:  maps.Clone(p.Headers),
@@ -119,7 +145,19 @@ func newPDPClient(p *config.PolicyPDP, o Options, c *counters) *pdpClient {
 		counters: c,
 	}
 	if pc.client == nil {
-		pc.client = http.DefaultClient
+		var err error
+		if pc.client, err = p.TLS.HTTPClient(); err != nil {
+			return nil, err
+		}
+	}
+	if o.Token != nil {
+		hc := *pc.client
+		next := hc.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		hc.Transport = &tokenTransport{next: next, src: o.Token}
+		pc.client = &hc
 	}
 	if pc.timeout <= 0 {
 		pc.timeout = config.DefaultPDPTimeout.D()
@@ -132,7 +170,7 @@ func newPDPClient(p *config.PolicyPDP, o Options, c *counters) *pdpClient {
 		size = config.DefaultPDPCacheSize
 	}
 	pc.cache = newDecisionCache(ttl, size, &c.pdpEvicted)
-	return pc
+	return pc, nil
 }
 
 // request builds the evaluation of st for rule r.

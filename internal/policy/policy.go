@@ -155,9 +155,13 @@ func (d *Decision) Rule() string {
 
 // Options are what a compiled Engine needs besides the config.
 type Options struct {
-	// HTTPClient is the PDP's client (with policy.pdp.tls applied). nil:
-	// http.DefaultClient.
+	// HTTPClient, if set, is the PDP's client (tests); nil: a client of
+	// its own with policy.pdp.tls, following no redirect.
 	HTTPClient *http.Client
+	// Token, if set, authenticates the gateway to the PDP
+	// (policy.pdp.auth): its token goes on every request, and a 401
+	// makes it fetch a new one for the next.
+	Token TokenSource
 	// OnPDP, if set, is called after each request to the PDP (not for
 	// answers from the cache), for metrics.
 	OnPDP func(PDPEvent)
@@ -227,7 +231,10 @@ func Compile(cfg *config.Config, o Options) (*Engine, error) {
 		limit = uint64(cfg.Policy.CELCostLimit)
 	}
 	if p := cfg.Policy.PDP; p != nil {
-		e.pdp = newPDPClient(p, o, e.counters)
+		var err error
+		if e.pdp, err = newPDPClient(p, o, e.counters); err != nil {
+			return nil, fmt.Errorf("policy.pdp.tls: %w", err)
+		}
 	}
 	for i := range cfg.Tenants {
 		t := &cfg.Tenants[i]
