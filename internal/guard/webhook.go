@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/share"
 )
 
 // External hooks. The gateway POSTs an envelope naming the phase, the
@@ -72,7 +73,8 @@ type WebhookEvent struct {
 }
 
 // ErrBusy is the error of a request not sent because max_in_flight
-// requests to the hook were in flight.
+// requests, or the tenant's or the principal's share of them, were in
+// flight.
 var ErrBusy = errors.New("webhook: max_in_flight requests already in flight")
 
 // maxHookMessage bounds the message of a hook's block.
@@ -85,9 +87,13 @@ type webhook struct {
 	client      *http.Client
 	timeout     time.Duration
 	maxResponse int64
-	sem         chan struct{}
-	allowOnErr  bool
-	onEvent     func(WebhookEvent)
+	// slots bounds the requests in flight (max_in_flight), of which
+	// one tenant holds at most half and one principal a quarter: a
+	// tenant that floods the hook is refused before the others are.
+	slots      share.Counts
+	shares     share.Share
+	allowOnErr bool
+	onEvent    func(WebhookEvent)
 }
 
 func newWebhook(c *config.GuardWebhook, path, guard string, o Options) (*webhook, error) {
@@ -109,7 +115,7 @@ func newWebhook(c *config.GuardWebhook, path, guard string, o Options) (*webhook
 	if n <= 0 {
 		n = config.DefaultGuardWebhookMaxInFlight
 	}
-	w.sem = make(chan struct{}, n)
+	w.shares = share.Share{Pool: n, Tenant: max(1, (n+1)/2), Principal: max(1, (n+3)/4)}
 	if w.client == nil {
 		var err error
 		if w.client, err = c.TLS.HTTPClient(); err != nil {
@@ -168,12 +174,11 @@ func (r *runner) ask(ctx context.Context, g *guard, content json.RawMessage) (js
 // call POSTs env to the hook and returns its answer, checked against the
 // contract.
 func (w *webhook) call(ctx context.Context, env *Envelope) (*Answer, error) {
-	select {
-	case w.sem <- struct{}{}:
-		defer func() { <-w.sem }()
-	default:
+	who := env.Tenant + "\x00" + env.Subject
+	if w.slots.Take(who, env.Tenant, w.shares) != 0 {
 		return nil, ErrBusy
 	}
+	defer w.slots.Give(who, env.Tenant)
 	body, err := json.Marshal(env)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: encoding the request: %w", err)

@@ -169,3 +169,42 @@ func TestWebhookInFlightBound(t *testing.T) {
 		}
 	})
 }
+
+// TestWebhookTenantShare: of max_in_flight requests to a hook, one tenant
+// holds at most half and one principal a quarter: a tenant that holds its
+// share is refused while another tenant is still served.
+func TestWebhookTenantShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hook := testkit.NewGuardHookHandler(nil)
+		release := hook.Hold()
+		e := compile(t, hookGuard("http://hook.test/guard", ", max_in_flight: 4"), "", Options{HTTPClient: hook.Client()})
+		s := e.For("t", "u", "x")
+		var wg sync.WaitGroup
+		// acme's two principals take acme's share of 2 (one each: a
+		// principal's share is 1).
+		for _, sub := range []string{"alice", "bob"} {
+			wg.Go(func() { s.Result(ctx, &Input{Tenant: "acme", Subject: sub}, textResult("x")) })
+		}
+		synctest.Wait()
+		if _, v := s.Result(ctx, &Input{Tenant: "acme", Subject: "carol"}, textResult("x")); !errors.Is(v.Err, ErrBusy) {
+			t.Errorf("acme past its share: %+v", v)
+		}
+		if _, v := s.Result(ctx, &Input{Tenant: "acme", Subject: "alice"}, textResult("x")); !errors.Is(v.Err, ErrBusy) {
+			t.Errorf("alice past her share: %+v", v)
+		}
+		done := make(chan Verdict, 1)
+		go func() {
+			_, v := s.Result(ctx, &Input{Tenant: "globex", Subject: "dana"}, textResult("x"))
+			done <- v
+		}()
+		synctest.Wait()
+		if now, _ := hook.InFlight(); now != 3 {
+			t.Errorf("%d in flight, want acme's 2 and globex's 1", now)
+		}
+		release()
+		if v := <-done; v.Err != nil {
+			t.Errorf("globex refused: %+v", v)
+		}
+		wg.Wait()
+	})
+}
