@@ -20,6 +20,18 @@ func Decode(data []byte) (any, error) {
 	return v, err
 }
 
+// DecodeValid is Decode for data that must be valid JSON: a member of a
+// document that Valid accepted whole (ParseObject's members are). It skips
+// the validation pass; invalid data may panic.
+func DecodeValid(data []byte) (any, error) {
+	i := skipSpace(data, 0)
+	if i == len(data) {
+		return nil, errSyntax
+	}
+	v, _, err := decodeValue(data, i)
+	return v, err
+}
+
 // decodeValue decodes the value at data[i] of valid JSON and returns it
 // with the index just past it. Nesting is bounded by Valid's maxDepth.
 func decodeValue(data []byte, i int) (any, int, error) {

@@ -2,6 +2,7 @@ package jsonx
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,7 +106,14 @@ func Unquote(s []byte) (string, error) {
 	}
 	// Most keys have no escapes and are ASCII or valid UTF-8.
 	plain := true
-	for _, c := range s[1 : len(s)-1] {
+	in := s[1 : len(s)-1]
+	i := 0
+	for ; i+8 <= len(in); i += 8 { // eight bytes at a time, as validString
+		if x := binary.LittleEndian.Uint64(in[i:]); hasLess(x, 0x20) || hasByte(x, '\\') {
+			break
+		}
+	}
+	for _, c := range in[i:] {
 		if c == '\\' || c < 0x20 {
 			plain = false
 			break

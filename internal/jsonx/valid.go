@@ -17,6 +17,21 @@ func Valid(data []byte) bool {
 	return skipSpace(data, i) == len(data)
 }
 
+// ValidWithin is Valid for data whose objects and arrays nest at most
+// max deep (max ≤ encoding/json's limit, 10000).
+func ValidWithin(data []byte, max int) bool {
+	if max > maxDepth {
+		max = maxDepth
+	}
+	i := skipSpace(data, 0)
+	// validValue refuses what nests past maxDepth: start it deeper.
+	i, ok := validValue(data, i, maxDepth-max)
+	if !ok {
+		return false
+	}
+	return skipSpace(data, i) == len(data)
+}
+
 // maxDepth is encoding/json's nesting limit (scanner.go maxNestingDepth).
 const maxDepth = 10000
 

@@ -205,7 +205,7 @@ func (e *Engine) request(st *state, r *rule) (EvaluationRequest, error) {
 		}},
 	}
 	if r.pdpArgs {
-		args, err := st.arguments()
+		args, err := st.arguments(argNeed{all: true})
 		if err != nil {
 			return req, err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/policy/celenv"
 	"github.com/mcpgw/gateway/internal/tenant"
 )
 
@@ -291,7 +293,7 @@ func TestHostileInputs(t *testing.T) {
 		{"a", deep, ErrArguments.Error()},
 		{"a", `[1,2]`, ErrArguments.Error()},
 		{"a", `{"repo":`, ErrArguments.Error()},
-		{"b", deep, "cel:"},
+		{"b", deep, ErrArguments.Error()},
 		{"b", `{"y":1}`, ""}, // holds false: no error, the default
 		{"c", wide, "cost limit"},
 	} {
@@ -308,7 +310,7 @@ func TestHostileInputs(t *testing.T) {
 	}
 }
 
-func TestTooDeep(t *testing.T) {
+func TestArguments(t *testing.T) {
 	for _, c := range []struct {
 		s    string
 		deep bool
@@ -316,20 +318,41 @@ func TestTooDeep(t *testing.T) {
 		{`{"a":[1,{"b":2}]}`, false},
 		{`{"a":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}`, false},
 		{`{"a":"\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}`, false},
-		{strings.Repeat("[", 33) + strings.Repeat("]", 33), true},
+		{`{"a":` + strings.Repeat("[", 31) + strings.Repeat("]", 31) + `}`, false},
+		{`{"a":` + strings.Repeat("[", 32) + strings.Repeat("]", 32) + `}`, true},
 	} {
-		if got := tooDeep([]byte(c.s), 32); got != c.deep {
-			t.Errorf("tooDeep(%.30s) = %v", c.s, got)
+		_, err := parseArguments(json.RawMessage(c.s))
+		if (err != nil) != c.deep {
+			t.Errorf("parseArguments(%.30s): %v", c.s, err)
 		}
 	}
-	if _, err := decodeArguments(json.RawMessage(`{"a":1}`)); err != nil {
-		t.Error(err)
+	for _, c := range []struct {
+		raw string
+		err bool
+	}{
+		{`{"a":1}`, false},
+		{``, false},
+		{`null`, false},
+		{`"x"`, true},
+		{`{"a":1,"a":2}`, true}, // one name, two values: refused
+		{`{"a":`, true},
+	} {
+		st := &state{in: &Input{Arguments: json.RawMessage(c.raw)}}
+		if _, err := st.arguments(argNeed{all: true}); errors.Is(err, ErrArguments) != c.err {
+			t.Errorf("arguments(%s): %v", c.raw, err)
+		}
 	}
-	if _, err := decodeArguments(nil); err != nil {
-		t.Error(err)
+	// Only the members read are decoded; nesting is bounded over them all.
+	st := &state{in: &Input{Arguments: json.RawMessage(`{"ok":1,"big":[1e999]}`)}}
+	if args, err := st.arguments(argNeed{names: []string{"ok"}}); err != nil || args["ok"] != 1.0 || len(args) != 1 {
+		t.Errorf("ok: %v %v", args, err)
 	}
-	if _, err := decodeArguments(json.RawMessage(`"x"`)); !errors.Is(err, ErrArguments) {
-		t.Error(err)
+	if _, err := st.arguments(argNeed{names: []string{"big"}}); !errors.Is(err, ErrArguments) {
+		t.Errorf("big: %v", err)
+	}
+	st = &state{in: &Input{Arguments: json.RawMessage(`{"ok":1,"deep":` + strings.Repeat("[", 32) + strings.Repeat("]", 32) + `}`)}}
+	if _, err := st.arguments(argNeed{names: []string{"ok"}}); !errors.Is(err, ErrArguments) {
+		t.Errorf("deep: %v", err)
 	}
 }
 
@@ -353,5 +376,33 @@ func TestByteCosts(t *testing.T) {
 	}
 	if (byteCosts{}).CallCost("_==_", overloads.Equals, []ref.Val{types.Int(1), types.Int(2)}, types.False) != nil {
 		t.Error("charged a comparison of integers: the standard tracker's")
+	}
+}
+
+// TestArgumentsRead: an expression is known to read the members it
+// selects by a constant name, and all of them when it uses the map
+// otherwise.
+func TestArgumentsRead(t *testing.T) {
+	for _, c := range []struct {
+		expr  string
+		names []string
+		all   bool
+	}{
+		{`principal.subject == "x"`, nil, false},
+		{`arguments.repo == "x"`, []string{"repo"}, false},
+		{`has(arguments.repo) && arguments["owner"] == "x" && arguments.repo.startsWith("s")`, []string{"repo", "owner"}, false},
+		{`arguments.size() > 2`, nil, true},
+		{`"repo" in arguments`, nil, true},
+		{`arguments.exists(k, k == "x")`, nil, true},
+		{`arguments[request.name] == 1`, nil, true},
+	} {
+		ast, err := celenv.Check(c.expr, true, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", c.expr, err)
+		}
+		got := argumentsRead(ast)
+		if got.all != c.all || !slices.Equal(got.names, c.names) {
+			t.Errorf("%s: %+v", c.expr, got)
+		}
 	}
 }

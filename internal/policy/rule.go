@@ -56,6 +56,8 @@ type condition struct {
 	clientIDs []string
 	args      []argMatch
 	prog      cel.Program
+	// progArgs is what prog reads of the arguments.
+	progArgs argNeed
 }
 
 type argMatch struct {
@@ -145,6 +147,7 @@ func compileCondition(c *config.PolicyCondition, path string, call bool, limit u
 			return nil, fmt.Errorf("%s.cel: %v", path, err)
 		}
 		out.prog = prg
+		out.progArgs = argumentsRead(ast)
 	}
 	return out, nil
 }
@@ -307,7 +310,7 @@ func (c *condition) holds(st *state) (ok bool, miss *argMatch, err error) {
 	}
 	for i := range c.args {
 		a := &c.args[i]
-		args, err := st.arguments()
+		args, err := st.arguments(argNeed{names: a.tokens[:1]})
 		if err != nil {
 			return false, nil, err
 		}
@@ -317,6 +320,11 @@ func (c *condition) holds(st *state) (ok bool, miss *argMatch, err error) {
 		miss = a
 	}
 	if c.prog != nil {
+		if !c.progArgs.none() {
+			if _, err := st.arguments(c.progArgs); err != nil {
+				return false, nil, err
+			}
+		}
 		out, _, err := c.prog.Eval(st.activation())
 		if err != nil {
 			return false, nil, fmt.Errorf("cel: %w", scrub(err))

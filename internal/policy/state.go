@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
 
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 
+	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/policy/celenv"
 )
 
@@ -43,10 +48,19 @@ type state struct {
 	haveGroups bool
 	client     string
 	haveClient bool
-	args       map[string]any
-	argsErr    error
-	haveArgs   bool
-	kindName   string
+	// The call's arguments: parsed into members once, and each member
+	// decoded when a rule first needs it (a rule that compares one short
+	// argument does not pay for decoding a long one).
+	argObj   *jsonx.Object
+	argsErr  error
+	haveArgs bool
+	args     map[string]any
+	argsAll  bool
+	kindName string
+
+	// vals holds the CEL variables made so far, by their index in
+	// celenv.Variables.
+	vals [len(celenv.Variables)]ref.Val
 
 	// why and miss are what the rule being evaluated found: which of its
 	// conditions decided, and which argument matcher.
@@ -105,61 +119,124 @@ func (st *state) clientID() string {
 	return st.client
 }
 
-// arguments decodes the arguments, once.
-func (st *state) arguments() (map[string]any, error) {
+// argNeed is what a rule reads of the arguments: the top-level members
+// names, or all of them.
+type argNeed struct {
+	names []string
+	all   bool
+}
+
+func (n argNeed) none() bool { return !n.all && len(n.names) == 0 }
+
+// add makes n cover m too.
+func (n *argNeed) add(m argNeed) {
+	n.all = n.all || m.all
+	for _, name := range m.names {
+		if !slices.Contains(n.names, name) {
+			n.names = append(n.names, name)
+		}
+	}
+}
+
+// arguments returns the call's arguments with at least the members n
+// needs decoded (absent ones stay absent). Each member is decoded at most
+// once per decision.
+func (st *state) arguments(n argNeed) (map[string]any, error) {
 	if !st.haveArgs {
 		st.haveArgs = true
-		st.args, st.argsErr = decodeArguments(st.in.Arguments)
+		st.argObj, st.argsErr = parseArguments(st.in.Arguments)
+		if st.argsErr == nil {
+			st.args = make(map[string]any, len(st.argObj.Members))
+		}
 	}
-	return st.args, st.argsErr
+	if st.argsErr != nil || st.argsAll {
+		return st.args, st.argsErr
+	}
+	if n.all {
+		st.argsAll = true
+		for i := range st.argObj.Members {
+			if err := st.decodeMember(&st.argObj.Members[i]); err != nil {
+				return nil, err
+			}
+		}
+		return st.args, nil
+	}
+	for _, name := range n.names {
+		for i := range st.argObj.Members {
+			if st.argObj.Members[i].Name == name {
+				if err := st.decodeMember(&st.argObj.Members[i]); err != nil {
+					return nil, err
+				}
+				break
+			}
+		}
+	}
+	return st.args, nil
 }
 
-// decodeArguments decodes a call's arguments within the bounds. Absent
-// or null arguments are an empty object.
-func decodeArguments(raw json.RawMessage) (map[string]any, error) {
+func (st *state) decodeMember(m *jsonx.Member) error {
+	if _, done := st.args[m.Name]; done {
+		return nil
+	}
+	v, err := jsonx.DecodeValid(m.Value)
+	if err == nil {
+		v, err = floats(v)
+	}
+	if err != nil {
+		st.args, st.argsErr = nil, ErrArguments
+		return ErrArguments
+	}
+	st.args[m.Name] = v
+	return nil
+}
+
+// parseArguments splits a call's arguments into members within the
+// bounds. Absent or null arguments are an empty object. A member name
+// that occurs twice is refused: the engine and the upstream must not
+// read different values under one name.
+func parseArguments(raw json.RawMessage) (*jsonx.Object, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return map[string]any{}, nil
+		return &jsonx.Object{}, nil
 	}
-	if len(raw) > MaxArgumentBytes || raw[0] != '{' || tooDeep(raw, MaxArgumentDepth) {
+	if len(raw) > MaxArgumentBytes || raw[0] != '{' || !jsonx.ValidWithin(raw, MaxArgumentDepth) {
 		return nil, ErrArguments
 	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
+	o, err := jsonx.ParseValidObject(raw)
+	if err != nil {
 		return nil, ErrArguments
 	}
-	return m, nil
+	return o, nil
 }
 
-// tooDeep reports whether the JSON text b nests objects and arrays
-// deeper than max, without decoding it.
-func tooDeep(b []byte, max int) bool {
-	depth := 0
-	inString := false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
+// floats turns the numbers of v, a value jsonx decoded, into float64, as
+// encoding/json decodes them into an any: what rules have always seen.
+func floats(v any) (any, error) {
+	switch v := v.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return nil, err
 		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-			if depth > max {
-				return true
+		return f, nil
+	case map[string]any:
+		for k, e := range v {
+			f, err := floats(e)
+			if err != nil {
+				return nil, err
 			}
-		case '}', ']':
-			depth--
+			v[k] = f
+		}
+	case []any:
+		for i, e := range v {
+			f, err := floats(e)
+			if err != nil {
+				return nil, err
+			}
+			v[i] = f
 		}
 	}
-	return false
+	return v, nil
 }
 
 func (st *state) kind() string {
@@ -176,8 +253,28 @@ func (st *state) activation() interpreter.Activation { return (*activation)(st) 
 
 type activation state
 
+// ResolveName returns each variable as a CEL value made once per
+// decision: every rule that reads it shares the conversion.
 func (a *activation) ResolveName(name string) (any, bool) {
 	st := (*state)(a)
+	i := slices.Index(celenv.Variables[:], name)
+	if i < 0 {
+		return nil, false
+	}
+	if v := st.vals[i]; v != nil {
+		return v, true
+	}
+	native, ok := st.native(name)
+	if !ok {
+		return nil, false
+	}
+	v := types.DefaultTypeAdapter.NativeToValue(native)
+	st.vals[i] = v
+	return v, true
+}
+
+// native returns variable name as a Go value.
+func (st *state) native(name string) (any, bool) {
 	p := st.in.Principal
 	switch name {
 	case celenv.Subject:
@@ -212,13 +309,15 @@ func (a *activation) ResolveName(name string) (any, bool) {
 	case celenv.Upstream:
 		return st.in.Upstream, true
 	case celenv.Arguments:
-		args, err := st.arguments()
-		if err != nil {
+		// The condition decoded what its expression reads before
+		// evaluating it (condition.holds); the map is shared, so what
+		// later rules decode into it shows through the same value.
+		if st.argsErr != nil || st.args == nil {
 			// CEL reports a resolution failure as an error: the rule
 			// fails closed.
 			return nil, false
 		}
-		return args, true
+		return st.args, true
 	}
 	return nil, false
 }

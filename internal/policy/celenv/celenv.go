@@ -37,6 +37,10 @@ const (
 	Arguments = "arguments"           // map(string, dyn), phase call only
 )
 
+// Variables lists the variables of the call phase (the list phase has
+// all but the last).
+var Variables = [...]string{Subject, Tenant, ClientID, Scopes, Groups, Claims, Method, Kind, Name, Original, Upstream, Arguments}
+
 // Size bounds assumed by the static cost estimate for what the variables
 // hold: a list or map of at most MaxElems entries, a string of at most
 // MaxStringBytes. The runtime cost limit holds whatever the input is.
