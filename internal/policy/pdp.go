@@ -279,7 +279,7 @@ func (p *pdpClient) evaluate(ctx context.Context, req *EvaluationRequest) (bool,
 			p.counters.pdpErrors.Add(1)
 			return false, errors.New("pdp: the answer has no decision")
 		}
-		p.cache.put(key, *resp.Decision)
+		p.cache.put(key, holderOf(req), *resp.Decision)
 		return *resp.Decision, nil
 	})
 	if err != nil {
@@ -345,7 +345,7 @@ func (p *pdpClient) evaluateBatch(ctx context.Context, reqs []*EvaluationRequest
 			errs[i] = errors.New("pdp: an evaluation's answer has no decision")
 		default:
 			allows[i] = *resp.Evaluations[j].Decision
-			p.cache.put(keys[i], allows[i])
+			p.cache.put(keys[i], holderOf(reqs[i]), allows[i])
 		}
 	}
 	return allows
@@ -400,64 +400,120 @@ func (p *pdpClient) post(ctx context.Context, path string, body, out any, n int)
 	return nil
 }
 
-// A decisionCache keeps PDP decisions for a time, at most size of them;
-// when full, the oldest goes first.
+// A decisionCache keeps PDP decisions for a time, at most size of them.
+// All tenants share it, so when it is full the entry that goes is not
+// simply the oldest: a principal holding a quarter of it or more loses
+// its own oldest; otherwise the tenant holding the most loses its oldest.
+// A principal flooding it with distinct requests churns its own entries,
+// not another tenant's.
 type decisionCache struct {
 	ttl     time.Duration
 	size    int
 	evicted interface{ Add(uint64) uint64 }
 
-	mu      sync.Mutex
-	entries map[[32]byte]*list.Element
-	order   *list.List // of *cacheEntry, oldest first
+	mu         sync.Mutex
+	entries    map[[32]byte]*cacheEntry
+	tenants    map[string]*list.List // of *cacheEntry, oldest first; no empty lists
+	principals map[string]*list.List // the same, by principal
 }
 
 type cacheEntry struct {
-	key     [32]byte
-	allow   bool
-	expires time.Time
+	key               [32]byte
+	allow             bool
+	expires           time.Time
+	tenant, principal string
+	tel, pel          *list.Element // in tenants[tenant], principals[principal]
+}
+
+// A holder is who a cached decision is counted against.
+type holder struct{ tenant, principal string }
+
+// holderOf returns the tenant and principal of an evaluation.
+func holderOf(req *EvaluationRequest) holder {
+	var h holder
+	if req.Subject != nil {
+		h.tenant, _ = req.Subject.Properties["tenant"].(string)
+		h.principal = h.tenant + "\x00" + req.Subject.ID
+	}
+	return h
 }
 
 func newDecisionCache(ttl time.Duration, size int, evicted interface{ Add(uint64) uint64 }) *decisionCache {
 	return &decisionCache{ttl: ttl, size: size, evicted: evicted,
-		entries: make(map[[32]byte]*list.Element), order: list.New()}
+		entries: make(map[[32]byte]*cacheEntry), tenants: make(map[string]*list.List), principals: make(map[string]*list.List)}
 }
 
 func (c *decisionCache) get(key [32]byte) (bool, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.entries[key]
+	ent, ok := c.entries[key]
 	if !ok {
 		return false, false
 	}
-	ent := el.Value.(*cacheEntry)
 	if !time.Now().Before(ent.expires) {
-		c.order.Remove(el)
-		delete(c.entries, key)
+		c.remove(ent)
 		return false, false
 	}
 	return ent.allow, true
 }
 
-func (c *decisionCache) put(key [32]byte, allow bool) {
+func (c *decisionCache) put(key [32]byte, h holder, allow bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.entries[key]; ok {
-		c.order.Remove(el)
-		delete(c.entries, key)
+	if ent, ok := c.entries[key]; ok {
+		c.remove(ent)
 	}
-	for c.order.Len() >= c.size {
-		oldest := c.order.Front()
-		c.order.Remove(oldest)
-		delete(c.entries, oldest.Value.(*cacheEntry).key)
+	if len(c.entries) >= c.size {
+		c.remove(c.victim(h))
 		c.evicted.Add(1)
 	}
-	c.entries[key] = c.order.PushBack(&cacheEntry{key: key, allow: allow, expires: time.Now().Add(c.ttl)})
+	ent := &cacheEntry{key: key, allow: allow, expires: time.Now().Add(c.ttl), tenant: h.tenant, principal: h.principal}
+	ent.tel = pushBack(c.tenants, h.tenant, ent)
+	ent.pel = pushBack(c.principals, h.principal, ent)
+	c.entries[key] = ent
+}
+
+func pushBack(m map[string]*list.List, k string, ent *cacheEntry) *list.Element {
+	l := m[k]
+	if l == nil {
+		l = list.New()
+		m[k] = l
+	}
+	return l.PushBack(ent)
+}
+
+func removeFrom(m map[string]*list.List, k string, el *list.Element) {
+	l := m[k]
+	l.Remove(el)
+	if l.Len() == 0 {
+		delete(m, k)
+	}
+}
+
+// victim returns the entry to drop for h's: h's principal's oldest when
+// it holds its share, else the oldest of the tenant holding the most.
+func (c *decisionCache) victim(h holder) *cacheEntry {
+	if l := c.principals[h.principal]; l != nil && l.Len() >= max(1, c.size/4) {
+		return l.Front().Value.(*cacheEntry)
+	}
+	var most *list.List
+	for _, l := range c.tenants {
+		if most == nil || l.Len() > most.Len() {
+			most = l
+		}
+	}
+	return most.Front().Value.(*cacheEntry)
+}
+
+func (c *decisionCache) remove(ent *cacheEntry) {
+	delete(c.entries, ent.key)
+	removeFrom(c.tenants, ent.tenant, ent.tel)
+	removeFrom(c.principals, ent.principal, ent.pel)
 }
 
 // len returns the decisions kept, expired ones included.
 func (c *decisionCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.order.Len()
+	return len(c.entries)
 }

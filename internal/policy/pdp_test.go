@@ -2,9 +2,12 @@ package policy
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -263,6 +266,50 @@ func BenchmarkDecideArguments10KB(b *testing.B) {
 	for b.Loop() {
 		if d := e.Decide(ctx, in); !d.Allow {
 			b.Fatal(d)
+		}
+	}
+}
+
+// TestDecisionCacheShares: the PDP's cache is shared by all tenants;
+// when it is full, a principal holding a quarter of it loses its own
+// oldest decision, and otherwise the tenant holding the most loses.
+func TestDecisionCacheShares(t *testing.T) {
+	var evicted atomic.Uint64
+	c := newDecisionCache(time.Hour, 8, &evicted)
+	key := func(s string) [32]byte { return sha256.Sum256([]byte(s)) }
+	a1, a2, b1 := holder{"a", "a\x00one"}, holder{"a", "a\x00two"}, holder{"b", "b\x00one"}
+	// Tenant b holds three, a's two principals one each.
+	for i := range 3 {
+		c.put(key("b"+strconv.Itoa(i)), b1, true)
+	}
+	c.put(key("a1-0"), a1, true)
+	c.put(key("a2-0"), a2, true)
+	// a1 floods: up to the size, then past it. Holding its share (2 of
+	// 8), it churns its own decisions; nobody else's goes.
+	for i := 1; i < 20; i++ {
+		c.put(key("a1-"+strconv.Itoa(i)), a1, true)
+	}
+	for _, k := range []string{"b0", "b1", "b2", "a2-0", "a1-19"} {
+		if _, ok := c.get(key(k)); !ok {
+			t.Errorf("%s was evicted", k)
+		}
+	}
+	if _, ok := c.get(key("a1-0")); ok {
+		t.Error("a1's oldest stayed")
+	}
+	if c.len() != 8 || evicted.Load() == 0 {
+		t.Errorf("len %d, evicted %d", c.len(), evicted.Load())
+	}
+	// A new principal of tenant b, under its share: the tenant holding
+	// the most (a, 5 of 8) loses its oldest.
+	b2 := holder{"b", "b\x00two"}
+	c.put(key("b2-0"), b2, true)
+	if _, ok := c.get(key("a2-0")); ok {
+		t.Error("tenant a's oldest stayed")
+	}
+	for _, k := range []string{"b0", "b1", "b2", "b2-0"} {
+		if _, ok := c.get(key(k)); !ok {
+			t.Errorf("%s was evicted", k)
 		}
 	}
 }
