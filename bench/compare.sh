@@ -23,6 +23,13 @@
 #              conditions never hold, half list rules, half call rules, so
 #              that every call tries them all; the summary ends with its
 #              ratios to gw-memory (issue 29: within 5%)
+#   gw-mem-guards
+#              with GUARDS=1, call scenarios only: gw-memory whose upstream
+#              has the built-in credential and personal-data guards on
+#              results (docs/guards.md); the echo text is then prose (an
+#              issue tracker's, with numbers, URLs and dates, no findings)
+#              for every target; the summary ends with its ratios to
+#              gw-memory (issue 30: within 10% at 10 KB)
 #   gw-mem-budgets, gw-redis-budgets
 #              with BUDGETS=1, call scenarios only: gw-memory and gw-redis
 #              with budgets that apply to every call and never refuse one
@@ -56,6 +63,8 @@
 #   LARGE_CONFIG=1    add the gw-large target (configuration size)
 #   BUDGETS=1         add the gw-*-budgets targets (the cost of budgets)
 #   RULES=1           add the gw-mem-rules target (the cost of policy rules)
+#   GUARDS=1          add the gw-mem-guards target (the cost of content guards)
+#   FILL [x]          the echo text: x (one letter) or prose; prose with GUARDS=1
 #   KEEP=1            keep the work directory (configs, logs, runs.jsonl)
 #
 # It stops every process it started, by PID, however it exits.
@@ -89,6 +98,9 @@ POLICY=${POLICY:-1}
 LARGE_CONFIG=${LARGE_CONFIG:-0}
 BUDGETS=${BUDGETS:-0}
 RULES=${RULES:-0}
+GUARDS=${GUARDS:-0}
+if [[ $GUARDS == 1 ]]; then FILL=${FILL:-prose}; fi
+FILL=${FILL:-x}
 GW_LOG_LEVEL=${GW_LOG_LEVEL:-info}
 AUTH=${AUTH:-bearer}
 if [[ $AUTH != bearer && $AUTH != anonymous ]]; then
@@ -300,6 +312,12 @@ gwconfig() {
 				printf '    concurrency: { max_in_flight: 1000, per_tenant: 1000 }\n'
 				printf '    circuit_breaker: { failures: 1000 }\n'
 			fi
+			if [[ ${WITH_GUARDS:-0} == 1 ]]; then
+				# The built-in detectors on every result: the echo of
+				# prose holds nothing they find, so every result is
+				# inspected whole and passes unchanged.
+				printf '    guards:\n      - { detect: [credentials, personal_data], phases: [results] }\n'
+			fi
 		done
 		if [[ ${WITH_BUDGETS:-0} == 1 ]]; then
 			# Every call passes each of these; none ever refuses one.
@@ -439,6 +457,10 @@ if [[ $RULES == 1 ]]; then
 	WITH_RULES=1 gwconfig "$work/gw-mem-rules.yaml" memory "up=$up_url"
 	gateway gw_mem_rules "$work/gw-mem-rules.yaml"
 fi
+if [[ $GUARDS == 1 ]]; then
+	WITH_GUARDS=1 gwconfig "$work/gw-mem-guards.yaml" memory "up=$up_url"
+	gateway gw_mem_guards "$work/gw-mem-guards.yaml"
+fi
 if [[ $BUDGETS == 1 ]]; then
 	WITH_BUDGETS=1 gwconfig "$work/gw-mem-budgets.yaml" memory "up=$up_url"
 	gateway gw_mem_budgets "$work/gw-mem-budgets.yaml"
@@ -469,6 +491,7 @@ targets=(direct proxy gw-memory)
 if [[ $have_redis == 1 ]]; then targets+=(gw-redis); fi
 if [[ $LARGE_CONFIG == 1 ]]; then targets+=(gw-large); fi
 if [[ $RULES == 1 ]]; then targets+=(gw-mem-rules); fi
+if [[ $GUARDS == 1 ]]; then targets+=(gw-mem-guards); fi
 if [[ $BUDGETS == 1 ]]; then
 	targets+=(gw-mem-budgets)
 	if [[ $have_redis == 1 ]]; then targets+=(gw-redis-budgets); fi
@@ -489,6 +512,7 @@ endpoint() {
 	gw-redis:*) echo "$gw_redis_url/mcp" ;;
 	gw-large:*) echo "$gw_large_url/mcp" ;;
 	gw-mem-rules:*) echo "$gw_mem_rules_url/mcp" ;;
+	gw-mem-guards:*) echo "$gw_mem_guards_url/mcp" ;;
 	gw-mem-budgets:*) echo "$gw_mem_budgets_url/mcp" ;;
 	gw-redis-budgets:*) echo "$gw_redis_budgets_url/mcp" ;;
 	esac
@@ -506,7 +530,7 @@ total=$((nscen * ROUNDS * ${#targets[@]}))
 if [[ " $SCENARIOS " == *:list:* ]]; then
 	# gw-large and the budget targets run the call scenarios only.
 	for target in "${targets[@]}"; do
-		case $target in gw-large | *-budgets | *-rules) total=$((total - ROUNDS)) ;; esac
+		case $target in gw-large | *-budgets | *-rules | *-guards) total=$((total - ROUNDS)) ;; esac
 	done
 fi
 n=0
@@ -517,12 +541,12 @@ for scen in $SCENARIOS; do
 	for ((round = 1; round <= ROUNDS; round++)); do
 		for ((i = 0; i < ${#targets[@]}; i++)); do
 			target=${targets[$(((i + round - 1) % ${#targets[@]}))]}
-			if [[ ($target == gw-large || $target == *-budgets || $target == *-rules) && $mode == list ]]; then continue; fi
+			if [[ ($target == gw-large || $target == *-budgets || $target == *-rules || $target == *-guards) && $mode == list ]]; then continue; fi
 			n=$((n + 1))
 			tool=echo
 			if [[ $target == gw-* ]]; then tool=up__echo; fi
 			args=(-url "$(endpoint "$target" "$mode")" -c "$clients" -d "$DURATION" -warmup "$WARMUP"
-				-mode "$mode" -tool "$tool" -payload "$payload" -json
+				-mode "$mode" -tool "$tool" -payload "$payload" -fill "$FILL" -json
 				-tag "scenario=$name" -tag "target=$target" -tag "round=$round")
 			if [[ $mode == list ]]; then args+=(-expect-tools $((LIST_UPSTREAMS * LIST_TOOLS))); fi
 			counting=0
@@ -564,7 +588,7 @@ meta=(-meta "rounds=$ROUNDS" -meta "duration=$DURATION" -meta "warmup=$WARMUP"
 	-meta "cpus=$(nproc 2>/dev/null || echo '?')" -meta "go=$(go env GOVERSION)"
 	-meta "commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+dirty')"
 	-meta "upstream=$([[ "${UPSTREAM_JSON:-}" == 1 ]] && echo json || echo sse)"
-	-meta "policy=$POLICY" -meta "auth=$AUTH" -meta "redis=$have_redis" -meta "large_config=$LARGE_CONFIG" -meta "budgets=$BUDGETS" -meta "rules=$RULES")
+	-meta "policy=$POLICY" -meta "auth=$AUTH" -meta "redis=$have_redis" -meta "large_config=$LARGE_CONFIG" -meta "budgets=$BUDGETS" -meta "rules=$RULES" -meta "guards=$GUARDS" -meta "fill=$FILL")
 sumargs=("${meta[@]}")
 if [[ -n $out ]]; then sumargs+=(-o "$out"); fi
 echo
@@ -575,6 +599,9 @@ median over rounds of each round's ratio (issue 7: per-call figures within 10%):
 fi
 if [[ $RULES == 1 ]]; then
 	pair_summary "policy rules: gw-mem-rules (30 rules tried on every call) / gw-memory, median over rounds of each round's ratio (issue 29: within 5%):" gw-memory gw-mem-rules
+fi
+if [[ $GUARDS == 1 ]]; then
+	pair_summary "content guards: gw-mem-guards (credential and personal-data detectors on every result) / gw-memory, median over rounds of each round's ratio (issue 30: within 10% at 10 KB):" gw-memory gw-mem-guards
 fi
 if [[ $BUDGETS == 1 ]]; then
 	pair_summary "budgets: gw-mem-budgets / gw-memory, median over rounds of each round's ratio (issue 18: within 5%):" gw-memory gw-mem-budgets

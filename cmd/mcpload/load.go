@@ -27,7 +27,8 @@ type config struct {
 	// ListRatio is the share of tools/list requests in modeMix.
 	ListRatio float64
 	Tool      string
-	Payload   int // bytes of the echo text
+	Payload   int    // bytes of the echo text
+	Fill      string // what fills it: fillX or fillProse
 	Protocol  string
 	// Header holds extra headers (-H, -token) sent on every request.
 	Header http.Header
@@ -332,7 +333,7 @@ func runLoad(ctx context.Context, cfg *config, hc *http.Client) (*report, error)
 	if err != nil {
 		return nil, err
 	}
-	fill := bytes.Repeat([]byte("x"), cfg.Payload)
+	fill := fillText(cfg.Fill, cfg.Payload)
 	shards := make([]histShard, min(cfg.Clients, maxHistShards))
 	clients := make([]*vclient, cfg.Clients)
 	for i := range clients {
@@ -424,4 +425,24 @@ func runLoad(ctx context.Context, cfg *config, hc *http.Client) (*report, error)
 	}
 	rep.computeLatency()
 	return rep, nil
+}
+
+// The fills of the echo text.
+const (
+	fillX     = "x"     // "xxx...": nothing for a content guard to look at
+	fillProse = "prose" // a tracker's issue text: words, numbers, URLs, dates
+)
+
+// proseLine is one line of the prose fill: what a tool result is made of,
+// with digits, versions, URLs and dates a content guard must look at and
+// let pass. It needs no JSON escaping.
+const proseLine = "Crash in the exporter when batch 7 exceeds the limit: run it with 3 workers, v1.4.2, " +
+	"then wait 30s; it exits with code 137. See https://tracker.example.com/acme/api/issues/4107 (opened 2025-03-08T10:07:00Z by dev-7). "
+
+// fillText returns n bytes of fill kind.
+func fillText(kind string, n int) []byte {
+	if kind == fillProse {
+		return bytes.Repeat([]byte(proseLine), n/len(proseLine)+1)[:n]
+	}
+	return bytes.Repeat([]byte("x"), n)
 }

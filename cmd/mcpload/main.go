@@ -134,6 +134,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.Float64Var(&cfg.ListRatio, "list-ratio", 0.1, "share of tools/list requests with -mode mix")
 	fs.StringVar(&cfg.Tool, "tool", "echo", `tool to call, such as "up__echo" through the gateway`)
 	fs.IntVar(&cfg.Payload, "payload", 100, "bytes of the text argument of the tool call")
+	fs.StringVar(&cfg.Fill, "fill", fillX, `what fills the text: "x" (one letter repeated) or "prose" (an issue tracker's text, with numbers, URLs and dates)`)
 	fs.StringVar(&cfg.Protocol, "protocol", "2025-11-25", "protocol version asked for in initialize")
 	checkEcho := fs.String("check-echo", "auto", `check that the tool returns the text sent: true, false, or auto (true for a tool named "echo" or "*__echo")`)
 	fs.IntVar(&cfg.ExpectTools, "expect-tools", 0, "if positive, the number of tools tools/list must return")
@@ -179,6 +180,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if cfg.Tool == "" {
 		problems = append(problems, errors.New("-tool must not be empty"))
+	}
+	if cfg.Fill != fillX && cfg.Fill != fillProse {
+		problems = append(problems, fmt.Errorf("-fill must be x or prose, got %q", cfg.Fill))
 	}
 	if cfg.Payload < 0 || cfg.Payload > 64<<20 {
 		problems = append(problems, fmt.Errorf("-payload must be between 0 and 64 MiB, got %d", cfg.Payload))

@@ -175,12 +175,19 @@ func init() {
 // litsIn returns the set of credential literals raw holds.
 func litsIn(raw []byte) uint64 {
 	var found uint64
-	for i := 0; i+1 < len(raw); i++ {
-		m := first[raw[i]] & second[raw[i+1]] &^ found
+	if len(raw) < 2 {
+		return 0
+	}
+	// f is the literals that may start at i-1; each byte is loaded once.
+	f := first[raw[0]]
+	for i := 1; i < len(raw); i++ {
+		c := raw[i]
+		m := f & second[c] &^ found
+		f = first[c]
 		for m != 0 {
 			bit := m & -m
 			m &^= bit
-			if bytes.HasPrefix(raw[i:], []byte(allLits[bits.TrailingZeros64(bit)])) {
+			if bytes.HasPrefix(raw[i-1:], []byte(allLits[bits.TrailingZeros64(bit)])) {
 				found |= bit
 			}
 		}

@@ -205,15 +205,24 @@ func (w *walker) str(i, end int) error {
 
 // stringEnd returns the index just past the string at data[i], a quote.
 func stringEnd(data []byte, i int) (int, error) {
-	for j := i + 1; j < len(data); j++ {
-		switch data[j] {
-		case '"':
-			return j + 1, nil
-		case '\\':
-			j++
+	j := i + 1
+	for {
+		k := bytes.IndexByte(data[j:], '"')
+		if k < 0 {
+			return 0, errJSON
 		}
+		q := j + k
+		// The quote ends the string unless an odd run of backslashes
+		// escapes it.
+		n := 0
+		for b := q - 1; b > i && data[b] == '\\'; b-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1, nil
+		}
+		j = q + 1
 	}
-	return 0, errJSON
 }
 
 // skipValue returns the index just past the value at data[i], checking
