@@ -50,6 +50,8 @@ type Response struct {
 	header      http.Header
 	req         *http.Request // the request sent, for its credentials (see credentialsOf)
 	streaming   bool
+	cred        *Scrubber // of req's credentials, once credDone
+	credDone    bool
 
 	mu   sync.Mutex // guards body, which resumption replaces
 	body io.ReadCloser
@@ -110,6 +112,9 @@ func (r *Response) Next() (msg *jsonrpc.Message, raw []byte, err error) {
 			msg, raw = &m, jsonrpc.AppendError(nil, msg.ID, e)
 		}
 	}
+	if err == nil && msg.Kind != jsonrpc.KindErrorResponse {
+		msg, raw, err = r.scrubCredentials(msg, raw)
+	}
 	if err != nil {
 		r.err = err
 		if r.tctx.Err() != nil && !r.closed.Load() {
@@ -122,6 +127,30 @@ func (r *Response) Next() (msg *jsonrpc.Message, raw []byte, err error) {
 		r.sse.release()
 	}
 	return msg, raw, err
+}
+
+// scrubCredentials removes from a message the credentials the gateway
+// fetched or made for this request (a token of client credentials, token
+// exchange, a user's OAuth or signed identity, see Options.Credentials):
+// an upstream that echoes its request headers in a result or a
+// notification must not hand the client a token for the upstream. The
+// config's own secrets are the content guards' (internal/guard). A
+// message that would not stay valid JSON is refused.
+func (r *Response) scrubCredentials(msg *jsonrpc.Message, raw []byte) (*jsonrpc.Message, []byte, error) {
+	if !r.credDone {
+		r.credDone = true
+		r.cred = credentialsOf(r.req)
+	}
+	out, found := r.cred.message(raw)
+	if !found {
+		return msg, raw, nil
+	}
+	if out != nil {
+		if m, err := jsonrpc.Decode(out); err == nil {
+			return m, out, nil
+		}
+	}
+	return nil, nil, r.c.error(r.method, 0, errors.New("the upstream's answer holds the request's credentials and cannot be cleaned of them"))
 }
 
 // nextJSON reads an application/json body: one message, the response.

@@ -1,12 +1,14 @@
 package upstream
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"slices"
 	"strings"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/jsonx"
 )
 
 // Redacted replaces a secret in text derived from an upstream's answer.
@@ -29,7 +31,8 @@ const minSecretLen = 4
 // JSON string. A Scrubber is immutable and safe for concurrent use; the
 // zero Scrubber and a nil *Scrubber replace nothing.
 type Scrubber struct {
-	r *strings.Replacer
+	r     *strings.Replacer
+	forms []string // what r replaces, longest first
 }
 
 // NewScrubber returns a Scrubber for the given secret values.
@@ -65,7 +68,33 @@ func NewScrubber(secrets ...string) *Scrubber {
 	for _, f := range forms {
 		pairs = append(pairs, f, Redacted)
 	}
-	return &Scrubber{r: strings.NewReplacer(pairs...)}
+	return &Scrubber{r: strings.NewReplacer(pairs...), forms: forms}
+}
+
+// message returns raw, one JSON-RPC message, with the secrets replaced,
+// and whether it held any. Looking costs one vectorized search per form;
+// a message that holds none is returned as it is. A secret is replaced
+// where it occurs, in a string or not: the marker is JSON-safe, so the
+// message stays valid unless a secret held JSON's own punctuation, and
+// then found is true and out is nil (the message must not be relayed).
+func (s *Scrubber) message(raw []byte) (out []byte, found bool) {
+	if s == nil || s.r == nil {
+		return raw, false
+	}
+	for _, f := range s.forms {
+		if bytes.Contains(raw, []byte(f)) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return raw, false
+	}
+	out = []byte(s.r.Replace(string(raw)))
+	if !jsonx.Valid(out) {
+		return nil, true
+	}
+	return out, true
 }
 
 // Replace returns s with every secret replaced by [Redacted]; s itself if
