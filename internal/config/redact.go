@@ -193,25 +193,38 @@ func redactValues(m map[string]string) map[string]string {
 	return out
 }
 
-// String describes a with its bearer redacted. fmt uses it for %v and %+v.
+// String describes a with its bearer and client secret redacted. fmt
+// uses it for %v and %+v.
 func (a ConsoleAuth) String() string {
-	if a.Bearer == "" {
-		return "{bearer: none}"
+	b := "none"
+	if a.Bearer != "" {
+		b = redacted
 	}
-	return "{bearer: " + redacted + "}"
+	if a.OIDC == nil {
+		return "{bearer: " + b + "}"
+	}
+	o := a.OIDC
+	return fmt.Sprintf("{bearer: %s, oidc: {issuer: %s, client_id: %s, client_secret: %s, redirect_url: %s, scopes: %v, subjects: %v, groups_claim: %s, groups: %v}}",
+		b, redactURL(o.Issuer), o.ClientID, redactSecret(o.ClientSecret), redactURL(o.RedirectURL), o.Scopes, o.Subjects, o.GroupsClaim, o.Groups)
 }
 
 // GoString is String, for %#v.
 func (a ConsoleAuth) GoString() string { return "config.ConsoleAuth" + a.String() }
 
-// LogValue logs a with its bearer redacted.
+// LogValue logs a with its bearer and client secret redacted.
 func (a ConsoleAuth) LogValue() slog.Value { return slog.StringValue(a.String()) }
 
-// MarshalJSON encodes a with its bearer redacted.
+// MarshalJSON encodes a with its bearer and client secret redacted.
 func (a ConsoleAuth) MarshalJSON() ([]byte, error) {
-	b := ""
-	if a.Bearer != "" {
-		b = redacted
+	type oidc ConsoleOIDC // without methods
+	out := struct {
+		Bearer string `json:"bearer"`
+		OIDC   *oidc  `json:"oidc,omitempty"`
+	}{Bearer: redactSecret(a.Bearer)}
+	if a.OIDC != nil {
+		o := oidc(*a.OIDC)
+		o.ClientSecret = redactSecret(o.ClientSecret)
+		out.OIDC = &o
 	}
-	return json.Marshal(map[string]string{"bearer": b})
+	return json.Marshal(out)
 }

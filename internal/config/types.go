@@ -61,12 +61,52 @@ type AdminConsole struct {
 	Auth *ConsoleAuth `yaml:"auth"`
 }
 
-// ConsoleAuth is how the console authenticates its readers.
+// ConsoleAuth is how the console authenticates its readers: exactly one
+// of Bearer and OIDC.
 type ConsoleAuth struct {
 	// Bearer is a static secret, at least MinConsoleBearer bytes: sent as
 	// "Authorization: Bearer", or typed once in the console's sign-in
 	// form, which keeps it in a cookie. Typically ${VAR}.
 	Bearer string `yaml:"bearer" cfg:"secret"`
+	// OIDC, if set, signs readers in at an OpenID provider instead.
+	OIDC *ConsoleOIDC `yaml:"oidc"`
+}
+
+// ConsoleOIDC is the console's client at an OpenID provider: a reader
+// signs in there (authorization code with PKCE), and may read the console
+// when the ID token's subject is among Subjects or one of its groups
+// (GroupsClaim) among Groups.
+type ConsoleOIDC struct {
+	// Issuer is the provider's issuer URL; its metadata is discovered
+	// at Issuer/.well-known/openid-configuration.
+	Issuer string `yaml:"issuer"`
+	// ClientID and ClientSecret are the console's client there; no secret
+	// for a public client.
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret" cfg:"secret"`
+	// RedirectURL is the console's callback as the browser reaches it:
+	// https://<admin host>/console/callback, registered at the provider.
+	RedirectURL string `yaml:"redirect_url"`
+	// Scopes are asked for; they must include openid. Empty: openid.
+	Scopes []string `yaml:"scopes"`
+	// Subjects are the ID token subjects (sub) allowed in.
+	Subjects []string `yaml:"subjects"`
+	// GroupsClaim names the ID token claim holding the reader's groups (a
+	// list of strings, or one string; a dotted path reaches into nested
+	// claims), and Groups those of them allowed in.
+	GroupsClaim string   `yaml:"groups_claim"`
+	Groups      []string `yaml:"groups"`
+}
+
+// ConsoleCallbackPath is the path of admin.console.auth.oidc.redirect_url.
+const ConsoleCallbackPath = "/console/callback"
+
+// OIDCScopes returns the scopes to ask for: Scopes, or openid.
+func (o *ConsoleOIDC) OIDCScopes() []string {
+	if len(o.Scopes) == 0 {
+		return []string{"openid"}
+	}
+	return o.Scopes
 }
 
 // MinConsoleBearer is the shortest admin.console.auth.bearer accepted:

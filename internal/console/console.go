@@ -60,6 +60,9 @@ type Access struct {
 	// Bearer, if not "", is the secret every request must show (and then
 	// Loopback does not apply).
 	Bearer string
+	// OIDC, if not nil, signs readers in at an OpenID provider instead
+	// (and then Bearer and Loopback do not apply).
+	OIDC *config.ConsoleOIDC
 }
 
 // Options configure a Handler.
@@ -69,6 +72,9 @@ type Options struct {
 	// admin.console applies at once.
 	Access func() Access
 	Logger *slog.Logger
+	// HTTPClient reaches the OpenID provider of Access.OIDC; nil means a
+	// client of its own.
+	HTTPClient *http.Client
 }
 
 type handler struct {
@@ -78,6 +84,7 @@ type handler struct {
 	pages  map[string]*template.Template
 	mux    *http.ServeMux
 	static http.Handler
+	oidc   *oidcAuth
 }
 
 // New returns the console's handler: it serves the paths under [Path].
@@ -86,6 +93,7 @@ func New(opts Options) http.Handler {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	h.oidc = newOIDCAuth(opts.HTTPClient, h.log)
 	funcs := template.FuncMap{
 		"since":  since,
 		"when":   when,
@@ -94,7 +102,7 @@ func New(opts Options) http.Handler {
 		"sorted": sortedKeys,
 	}
 	h.pages = map[string]*template.Template{}
-	for _, p := range []string{"overview", "upstreams", "tenants", "budgets", "vault", "audit", "login", "off"} {
+	for _, p := range []string{"overview", "upstreams", "tenants", "budgets", "vault", "audit", "login", "off", "oidc"} {
 		h.pages[p] = template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html"))
 	}
 	sub, _ := fs.Sub(staticFS, "static")
@@ -126,11 +134,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a := h.access()
 	// The stylesheet and the script hold no data: the sign-in and
 	// refusal pages use them too.
-	if strings.HasPrefix(r.URL.Path, Path+"/static/") && (a.Bearer != "" || a.Loopback) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	if strings.HasPrefix(r.URL.Path, Path+"/static/") && (a.OIDC != nil || a.Bearer != "" || a.Loopback) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		h.static.ServeHTTP(w, r)
 		return
 	}
 	switch {
+	case a.OIDC != nil:
+		var ok bool
+		if r, ok = h.oidcGate(w, r, a.OIDC); !ok {
+			return
+		}
 	case a.Bearer != "":
 		if r.URL.Path == Path+"/login" {
 			h.login(w, r, a)
@@ -264,14 +277,18 @@ type page struct {
 	// Nav is the page's name in the navigation ("" for none).
 	Nav     string
 	Refresh bool // the script reloads its panels
-	// SignOut: the reader signed in (a bearer is configured).
+	// SignOut: the reader signed in (a bearer or OIDC is configured).
 	SignOut bool
-	Data    any
+	// User is who signed in with OIDC, "" for none.
+	User string
+	Data any
 }
 
 func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	p.SignOut = p.Nav != "" && h.access().Bearer != ""
+	a := h.access()
+	p.SignOut = p.Nav != "" && (a.Bearer != "" || a.OIDC != nil)
+	p.User = User(r.Context())
 	var b strings.Builder
 	if err := h.pages[name].ExecuteTemplate(&b, "layout", p); err != nil {
 		h.log.Error("console: rendering a page", "page", name, "error", err.Error())

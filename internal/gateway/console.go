@@ -44,16 +44,20 @@ func newConsoleState(a *audit.Logger) (*consoleState, *audit.Logger) {
 
 // consoleHandler serves the console under console.Path.
 func (g *Gateway) consoleHandler() http.Handler {
-	return console.New(console.Options{Source: consoleSource{g}, Access: g.consoleAccess, Logger: g.log})
+	return console.New(console.Options{Source: consoleSource{g}, Access: g.consoleAccess, Logger: g.log, HTTPClient: g.opts.IdPClient})
 }
 
 // consoleAccess is who may read the console under the config in force: the
-// bearer's holders when admin.console.auth is set; else requests on
+// bearer's holders, or those its OpenID provider signs in, when
+// admin.console.auth is set; else requests on
 // loopback when the admin listener is there (or when there is none of the
 // gateway's own: an embedder or a test serves AdminHandler where it
 // likes, and the console still checks each request's address).
 func (g *Gateway) consoleAccess() console.Access {
 	cfg := g.Config()
+	if a := cfg.Admin.Console.Auth; a != nil && a.OIDC != nil {
+		return console.Access{OIDC: a.OIDC}
+	}
 	if a := cfg.Admin.Console.Auth; a != nil && a.Bearer != "" {
 		return console.Access{Bearer: a.Bearer}
 	}

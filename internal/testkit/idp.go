@@ -15,6 +15,13 @@ import (
 	"time"
 )
 
+// IDPGroupsAccount is the login of the one account of an [IDP] in groups:
+// IDPGroups, the "groups" claim of its ID tokens (scope groups).
+const IDPGroupsAccount = "operator"
+
+// IDPGroups are the groups of [IDPGroupsAccount].
+var IDPGroups = []string{"ops", "staff"}
+
 // IDPScopes are the scopes the [IDP] grants for any resource: a token
 // carries those of them the request asked for.
 var IDPScopes = []string{"mcp", "mcp:read", "mcp:write", "mcp:admin"}
@@ -51,7 +58,10 @@ type IDPClient struct {
 	// RedirectURIs, if not empty, make the client an authorization code
 	// client too (PKCE S256 required, exact redirect URIs, a refresh
 	// token with every grant): a person signs in and consents through
-	// the IdP's forms, see [IDP.SignIn].
+	// the IdP's forms, see [IDP.SignIn]. With scope openid the grant has
+	// an ID token (sub: the login), and with scope groups its "groups"
+	// claim: [IDPGroups] of the login [IDPGroupsAccount], [] for any
+	// other.
 	RedirectURIs []string
 }
 

@@ -68,6 +68,10 @@
 //   POST /interaction/:uid/login    signs in as "login"
 //   POST /interaction/:uid/confirm  grants what was asked
 //   POST /interaction/:uid/abort    access_denied
+// With scope openid the grant has an ID token too (sub the account), and
+// with scope groups its "groups" claim: the account's groups in
+// ACCOUNT_GROUPS below ("operator" is in "ops" and "staff"), [] for any
+// other account.
 // Revocation (RFC 7009) is at revocation_endpoint; introspection too.
 // GET /test/counts also has "authorization_code" and "refresh_token" by
 // client_id, and "revocation" (grants revoked) by client_id, each once it
@@ -87,6 +91,8 @@ import Provider, { errors } from 'oidc-provider';
 
 // The scopes every resource server (the gateway) accepts.
 export const RESOURCE_SCOPES = 'mcp mcp:read mcp:write mcp:admin';
+// The groups of accounts, for the "groups" claim (scope groups).
+const ACCOUNT_GROUPS = { operator: ['ops', 'staff'] };
 const DEFAULT_TTL = 300;
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
@@ -319,13 +325,19 @@ const provider = new Provider(issuer, {
       token_endpoint_auth_method: 'client_secret_basic',
     };
   }),
-  findAccount: async (ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
+  findAccount: async (ctx, id) => ({ accountId: id, claims: async () => ({ sub: id, groups: Object.hasOwn(ACCOUNT_GROUPS, id) ? ACCOUNT_GROUPS[id] : [] }) }),
+  claims: {
+    acr: null, sid: null, auth_time: null, iss: null, openid: ['sub'], groups: ['groups'],
+  },
+  // The ID token of a code grant carries the claims of its scopes (groups)
+  // too, not only sub.
+  conformIdTokenClaims: false,
   interactions: { url: async (ctx, interaction) => `/interaction/${interaction.uid}` },
   pkce: { required: () => true },
   issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
   jwks,
   cookies: { keys: [randomBytes(32).toString('base64url')] },
-  scopes: ['openid', ...RESOURCE_SCOPES.split(' ')],
+  scopes: ['openid', 'groups', ...RESOURCE_SCOPES.split(' ')],
   features: {
     devInteractions: { enabled: false },
     clientCredentials: { enabled: true },
