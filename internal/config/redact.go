@@ -228,3 +228,19 @@ func (a ConsoleAuth) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(out)
 }
+
+// MarshalJSON encodes k with its secret redacted.
+func (k VaultKey) MarshalJSON() ([]byte, error) {
+	type plain VaultKey
+	p := plain(k)
+	p.Secret = redactSecret(k.Secret)
+	return json.Marshal(p)
+}
+
+// MarshalJSON encodes l with its client secret redacted.
+func (l VaultLogin) MarshalJSON() ([]byte, error) {
+	type plain VaultLogin
+	p := plain(l)
+	p.ClientSecret = redactSecret(l.ClientSecret)
+	return json.Marshal(p)
+}
