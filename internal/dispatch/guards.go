@@ -3,8 +3,6 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"hash/fnv"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -175,25 +173,12 @@ func (rq *Request) guardDefinition(ctx context.Context, k catalog.Kind, up *upst
 	out, v := s.Definition(ctx, in, it.Raw)
 	switch {
 	case v.Action == guard.Block:
-		rq.st.quarantine(rq.view.ID, up.cfg.Name, k, it.Original, v)
+		rq.st.guards.Quarantine(guard.KeyOf(rq.view.ID, up.cfg.Name, k.Info().Noun, it.Original, it.Raw), v)
 		return nil, true
 	case string(out) != string(it.Raw):
 		return out, false
 	}
 	return nil, false
-}
-
-// maxGuardedDefinitions bounds the definitions whose verdict a snapshot
-// keeps for calls (definitionBlocked); past it, a call inspects its
-// definition each time.
-const maxGuardedDefinitions = 65536
-
-// A defKey names one definition as one tenant sees it, by the hash of its
-// text: a changed definition is inspected anew.
-type defKey struct {
-	tenant, upstream, original string
-	kind                       catalog.Kind
-	sum                        uint64
 }
 
 // definitionBlocked reports whether a guard blocks the definition of the
@@ -207,58 +192,24 @@ func (rq *Request) definitionBlocked(ctx context.Context, k catalog.Kind, up *up
 	if rq.guards(up, tool, guard.Definitions) == nil {
 		return false
 	}
-	h := fnv.New64a()
-	h.Write(it.Raw)
-	key := defKey{tenant: rq.view.ID, upstream: up.cfg.Name, original: it.Original, kind: k, sum: h.Sum64()}
-	if v, ok := rq.st.guardedDefs.Load(key); ok {
-		return v.(bool)
+	key := guard.KeyOf(rq.view.ID, up.cfg.Name, k.Info().Noun, it.Original, it.Raw)
+	if blocked, ok := rq.st.guards.Blocked(key); ok {
+		return blocked
 	}
 	_, blocked := rq.guardDefinition(ctx, k, up, it)
-	if rq.st.guardedCount.Add(1) <= maxGuardedDefinitions {
-		rq.st.guardedDefs.Store(key, blocked)
-	}
+	rq.st.guards.Remember(key, blocked)
 	return blocked
-}
-
-// maxQuarantineNotes bounds the definitions guards blocked that a
-// snapshot remembers for /readyz (GuardNotes); past it they are counted
-// in mcpgw_guard_findings_total only.
-const maxQuarantineNotes = 256
-
-// A quarantined is a definition guards blocked for a tenant.
-type quarantined struct {
-	tenant, upstream, original string
-	kind                       catalog.Kind
-	kinds                      string // what was found, never the text
-}
-
-// quarantine remembers that guards blocked a definition, for /readyz.
-func (st *State) quarantine(tenant, upstream string, k catalog.Kind, original string, v guard.Verdict) {
-	var ks []string
-	for _, f := range v.Findings {
-		if f.Action == guard.Block && !slices.Contains(ks, f.Kind) {
-			ks = append(ks, f.Kind)
-		}
-	}
-	q := quarantined{tenant: tenant, upstream: upstream, original: original, kind: k, kinds: strings.Join(ks, ",")}
-	st.quarantineMu.Lock()
-	defer st.quarantineMu.Unlock()
-	if len(st.quarantined) < maxQuarantineNotes && !slices.Contains(st.quarantined, q) {
-		st.quarantined = append(st.quarantined, q)
-	}
 }
 
 // GuardNotes returns, for /readyz, the definitions guards blocked under
 // the config in force: hidden and uncallable for the tenant named, the
 // rest served.
 func (h *Server) GuardNotes() []string {
-	st := h.Current()
-	st.quarantineMu.Lock()
-	defer st.quarantineMu.Unlock()
-	notes := make([]string, 0, len(st.quarantined))
-	for _, q := range st.quarantined {
-		notes = append(notes, "upstream "+q.upstream+": "+q.kind.Info().Noun+" "+strconv.QuoteToASCII(q.original)+
-			" quarantined by guards for tenant "+q.tenant+" (found: "+q.kinds+")")
+	qs := h.Current().guards.Quarantined()
+	notes := make([]string, 0, len(qs))
+	for _, q := range qs {
+		notes = append(notes, "upstream "+q.Upstream+": "+q.Kind+" "+strconv.QuoteToASCII(q.Original)+
+			" quarantined by guards for tenant "+q.Tenant+" (found: "+q.Found+")")
 	}
 	return notes
 }

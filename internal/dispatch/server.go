@@ -149,16 +149,9 @@ type State struct {
 	// gateway's token for their decision point, or nil.
 	policy   *policy.Engine
 	pdpCreds credentials.Source
-	// guards are the content guards (guards.go); guardedDefs the
-	// verdicts on definitions calls resolved to (defKey → blocked), at
-	// most maxGuardedDefinitions of them (guardedCount).
-	guards       *guard.Engine
-	guardedDefs  sync.Map
-	guardedCount atomic.Int64
-	// quarantined are the definitions guards blocked, for /readyz; at
-	// most maxQuarantineNotes.
-	quarantineMu sync.Mutex
-	quarantined  []quarantined
+	// guards are the content guards (guards.go), with what they found
+	// of definitions under this generation.
+	guards *guard.Engine
 }
 
 // upstreamRef is one configured upstream and its client.

@@ -158,6 +158,8 @@ type Engine struct {
 	// tenants holds, per tenant with guards of its own, a set per
 	// upstream.
 	tenants map[string]map[string]*Set
+	// defs are the verdicts on definitions (ledger.go).
+	defs ledger
 }
 
 // A Set is the guards that apply to one tenant's use of one upstream (and
