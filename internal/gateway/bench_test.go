@@ -223,3 +223,31 @@ func BenchmarkToolsCallPolicy(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkToolsCallGuards is BenchmarkToolsCallSSE/10000B with an issue
+// tracker's prose as the echoed text, without guards and with the
+// built-in credential and personal-data guards on results: the per-call
+// cost of inspecting a 10 KB result that holds nothing to redact (issue
+// 30).
+func BenchmarkToolsCallGuards(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(sseEchoUpstream))
+	b.Cleanup(up.Close)
+	const line = "Crash in the exporter when batch 7 exceeds the limit: run it with 3 workers, v1.4.2, " +
+		"then wait 30s; it exits with code 137. See https://tracker.example.com/acme/api/issues/4107 (opened 2025-03-08T10:07:00Z by dev-7). "
+	text := strings.Repeat(line, 10240/len(line)+1)[:10240]
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"up__echo","arguments":{"text":"` + text + `"}}}`
+	for _, v := range []struct {
+		name   string
+		guards []config.Guard
+	}{
+		{"none", nil},
+		{"guards", []config.Guard{{Detect: []string{"credentials", "personal_data"}, Phases: []string{"results"}}}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			url := startGateway(b, []upstreamSpec{{name: "up", url: up.URL + "/mcp"}}, func(c *config.Config) {
+				c.Upstreams[0].Guards = v.guards
+			})
+			benchCalls(b, url, body)
+		})
+	}
+}

@@ -78,3 +78,22 @@ func BenchmarkForOff(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkResultProse10KB: the built-in credential and personal-data
+// detectors on the result bench/compare.sh's GUARDS=1 echoes: 10 KB of an
+// issue tracker's prose in one text block, with nothing to find.
+func BenchmarkResultProse10KB(b *testing.B) {
+	const line = "Crash in the exporter when batch 7 exceeds the limit: run it with 3 workers, v1.4.2, " +
+		"then wait 30s; it exits with code 137. See https://tracker.example.com/acme/api/issues/4107 (opened 2025-03-08T10:07:00Z by dev-7). "
+	res := json.RawMessage(`{"content":[{"type":"text","text":"` + strings.Repeat(line, 10240/len(line)+1)[:10240] + `"}]}`)
+	e := compile(b, "      - {detect: [credentials, personal_data]}\n", "", Options{})
+	s := e.For("t", "u", "echo")
+	if _, v := s.Result(ctx, &Input{}, res); v.Action != Pass || len(v.Findings) != 0 {
+		b.Fatalf("verdict %+v", v)
+	}
+	b.SetBytes(int64(len(res)))
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Result(ctx, &Input{}, res)
+	}
+}
