@@ -35,6 +35,10 @@ const (
 	EventPolicyDenial = "policy_denial"
 	// EventLimit is a request refused at a limit; Reason names the limit.
 	EventLimit = "limit_exceeded"
+	// EventVaultUnlink is a user's upstream token unlinked from the
+	// console: Tenant, Subject and Upstream name the link, Operator who
+	// unlinked it.
+	EventVaultUnlink = "vault_unlink"
 )
 
 // Decisions: the values of Record.Decision.
@@ -95,6 +99,9 @@ type Record struct {
 	// this call, when not with static headers alone: client_credentials,
 	// token_exchange or signed_identity (never a credential itself).
 	Credentials string
+	// Operator is who acted on another's behalf, for an administrative
+	// event: the console's signed-in subject, or "console".
+	Operator string
 	// Reason says why a request was denied or failed, as a short fixed
 	// string ("hidden by policy", "insufficient scope", "timeout",
 	// "upstream error", or an auth failure reason).
@@ -112,8 +119,8 @@ type Logger struct {
 // New returns a Logger writing one JSON object per line to w, with the
 // keys time, level, msg ("audit"), event and the non-empty ones of
 // tenant, subject, client_id, session_id, method, upstream, tool, uri,
-// decision, outcome, duration_ms, trace_id, arguments, credentials and
-// reason. Each
+// decision, outcome, duration_ms, trace_id, arguments, credentials,
+// reason and operator. Each
 // line is one Write to w.
 func New(w io.Writer) *Logger {
 	return &Logger{h: slog.NewJSONHandler(w, nil)}
@@ -217,6 +224,7 @@ func (l *Logger) Write(ctx context.Context, r Record) error {
 	add("arguments", r.Arguments)
 	add("credentials", r.Credentials)
 	add("reason", r.Reason)
+	add("operator", r.Operator)
 	// Handle with a context that cannot be cancelled: a client that went
 	// away must not cost the record of what it did.
 	if err := l.h.Handle(context.WithoutCancel(ctx), rec); err != nil {

@@ -52,13 +52,18 @@ type Admin struct {
 	Console AdminConsole `yaml:"console"`
 }
 
-// AdminConsole configures the read-only operator console at /console on
-// the admin listener. It is served only when the admin listener is on a
-// loopback address, to requests that arrive there, or when Auth is set.
+// AdminConsole configures the operator console at /console on the admin
+// listener, read-only unless VaultUnlink is set. It is served only when
+// the admin listener is on a loopback address, to requests that arrive
+// there, or when Auth is set.
 type AdminConsole struct {
 	// Auth, if set, is what a request must show to read the console, on
 	// any address. nil: loopback only, without authentication.
 	Auth *ConsoleAuth `yaml:"auth"`
+	// VaultUnlink lets the console's vault page list the users linked to
+	// each user_oauth upstream and unlink one (revoke and delete its
+	// token). false: the page shows counts only.
+	VaultUnlink bool `yaml:"vault_unlink"`
 }
 
 // ConsoleAuth is how the console authenticates its readers: exactly one

@@ -1,9 +1,10 @@
-// Package console serves the gateway's read-only operator console on the
+// Package console serves the gateway's operator console on the
 // admin listener: pages rendered on the server with html/template from
 // embedded templates and one stylesheet, readable without JavaScript (a
 // small script only refreshes the page's panels), under a strict
 // Content-Security-Policy. It reads the gateway through a [Source] and
-// changes nothing.
+// changes nothing, but for one action an operator turns on: unlinking a
+// user's upstream token on the vault page (see vault.go).
 package console
 
 import (
@@ -63,6 +64,9 @@ type Access struct {
 	// OIDC, if not nil, signs readers in at an OpenID provider instead
 	// (and then Bearer and Loopback do not apply).
 	OIDC *config.ConsoleOIDC
+	// VaultUnlink: the vault page lists the linked users and may unlink
+	// them (admin.console.vault_unlink).
+	VaultUnlink bool
 }
 
 // Options configure a Handler.
@@ -116,6 +120,7 @@ func New(opts Options) http.Handler {
 	m.HandleFunc("GET "+Path+"/tenants", h.tenants)
 	m.HandleFunc("GET "+Path+"/budgets", h.budgets)
 	m.HandleFunc("GET "+Path+"/vault", h.vault)
+	m.HandleFunc("POST "+Path+"/vault/unlink", h.unlink)
 	m.HandleFunc("GET "+Path+"/audit", h.audit)
 	m.HandleFunc("POST "+Path+"/logout", h.logout)
 	h.mux = m
@@ -354,10 +359,6 @@ func (h *handler) tenants(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) budgets(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "budgets", page{Title: "Budgets", Nav: "budgets", Refresh: true, Data: h.src.Budgets(r.Context())})
-}
-
-func (h *handler) vault(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, http.StatusOK, "vault", page{Title: "Vault", Nav: "vault", Data: h.src.Vault(r.Context())})
 }
 
 type auditData struct {

@@ -28,6 +28,10 @@ type Source interface {
 	Preview(issuer string, claims map[string]any) (Preview, error)
 	Budgets(ctx context.Context) []Budget
 	Vault(ctx context.Context) Vault
+	// Unlink revokes and deletes u's token, as gateway tokens revoke
+	// does, and records that operator did so in the audit log. It
+	// reports whether there was a token.
+	Unlink(ctx context.Context, operator string, u VaultUser) (bool, error)
 	// Audit returns up to n of the last audit records that f keeps,
 	// newest first.
 	Audit(n int, f AuditFilter) []audit.Record
@@ -131,6 +135,10 @@ type Vault struct {
 type VaultUpstream struct {
 	Upstream string
 	Users    int
+	// Linked are its users, when the console may unlink them: sorted, at
+	// most VaultUsersMax; More counts those left out.
+	Linked []VaultUser
+	More   int
 }
 
 // AuditFilter selects audit records: an empty field matches any.

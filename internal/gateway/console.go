@@ -55,13 +55,16 @@ func (g *Gateway) consoleHandler() http.Handler {
 // likes, and the console still checks each request's address).
 func (g *Gateway) consoleAccess() console.Access {
 	cfg := g.Config()
-	if a := cfg.Admin.Console.Auth; a != nil && a.OIDC != nil {
-		return console.Access{OIDC: a.OIDC}
+	acc := console.Access{VaultUnlink: cfg.Admin.Console.VaultUnlink}
+	switch a := cfg.Admin.Console.Auth; {
+	case a != nil && a.OIDC != nil:
+		acc.OIDC = a.OIDC
+	case a != nil && a.Bearer != "":
+		acc.Bearer = a.Bearer
+	default:
+		acc.Loopback = cfg.Server.AdminListen == "" || config.LoopbackAddr(cfg.Server.AdminListen)
 	}
-	if a := cfg.Admin.Console.Auth; a != nil && a.Bearer != "" {
-		return console.Access{Bearer: a.Bearer}
-	}
-	return console.Access{Loopback: cfg.Server.AdminListen == "" || config.LoopbackAddr(cfg.Server.AdminListen)}
+	return acc
 }
 
 // consoleSource is the console's view of the gateway.
@@ -330,9 +333,52 @@ func (s consoleSource) Vault(ctx context.Context) console.Vault {
 		users[in.Upstream][vault.Principal{Issuer: in.Issuer, Subject: in.Subject, Tenant: in.Tenant}.Hash()] = true
 	}
 	for _, n := range names {
-		out.Upstreams = append(out.Upstreams, console.VaultUpstream{Upstream: n, Users: len(users[n])})
+		vu := console.VaultUpstream{Upstream: n, Users: len(users[n])}
+		if cfg.Admin.Console.VaultUnlink {
+			vu.Linked, vu.More = linkedUsers(infos, n)
+		}
+		out.Upstreams = append(out.Upstreams, vu)
 	}
 	return out
+}
+
+// linkedUsers returns the users of infos linked to upstream, sorted, at
+// most console.VaultUsersMax, and how many more there are.
+func linkedUsers(infos []vault.Info, upstream string) ([]console.VaultUser, int) {
+	var us []console.VaultUser
+	for _, in := range infos {
+		if in.Upstream == upstream {
+			us = append(us, console.VaultUser{Upstream: upstream, Issuer: in.Issuer, Tenant: in.Tenant, Subject: in.Subject})
+		}
+	}
+	slices.SortFunc(us, func(a, b console.VaultUser) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Subject, b.Subject), cmp.Compare(a.Issuer, b.Issuer))
+	})
+	us = slices.CompactFunc(us, func(a, b console.VaultUser) bool { return a == b })
+	if len(us) > console.VaultUsersMax {
+		return us[:console.VaultUsersMax], len(us) - console.VaultUsersMax
+	}
+	return us, 0
+}
+
+// Unlink revokes and deletes u's token as gateway tokens revoke does
+// (credentials.Broker.Revoke), and writes one audit record of it, naming
+// operator; never the token.
+func (s consoleSource) Unlink(ctx context.Context, operator string, u console.VaultUser) (bool, error) {
+	if !s.g.Config().Admin.Console.VaultUnlink {
+		return false, errors.New("admin.console.vault_unlink is off")
+	}
+	k := vault.Key{Principal: vault.Principal{Issuer: u.Issuer, Subject: u.Subject, Tenant: u.Tenant}, Upstream: u.Upstream}
+	found, err := s.g.server.Broker().Revoke(ctx, k)
+	r := audit.Record{Event: audit.EventVaultUnlink, Tenant: u.Tenant, Subject: u.Subject, Upstream: u.Upstream, Operator: operator, Outcome: audit.OutcomeOK}
+	switch {
+	case err != nil:
+		r.Outcome, r.Reason = audit.OutcomeError, "vault unavailable"
+	case !found:
+		r.Reason = "no token"
+	}
+	s.g.opts.Audit.Record(ctx, r)
+	return found, err
 }
 
 // usesUserOAuth reports whether u, or a tenant's override of it, reaches
