@@ -313,3 +313,36 @@ func TestDecisionCacheShares(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecideCallCompare is what one tools/call costs the engine
+// with bench/compare.sh's RULES=1 rules: 20 pattern rules on other tools
+// and 10 CEL rules on the one called, half in each phase; a call is
+// decided in both phases (the list phase first: it must be visible).
+func BenchmarkDecideCallCompare(b *testing.B) {
+	var rules strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&rules, "      - {phase: %s, match: {tools: [\"other_%d_*\"]}, effect: deny}\n", []string{"list", "call"}[i%2], i)
+	}
+	for i := range 10 {
+		if i%2 == 0 {
+			fmt.Fprintf(&rules, "      - {phase: list, match: {tools: [echo]}, when: {cel: 'principal.subject == \"nobody-%d\"'}, effect: deny}\n", i)
+		} else {
+			fmt.Fprintf(&rules, "      - {phase: call, match: {tools: [echo]}, when: {cel: 'has(arguments.text) && arguments.text == \"never-%d\"'}, effect: deny}\n", i)
+		}
+	}
+	e := compile(b, rules.String(), Options{})
+	p := principal("sre")
+	in := call(p, "up", "echo", `{"text":"`+strings.Repeat("x", 100)+`"}`)
+	ls := listed(p, "up", "echo")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		l, c := *ls, *in
+		if d := e.Decide(ctx, &l); !d.Allow {
+			b.Fatal(d)
+		}
+		if d := e.Decide(ctx, &c); !d.Allow {
+			b.Fatal(d)
+		}
+	}
+}
