@@ -335,7 +335,7 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 
 // AdminHandler serves the operator endpoints: /healthz (the process is
 // alive), /readyz (it can serve: its dependencies answer, and it is not
-// shutting down) and the read-only console (see console.go).
+// shutting down) and the operator console (see console.go).
 func (g *Gateway) AdminHandler() http.Handler {
 	r := chi.NewRouter()
 	r.Handle("/metrics", g.metrics.Handler())
