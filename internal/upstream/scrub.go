@@ -31,9 +31,17 @@ const minSecretLen = 4
 // JSON string. A Scrubber is immutable and safe for concurrent use; the
 // zero Scrubber and a nil *Scrubber replace nothing.
 type Scrubber struct {
-	r     *strings.Replacer
-	forms []string // what r replaces, longest first
+	r *strings.Replacer
+	// long replaces the forms of at least minMessageSecret bytes (long,
+	// longest first), the only ones looked for in whole messages.
+	long      *strings.Replacer
+	longForms []string
 }
+
+// minMessageSecret is the shortest secret looked for in a whole message
+// (a result, a notification), as the content guards do: a short value
+// would match ordinary content.
+const minMessageSecret = 12
 
 // NewScrubber returns a Scrubber for the given secret values.
 func NewScrubber(secrets ...string) *Scrubber {
@@ -68,20 +76,32 @@ func NewScrubber(secrets ...string) *Scrubber {
 	for _, f := range forms {
 		pairs = append(pairs, f, Redacted)
 	}
-	return &Scrubber{r: strings.NewReplacer(pairs...), forms: forms}
+	sc := &Scrubber{r: strings.NewReplacer(pairs...)}
+	var long []string
+	for _, f := range forms {
+		if len(f) >= minMessageSecret {
+			sc.longForms = append(sc.longForms, f)
+			long = append(long, f, Redacted)
+		}
+	}
+	if len(long) > 0 {
+		sc.long = strings.NewReplacer(long...)
+	}
+	return sc
 }
 
-// message returns raw, one JSON-RPC message, with the secrets replaced,
+// message returns raw, one JSON-RPC message, with the secrets of at least
+// minMessageSecret bytes replaced,
 // and whether it held any. Looking costs one vectorized search per form;
 // a message that holds none is returned as it is. A secret is replaced
 // where it occurs, in a string or not: the marker is JSON-safe, so the
 // message stays valid unless a secret held JSON's own punctuation, and
 // then found is true and out is nil (the message must not be relayed).
 func (s *Scrubber) message(raw []byte) (out []byte, found bool) {
-	if s == nil || s.r == nil {
+	if s == nil || s.long == nil {
 		return raw, false
 	}
-	for _, f := range s.forms {
+	for _, f := range s.longForms {
 		if bytes.Contains(raw, []byte(f)) {
 			found = true
 			break
@@ -90,7 +110,7 @@ func (s *Scrubber) message(raw []byte) (out []byte, found bool) {
 	if !found {
 		return raw, false
 	}
-	out = []byte(s.r.Replace(string(raw)))
+	out = []byte(s.long.Replace(string(raw)))
 	if !jsonx.Valid(out) {
 		return nil, true
 	}
