@@ -4,6 +4,7 @@ import (
 	"cel.dev/cel-go/cel"
 	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
 
 	"github.com/mcpgw/gateway/internal/policy/celenv"
@@ -51,4 +52,78 @@ func argumentsRead(a *cel.Ast) argNeed {
 
 func isArguments(e celast.Expr) bool {
 	return e.Kind() == celast.IdentKind && e.AsIdent() == celenv.Arguments
+}
+
+// boundedCost reports whether every evaluation of the checked expression
+// a costs at most limit whatever the input, by its shape alone: no
+// comprehension, and every call one whose cost a literal operand bounds
+// (==, != and ordering against a literal, "in" a literal list, an index
+// by a literal key, startsWith/endsWith of a literal) or constant
+// (logic, arithmetic but "+"). Each node then costs at most its share of
+// the longest literal, so nodes × (longest literal + 10) bounds the total.
+// Such an expression needs no runtime cost tracking, which is about half
+// of what a small rule costs to evaluate; any other keeps it.
+func boundedCost(a *cel.Ast, limit uint64) bool {
+	ok := true
+	var nodes, longest uint64
+	celast.PreOrderVisit(a.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		nodes++
+		switch e.Kind() {
+		case celast.IdentKind, celast.SelectKind, celast.ListKind, celast.MapKind:
+		case celast.LiteralKind:
+			longest = max(longest, literalBytes(e))
+		case celast.CallKind:
+			if !boundedCall(e.AsCall()) {
+				ok = false
+			}
+		default: // comprehensions, structs, anything new
+			ok = false
+		}
+	}))
+	return ok && nodes*(longest+10) <= limit
+}
+
+func boundedCall(c celast.CallExpr) bool {
+	args := c.Args()
+	switch c.FunctionName() {
+	case operators.LogicalAnd, operators.LogicalOr, operators.LogicalNot, operators.Conditional,
+		operators.NotStrictlyFalse, operators.OldNotStrictlyFalse,
+		operators.Negate, operators.Subtract, operators.Multiply, operators.Divide, operators.Modulo:
+		return true
+	case operators.Equals, operators.NotEquals, operators.Less, operators.LessEquals, operators.Greater, operators.GreaterEquals:
+		return len(args) == 2 && (literal(args[0]) || literal(args[1]))
+	case operators.In, operators.OldIn:
+		return len(args) == 2 && literal(args[1])
+	case operators.Index, operators.OptIndex:
+		return len(args) == 2 && literal(args[1])
+	case overloads.StartsWith, overloads.EndsWith:
+		return c.IsMemberFunction() && len(args) == 1 && literal(args[0])
+	}
+	return false
+}
+
+// literal reports whether e is a constant or a list of constants.
+func literal(e celast.Expr) bool {
+	switch e.Kind() {
+	case celast.LiteralKind:
+		return true
+	case celast.ListKind:
+		for _, el := range e.AsList().Elements() {
+			if el.Kind() != celast.LiteralKind {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func literalBytes(e celast.Expr) uint64 {
+	switch v := e.AsLiteral().(type) {
+	case types.String:
+		return uint64(len(v))
+	case types.Bytes:
+		return uint64(len(v))
+	}
+	return 8
 }

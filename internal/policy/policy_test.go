@@ -406,3 +406,38 @@ func TestArgumentsRead(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundedCost: expressions whose cost their shape bounds are run
+// without cost tracking; comprehensions, unbounded operations and
+// comparisons of two variables keep it.
+func TestBoundedCost(t *testing.T) {
+	for _, c := range []struct {
+		expr    string
+		bounded bool
+	}{
+		{`principal.subject == "nobody"`, true},
+		{`has(arguments.q) && arguments.q == "never"`, true},
+		{`arguments.repo in ["a", "b"] || !(request.upstream != "github")`, true},
+		{`arguments.n > 3 && principal.claims["dept"] == "eng"`, true},
+		{`request.name.startsWith("deploy_")`, true},
+		{`"sre" in principal.groups`, false},            // as long as the list
+		{`arguments.a == arguments.b`, false},           // two variables
+		{`arguments.q + "x" == "yx"`, false},            // concatenation
+		{`principal.groups.exists(g, g == "x")`, false}, // a comprehension
+		{`request.name.contains("x")`, false},
+		{`request.name.matches("^a.*")`, false},
+		{`principal.claims[request.name] == 1`, false}, // a key of any length
+	} {
+		ast, err := celenv.Check(c.expr, true, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", c.expr, err)
+		}
+		if got := boundedCost(ast, 100000); got != c.bounded {
+			t.Errorf("%s: bounded %v", c.expr, got)
+		}
+	}
+	ast, _ := celenv.Check(`principal.subject == "`+strings.Repeat("x", 500)+`"`, true, 0)
+	if boundedCost(ast, 1000) {
+		t.Error("a literal's length is not counted against the limit")
+	}
+}

@@ -142,7 +142,11 @@ func compileCondition(c *config.PolicyCondition, path string, call bool, limit u
 			return nil, fmt.Errorf("%s.cel: %v", path, err)
 		}
 		env, _ := celenv.Env(call)
-		prg, err := env.Program(ast, cel.CostLimit(limit), cel.CostTracking(byteCosts{}), cel.EvalOptions(cel.OptOptimize))
+		opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+		if !boundedCost(ast, limit) {
+			opts = append(opts, cel.CostLimit(limit), cel.CostTracking(byteCosts{}))
+		}
+		prg, err := env.Program(ast, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("%s.cel: %v", path, err)
 		}
