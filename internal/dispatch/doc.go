@@ -10,6 +10,12 @@
 // catalog fresh, readiness, and what each request leaves in spans,
 // metrics and the audit log.
 //
+// Capabilities of their own live in packages that own their state, each
+// reached through a narrow interface of its own that a file here
+// implements for a request: resource subscriptions are internal/subscribe's
+// (subscribe.go), what reaches a session outside a request
+// internal/listen's (listen.go).
+//
 // A request path, top to bottom:
 //
 //	transport ── Request, Method ──► Server.Serve

@@ -210,7 +210,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 // exposeUpdated returns a notifications/resources/updated of upstream up
 // with its uri in the gateway's namespace, or nil when the session may not
 // hear of that resource: it holds no subscription the update belongs to
-// (held, given the upstream's own URI: see subscriptions.go), its tenant
+// (held, given the upstream's own URI: see holds), its tenant
 // (view) may not see it, or its exposed URI is not up's (an upstream
 // naming a URI of another's namespace). The last two are the check a
 // subscription makes (resolveURI), so that what a session could not

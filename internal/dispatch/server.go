@@ -33,6 +33,7 @@ import (
 	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/subscribe"
 	"github.com/mcpgw/gateway/internal/tasks"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
@@ -111,7 +112,8 @@ type Server struct {
 	announcedSets    clearingMap // client capabilities JSON → *announced, see announce
 	logsOn           clearingMap // upstream and session id → set to log: see enableLogs
 
-	listen *listen.Hub // messages outside a request: the upstream streams, the bus
+	listen *listen.Hub       // messages outside a request: the upstream streams, the bus
+	subs   *subscribe.Keeper // session clients' resource subscriptions
 
 	own own.Group // goroutines that outlive a request: see owner.go
 	// expiries end expired sessions' upstream sessions (owner.go);
@@ -214,6 +216,7 @@ func New(opts Options) (*Server, error) {
 	h.guards.Notify = h.circuitChanged
 	h.expiries = h.newExpiries()
 	h.listen = listen.New(listen.Options{Bus: opts.Backend.Bus, Go: h.own.Go, Metrics: opts.Metrics, Logger: log})
+	h.subs = subscribe.NewKeeper(h.store, h.listen, log)
 	h.watch = watch.New(log, func(up *upstreamRef) *upstream.Client { return up.client }, watchHooks{h})
 	h.tasks = tasks.New(opts.Backend.Tasks, log, h.internalID)
 	h.bridge = bridge.New(bridge.Options{
