@@ -14,7 +14,8 @@
 // reached through a narrow interface of its own that a file here
 // implements for a request: resource subscriptions are internal/subscribe's
 // (subscribe.go), what reaches a session outside a request
-// internal/listen's (listen.go).
+// internal/listen's (listen.go), what an upstream is told of its client
+// internal/announce's.
 //
 // A request path, top to bottom:
 //

@@ -180,9 +180,9 @@ func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Mes
 		wg.Wait()
 	case protocol.NotifyRootsListChanged:
 		// Each upstream session was announced roots.listChanged if the
-		// client declared it (announce.go); a piped upstream's shared
+		// client declared it (internal/announce); a piped upstream's shared
 		// session was not.
-		if !strings.Contains(rq.announced().key, "roots.listChanged") {
+		if !strings.Contains(rq.announced().Key(), "roots.listChanged") {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/mcpgw/gateway/internal/announce"
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/backend"
@@ -108,9 +109,9 @@ type Server struct {
 	// lastInstructions: upstream → its instructions last seen, cleaned
 	// (see instructions.go); at most config.MaxInstructionsBytes each.
 	lastInstructions map[string]string
-	capSets          clearingMap // capabilities JSON → names, see capSet
-	announcedSets    clearingMap // client capabilities JSON → *announced, see announce
-	logsOn           clearingMap // upstream and session id → set to log: see enableLogs
+	capSets          clearingMap    // capabilities JSON → names, see capSet
+	announced        announce.Cache // clients' capabilities → what upstreams are told
+	logsOn           clearingMap    // upstream and session id → set to log: see enableLogs
 
 	listen *listen.Hub       // messages outside a request: the upstream streams, the bus
 	subs   *subscribe.Keeper // session clients' resource subscriptions
@@ -312,8 +313,8 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 			Logger:      h.log, // the client adds its upstream's name
 			ClientInfo:  info,
 			// What a piped upstream is announced; every other upstream
-			// session is announced its client's (see announce.go).
-			Capabilities: pipedCaps,
+			// session is announced its client's (see internal/announce).
+			Capabilities: announce.Piped,
 			Inject:       telemetry.InjectHeaders,
 		})
 		st.upstreams = append(st.upstreams, ref)

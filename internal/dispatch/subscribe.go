@@ -100,7 +100,7 @@ func (s subscriber) Relay(ctx context.Context, up subscribe.Upstream, uri string
 type listenSubscriber struct{ rq *Request }
 
 func (s listenSubscriber) Open(ctx context.Context, up listen.Upstream) (session.Upstream, error) {
-	res, err := up.Client.OpenAs(ctx, s.rq.announced().upstreamCaps())
+	res, err := up.Client.OpenAs(ctx, s.rq.announced().Caps())
 	if err != nil {
 		return session.Upstream{}, err
 	}
