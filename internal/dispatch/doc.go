@@ -15,7 +15,9 @@
 // implements for a request: resource subscriptions are internal/subscribe's
 // (subscribe.go), what reaches a session outside a request
 // internal/listen's (listen.go), what an upstream is told of its client
-// internal/announce's.
+// internal/announce's. Of the relay, what an upstream's error becomes for
+// the client, and which log messages a 2026-07-28 request hears, are
+// internal/relay's; the relay loop (relay.go) is still here.
 //
 // A request path, top to bottom:
 //
