@@ -10,6 +10,15 @@
 // catalog fresh, readiness, and what each request leaves in spans,
 // metrics and the audit log.
 //
+// Capabilities of their own live in packages that own their state, each
+// reached through a narrow interface of its own that a file here
+// implements for a request: resource subscriptions are internal/subscribe's
+// (subscribe.go), what reaches a session outside a request
+// internal/listen's (listen.go), what an upstream is told of its client
+// internal/announce's. Of the relay, what an upstream's error becomes for
+// the client, and which log messages a 2026-07-28 request hears, are
+// internal/relay's; the relay loop (relay.go) is still here.
+//
 // A request path, top to bottom:
 //
 //	transport ── Request, Method ──► Server.Serve

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/protocol"
+	"github.com/mcpgw/gateway/internal/relay"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -96,8 +98,8 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 		// Includes error responses relayed from an upstream, verbatim.
 		return je
 	case errors.As(err, &ue):
-		if e := answeredError(ue); e != nil {
-			return e // the upstream's own answer (see relayedError)
+		if e := relay.Answered(ue); e != nil {
+			return e // the upstream's own answer (see relay.Error)
 		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: ue.Error()}
 	case errors.Is(context.Cause(ctx), errCancelledByClient):
@@ -111,4 +113,33 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 		h.log.Error("request failed", "rpc_method", method, "error", err)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error"}
 	}
+}
+
+// An ErrorAnswer is a JSON-RPC error a 2026-07-28 request is answered
+// with, and the HTTP status that revision gives it (see statelessStatus):
+// the transport writes both while nothing of the answer was sent.
+type ErrorAnswer struct {
+	Err    *jsonrpc.Error
+	Status int
+}
+
+func (e *ErrorAnswer) Error() string { return e.Err.Error() }
+
+// statelessStatus is the HTTP status of a 2026-07-28 error answer with
+// code, whether the error is the gateway's or an upstream's (relayed
+// whatever status the upstream used, and whichever revision it speaks):
+// basic/transports/streamable-http, "Protocol Version Header": a method not
+// implemented (-32601) is 404, -32022 and -32020 are 400; basic/index,
+// "Per-request protocol fields": -32021 and a malformed request's -32602
+// are 400. Every -32602 is 400 (as the reference SDK answers them), so
+// that a name is refused alike whether the gateway hid it or the upstream
+// does not know it. Any other error is 200, as a session's are.
+func statelessStatus(code int64) int {
+	switch code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, protocol.CodeHeaderMismatch, protocol.CodeMissingClientCapability, protocol.CodeUnsupportedProtocolVersion:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/subscribe"
 	"github.com/mcpgw/gateway/internal/tasks"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
@@ -81,27 +82,9 @@ func (rq *Request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
 	return out
 }
 
-// offersSubscribe reports whether up is known to offer
-// resources.subscribe on a session of the 2025-11-25 revision, whose
-// updates come on the GET stream the gateway relays.
-func (rq *Request) offersSubscribe(up *upstreamRef) bool {
-	return !rq.modern(up) && rq.subscribable(up)
-}
-
 // subscribable reports whether up is known to offer resources.subscribe,
 // in either revision.
-func (rq *Request) subscribable(up *upstreamRef) bool {
-	caps := rq.caps(up)
-	if caps == nil {
-		return false
-	}
-	o, err := jsonx.ParseValidObject(caps)
-	if err != nil {
-		return false
-	}
-	res, ok := o.Object("resources")
-	return ok && string(res.Get("subscribe")) == "true"
-}
+func (rq *Request) subscribable(up *upstreamRef) bool { return subscribe.Offered(rq.caps(up)) }
 
 // Dispatch serves one request of a session (2025-11-25 and older) through
 // the method table. Notifications it relays go to out as they arrive. The
@@ -197,9 +180,9 @@ func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Mes
 		wg.Wait()
 	case protocol.NotifyRootsListChanged:
 		// Each upstream session was announced roots.listChanged if the
-		// client declared it (announce.go); a piped upstream's shared
+		// client declared it (internal/announce); a piped upstream's shared
 		// session was not.
-		if !strings.Contains(rq.announced().key, "roots.listChanged") {
+		if !strings.Contains(rq.announced().Key(), "roots.listChanged") {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -428,45 +411,6 @@ func rewriteContents(res json.RawMessage, prefix string) (json.RawMessage, error
 	}
 	o.Set("contents", append(out, contents[last:]...))
 	return o.Bytes(), nil
-}
-
-// uriCall serves resources/subscribe and resources/unsubscribe.
-func uriCall(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
-	p, uri, err := routedParams(c.params, "uri")
-	if err != nil {
-		return nil, err
-	}
-	up, orig, err := rq.resolveURI(ctx, catalog.Resources, uri)
-	if err == nil {
-		err = rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Resources, up, uri, orig, nil, false)
-	}
-	if err != nil {
-		return nil, err
-	}
-	p.SetString("uri", orig)
-	on := c.method == protocol.MethodResourcesSubscribe
-	if on && !rq.roomFor(up, orig) {
-		return nil, errTooManySubscriptions
-	}
-	if _, err := rq.upstreamSession(ctx, up); err == nil && rq.modern(up) {
-		// 2026-07-28 has no resources/subscribe: the session's
-		// subscriptions of such an upstream are the gateway's to keep,
-		// and its GET stream's subscriptions/listen of the upstream asks
-		// for them (listen.go).
-		if !rq.subscribable(up) {
-			return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: the resource's server offers no subscriptions")
-		}
-		rq.noteSubscription(ctx, up, orig, on)
-		return json.RawMessage(`{}`), nil
-	}
-	res, err := rq.relay(ctx, c, up, p.Bytes(), nil)
-	if err == nil {
-		// Updates come on the upstream's GET stream (see listen.go), and
-		// are checked against the session's subscriptions
-		// (subscriptions.go).
-		rq.noteSubscription(ctx, up, orig, on)
-	}
-	return res, err
 }
 
 // complete serves completion/complete, routed by its ref.

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/protocol"
+	"github.com/mcpgw/gateway/internal/relay"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
@@ -122,7 +123,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 	}
 	resp, err := rq.callWith(callCtx, up, id, c.method, params, c.upHeader)
 	if err != nil {
-		return nil, session.Upstream{}, relayedError(up, err)
+		return nil, session.Upstream{}, relay.Error(up.cat.Prefix, err)
 	}
 	// What the call reads: its response, and the requests of the shared
 	// GET stream that are the call's (listen.Hub.HoldShared, shared.go).
@@ -168,7 +169,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 			if raw = rq.h.tasks.Note(ctx, rq.taskCaller(), up.cfg.Name, resp.us, msg, raw); raw == nil {
 				continue // about a task the caller does not hold
 			}
-			if msg.Method == protocol.NotifyMessage && rq.adm.Stateless && !rq.wantsLog(msg) {
+			if msg.Method == protocol.NotifyMessage && rq.adm.Stateless && !(rq.adm.WantsLogs && relay.WantsLog(rq.adm.LogLevel, msg)) {
 				// 2026-07-28: no log messages for requests that did not
 				// ask for them (_meta logLevel), nor below the level
 				// they asked for.
@@ -202,7 +203,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 		case jsonrpc.KindResponse:
 			return msg.Result, resp.us, nil
 		case jsonrpc.KindErrorResponse:
-			return nil, resp.us, relayedError(up, msg.Error)
+			return nil, resp.us, relay.Error(up.cat.Prefix, msg.Error)
 		}
 	}
 }
@@ -210,7 +211,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 // exposeUpdated returns a notifications/resources/updated of upstream up
 // with its uri in the gateway's namespace, or nil when the session may not
 // hear of that resource: it holds no subscription the update belongs to
-// (held, given the upstream's own URI: see subscriptions.go), its tenant
+// (held, given the upstream's own URI: see holds), its tenant
 // (view) may not see it, or its exposed URI is not up's (an upstream
 // naming a URI of another's namespace). The last two are the check a
 // subscription makes (resolveURI), so that what a session could not
@@ -275,7 +276,7 @@ func (h *Server) ClientResponse(ctx context.Context, rq *Request, msg *jsonrpc.M
 // such method but a level per request (changelog, major change 5). The
 // principal's requests share that session, so its level is set to debug,
 // once per session on each replica, and each request keeps the messages at
-// or above its own level (see wantsLog). A failure leaves the request
+// or above its own level (see relay.WantsLog). A failure leaves the request
 // without log messages, nothing else.
 func (rq *Request) enableLogs(ctx context.Context, up *upstreamRef) {
 	us, err := rq.upstreamSession(ctx, up)
@@ -296,20 +297,6 @@ func (rq *Request) enableLogs(ctx context.Context, up *upstreamRef) {
 
 // maxLogsOn bounds the upstream sessions remembered as logging.
 const maxLogsOn = 4096
-
-// wantsLog reports whether a 2026-07-28 request asked for log message msg:
-// it set a logLevel, and msg's level is at or above it.
-func (rq *Request) wantsLog(msg *jsonrpc.Message) bool {
-	if !rq.adm.WantsLogs {
-		return false
-	}
-	p, err := jsonx.ParseValidObject(msg.Params)
-	if err != nil {
-		return false
-	}
-	level, _ := p.GetString("level")
-	return protocol.LogSeverity(level) >= protocol.LogSeverity(rq.adm.LogLevel)
-}
 
 // shapeUpstreamRequest is the bridge's Shape: the resource URIs inside an
 // upstream's sampling request, exposed in the gateway's namespace (see

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/mcpgw/gateway/internal/announce"
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/backend"
@@ -33,6 +34,7 @@ import (
 	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/subscribe"
 	"github.com/mcpgw/gateway/internal/tasks"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
@@ -107,11 +109,12 @@ type Server struct {
 	// lastInstructions: upstream → its instructions last seen, cleaned
 	// (see instructions.go); at most config.MaxInstructionsBytes each.
 	lastInstructions map[string]string
-	capSets          clearingMap // capabilities JSON → names, see capSet
-	announcedSets    clearingMap // client capabilities JSON → *announced, see announce
-	logsOn           clearingMap // upstream and session id → set to log: see enableLogs
+	capSets          clearingMap    // capabilities JSON → names, see capSet
+	announced        announce.Cache // clients' capabilities → what upstreams are told
+	logsOn           clearingMap    // upstream and session id → set to log: see enableLogs
 
-	listen *listen.Hub // messages outside a request: the upstream streams, the bus
+	listen *listen.Hub       // messages outside a request: the upstream streams, the bus
+	subs   *subscribe.Keeper // session clients' resource subscriptions
 
 	own own.Group // goroutines that outlive a request: see owner.go
 	// expiries end expired sessions' upstream sessions (owner.go);
@@ -207,6 +210,7 @@ func New(opts Options) (*Server, error) {
 	h.guards.Notify = h.circuitChanged
 	h.expiries = h.newExpiries()
 	h.listen = listen.New(listen.Options{Bus: opts.Backend.Bus, Go: h.own.Go, Metrics: opts.Metrics, Logger: log})
+	h.subs = subscribe.NewKeeper(h.store, h.listen, log)
 	h.watch = watch.New(log, func(up *upstreamRef) *upstream.Client { return up.client }, watchHooks{h})
 	h.tasks = tasks.New(opts.Backend.Tasks, log, h.internalID)
 	h.bridge = bridge.New(bridge.Options{
@@ -302,8 +306,8 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 			Logger:      h.log, // the client adds its upstream's name
 			ClientInfo:  info,
 			// What a piped upstream is announced; every other upstream
-			// session is announced its client's (see announce.go).
-			Capabilities: pipedCaps,
+			// session is announced its client's (see internal/announce).
+			Capabilities: announce.Piped,
 			Inject:       telemetry.InjectHeaders,
 		})
 		st.upstreams = append(st.upstreams, ref)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgw/gateway/internal/announce"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
@@ -80,7 +81,7 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 		return nil, &CreateError{Err: err}
 	}
 	ups := rq.upstreams()
-	opened := h.initUpstreams(ctx, ups, rq.h.announce(caps).upstreamCaps())
+	opened := h.initUpstreams(ctx, ups, rq.h.announced.Of(caps).Caps())
 	rec.Upstreams = make(map[string]session.Upstream, len(opened))
 	var mu sync.Mutex
 	var failed error
@@ -134,4 +135,17 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 func (h *Server) EndSession(ctx context.Context, rq *Request) {
 	h.catalog.EndSession(rq.Session.ID)
 	h.terminateUpstreams(ctx, rq.st, rq.Session)
+}
+
+// announced is what the gateway announces to upstreams for rq's client
+// (see internal/announce): its session's capabilities, or a stateless
+// request's.
+func (rq *Request) announced() *announce.Set {
+	switch {
+	case rq.adm.Stateless:
+		return rq.h.announced.Of(rq.adm.MetaCaps)
+	case rq.Session != nil:
+		return rq.h.announced.Of(rq.Session.ClientCapabilities)
+	}
+	return announce.None
 }

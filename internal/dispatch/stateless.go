@@ -24,7 +24,7 @@ import (
 // basic/transports/streamable-http, "Server Validation"), then serves the
 // request with the same method handlers as a session's, against a record
 // it keeps for the caller itself: keyed by (issuer, subject, tenant) and the
-// client capabilities the request declared (see announce.go), stored
+// client capabilities the request declared (see internal/announce), stored
 // like a session (so every replica shares it, and it expires when idle),
 // holding the upstream sessions opened for that principal with upstreams
 // that speak the session-based revisions. It is never shared between
@@ -43,12 +43,12 @@ func PrincipalKey(rq *Request) string {
 // PrincipalRecord returns the record the gateway keeps for a stateless
 // caller, creating it on first use. Its id derives from the principal and
 // from the capabilities the request declared, as far as the gateway
-// announces them to upstreams (see announce.go): the upstream sessions it
+// announces them to upstreams (see internal/announce): the upstream sessions it
 // holds were announced that set, and a request that declared another
 // must not use them. Every replica finds the same one.
 func (h *Server) PrincipalRecord(ctx context.Context, rq *Request) (*session.Record, error) {
 	p := rq.principal
-	sum := sha256.Sum256([]byte(PrincipalKey(rq) + "\x00" + rq.announced().key))
+	sum := sha256.Sum256([]byte(PrincipalKey(rq) + "\x00" + rq.announced().Key()))
 	id := StatelessPrefix + hex.EncodeToString(sum[:16])
 	rec, err := h.store.Get(ctx, id)
 	if err == nil {

@@ -2,23 +2,30 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/mcpgw/gateway/internal/bridge"
 	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/subscribe"
 )
 
-// Resource subscriptions of 2026-07-28 callers are kept by
-// internal/listen (Hub.Subscribe); here they are resolved in the tenant's
-// namespace, under its rules.
+// Resource subscriptions are internal/subscribe's; here is what it needs
+// of a request (subscriber), and the methods that reach it.
 
-// maxListenResources bounds the resources one subscriptions/listen may
-// subscribe to; the rest are not agreed. With limits.streams_per_principal
-// it bounds the upstream subscriptions one principal holds on a replica.
-const maxListenResources = 64
+// uriCall serves resources/subscribe and resources/unsubscribe (see
+// subscribe.Keeper.Serve).
+func uriCall(ctx context.Context, rq *Request, c *call) (json.RawMessage, error) {
+	p, uri, err := routedParams(c.params, "uri")
+	if err != nil {
+		return nil, err
+	}
+	return rq.h.subs.Serve(ctx, subscriber{rq, c, p}, uri, c.method == protocol.MethodResourcesSubscribe)
+}
 
 // SubscribeResources subscribes, for the 2026-07-28 request rq, to the
 // resources uris name (exposed URIs), and returns the ones agreed, the
@@ -26,61 +33,74 @@ const maxListenResources = 64
 // the exposed URI, and stop, which ends the upstream subscriptions and
 // waits. ctx is the listen stream's. A URI the tenant (or the principal's
 // policy rules) may not see, or whose upstream offers no subscriptions,
-// is not agreed.
+// is not agreed (see subscribe.Targets).
 func (h *Server) SubscribeResources(ctx context.Context, rq *Request, uris []string) (agreed []string, msgs <-chan []byte, stop func()) {
 	ctx = rq.withCaller(ctx)
-	byUp := map[*upstreamRef]*listen.Target{}
-	var targets []*listen.Target
-	seen, opened := map[string]bool{}, map[*upstreamRef]bool{}
 	c := &call{method: protocol.MethodSubscriptionsListen, m: &Method{}}
-	for _, uri := range uris {
-		if seen[uri] || len(seen) >= maxListenResources {
-			continue
-		}
-		seen[uri] = true
-		up, orig, err := rq.resolveURI(ctx, catalog.Resources, uri)
-		if err == nil {
-			err = rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Resources, up, uri, orig, nil, false)
-		}
-		if err == nil && !opened[up] {
-			// The upstream's revision and capabilities, known once the
-			// principal's session with it is.
-			opened[up] = true
-			_, err = rq.upstreamSession(ctx, up)
-		}
-		var modern bool
-		switch {
-		case err != nil:
-			continue // hidden, unknown or unreachable
-		case rq.modern(up) && rq.subscribable(up):
-			modern = true
-		case rq.offersSubscribe(up) && up.client.PerSession():
-		default:
-			continue // not to be subscribed to
-		}
-		t := byUp[up]
-		if t == nil {
-			t = &listen.Target{Up: listenUpstream(up), Modern: modern, URIs: map[string]string{}}
-			byUp[up] = t
-			targets = append(targets, t)
-		}
-		t.URIs[orig] = uri
-	}
-	ts := make([]listen.Target, len(targets))
-	for i, t := range targets {
-		ts[i] = *t
-	}
 	return h.listen.Subscribe(ctx, listenSubscriber{rq}, listen.Client{
 		Who:    &bridge.Caller{Principal: PrincipalKey(rq), Tenant: rq.principal.Tenant},
 		Limits: &rq.st.cfg.Limits,
-	}, ts)
+	}, subscribe.Targets(ctx, subscriber{rq: rq, c: c}, uris))
+}
+
+// holds reports whether an update of uri (up's own) belongs to one of the
+// session's subscriptions with up, by the record rq holds.
+func (rq *Request) holds(up *upstreamRef, uri string) bool {
+	us, _ := rq.upstreamEntry(up.cfg.Name)
+	return subscribe.Covers(us.Subscribed, uri)
+}
+
+// subscriber is request rq's call c, to internal/subscribe: p are the
+// params of a resources/subscribe or resources/unsubscribe (nil for a
+// subscriptions/listen).
+type subscriber struct {
+	rq *Request
+	c  *call
+	p  *jsonx.Object
+}
+
+func (s subscriber) Resolve(ctx context.Context, uri string) (subscribe.Upstream, string, error) {
+	up, orig, err := s.rq.resolveURI(ctx, catalog.Resources, uri)
+	if err == nil {
+		err = s.rq.decidePolicy(ctx, s.c, policy.PhaseList, catalog.Resources, up, uri, orig, nil, false)
+	}
+	if err != nil {
+		return subscribe.Upstream{}, "", err
+	}
+	return listenUpstream(up), orig, nil
+}
+
+func (s subscriber) Open(ctx context.Context, up subscribe.Upstream) error {
+	_, err := s.rq.upstreamSession(ctx, up.Ref.(*upstreamRef))
+	return err
+}
+
+func (s subscriber) Known(up subscribe.Upstream) subscribe.Known {
+	ref := up.Ref.(*upstreamRef)
+	return subscribe.Known{Caps: s.rq.caps(ref), Modern: s.rq.modern(ref), PerSession: ref.client.PerSession()}
+}
+
+func (s subscriber) SessionID() string {
+	if s.rq.adm.Stateless || s.rq.Session == nil {
+		return ""
+	}
+	return s.rq.Session.ID
+}
+
+func (s subscriber) Entry(name string) (session.Upstream, bool) { return s.rq.upstreamEntry(name) }
+
+func (s subscriber) SetEntry(name string, us session.Upstream) { s.rq.setUpstream(name, us) }
+
+func (s subscriber) Relay(ctx context.Context, up subscribe.Upstream, uri string) (json.RawMessage, error) {
+	s.p.SetString("uri", uri)
+	return s.rq.relay(ctx, s.c, up.Ref.(*upstreamRef), s.p.Bytes(), nil)
 }
 
 // listenSubscriber is a 2026-07-28 listen request rq, to internal/listen.
 type listenSubscriber struct{ rq *Request }
 
 func (s listenSubscriber) Open(ctx context.Context, up listen.Upstream) (session.Upstream, error) {
-	res, err := up.Client.OpenAs(ctx, s.rq.announced().upstreamCaps())
+	res, err := up.Client.OpenAs(ctx, s.rq.announced().Caps())
 	if err != nil {
 		return session.Upstream{}, err
 	}

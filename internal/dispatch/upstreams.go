@@ -228,7 +228,7 @@ func (rq *Request) openUpstream(ctx context.Context, up *upstreamRef, prev strin
 		// Detached: the session outlives the request that happened to open
 		// it, and other requests may be waiting on this one.
 		ctx := context.WithoutCancel(ctx)
-		res, err := up.client.OpenAs(ctx, rq.announced().upstreamCaps())
+		res, err := up.client.OpenAs(ctx, rq.announced().Caps())
 		if err != nil {
 			return nil, err
 		}
@@ -521,8 +521,8 @@ func (rq *Request) listScope(up *catalog.Upstream) catalog.Scope {
 		sc.Partition = rq.partition(ref)
 	}
 	// Listings fetched on sessions announced different capabilities may
-	// differ (see announce.go).
-	if key := rq.announced().key; key != "" && (ref == nil || ref.client.PerSession()) {
+	// differ (see internal/announce).
+	if key := rq.announced().Key(); key != "" && (ref == nil || ref.client.PerSession()) {
 		sc.Partition = key + "\x00" + sc.Partition
 	}
 	return sc
