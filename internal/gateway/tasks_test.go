@@ -771,7 +771,7 @@ func TestTasksExtensionInput(t *testing.T) {
 	}
 
 	// Without the capability, the upstream session is not announced it
-	// (announce.go): the upstream does not ask, and the task goes on.
+	// (internal/announce): the upstream does not ask, and the task goes on.
 	caps = withTasks
 	create()
 	m = poll("completed")

@@ -133,13 +133,13 @@ type Upstream struct {
 	// Listen is set once the client subscribed to a resource of this
 	// upstream session or set its log level: the session then has
 	// something to hear on the upstream's GET stream, which the replica
-	// holding the client's GET stream opens (see dispatch/listen.go). It
+	// holding the client's GET stream opens (see internal/listen). It
 	// stays set for the upstream session's life.
 	Listen bool `json:"listen,omitempty"`
 	// Subscribed lists the resources (the upstream's own URIs) the client
 	// subscribed to on this upstream session and has not unsubscribed
 	// from: an update the upstream sends of any other is not the
-	// session's (see dispatch/listen.go). The dispatcher bounds it. A
+	// session's (see internal/subscribe, which bounds it). A
 	// value in a Record is never changed in place: a new list replaces it.
 	Subscribed []string `json:"subscribed,omitempty"`
 }
