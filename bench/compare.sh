@@ -402,23 +402,87 @@ gwconfig_large() {
 
 # pair_summary TITLE A B: target B against target A, per call scenario: the
 # median over rounds of each round's ratio of p50 latencies and of req/s.
+# cputicks PID: the CPU time (user + system, in clock ticks) process PID
+# has used so far, 0 if it cannot be read.
+cputicks() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
+	stat=${stat##*) } # past the command name, which may hold spaces
+	read -r -a f <<<"$stat"
+	echo $((f[11] + f[12])) # utime, stime (fields 14 and 15)
+}
+
+# target_pid TARGET MODE: the PID of the process serving TARGET in a
+# scenario of MODE (the one whose CPU per call is measured).
+target_pid() {
+	local var
+	case "$1:$2" in
+	direct:list) var=pid_uplist ;;
+	proxy:list) var=pid_proxylist ;;
+	direct:*) var=pid_up ;;
+	*:list) var="pid_gwlist_${1#gw-}" ;;
+	*) var="pid_${1//-/_}" ;;
+	esac
+	echo "${!var:-}"
+}
+
+# cpu_of SCENARIO TARGET ROUND: the CPU per call (µs) measured in a run.
+cpu_of() {
+	grep -F '"annotation":"cpu"' "$runs" | grep -F "\"scenario\":\"$1\"" | grep -F "\"target\":\"$2\"" |
+		grep -F "\"round\":\"$3\"" | head -n1 | grep -oE '"cpu_us_per_call":[0-9.]+' | cut -d: -f2
+}
+
 pair_summary() {
-	local title=$1 a=$2 b=$3 scen name clients mode payload round m l p50 rps
+	local title=$1 a=$2 b=$3 scen name clients mode payload round m l p50 rps cpu ca cb
 	echo
 	echo "$title"
-	printf '%10s  %10s  %10s\n' scenario "p50 ratio" "req/s ratio"
+	printf '%10s  %10s  %10s  %10s\n' scenario "p50 ratio" "req/s ratio" "CPU/call ratio"
 	for scen in $SCENARIOS; do
 		IFS=: read -r name clients mode payload <<<"$scen"
 		if [[ $mode == list ]]; then continue; fi
-		p50=() rps=()
+		p50=() rps=() cpu=()
 		for ((round = 1; round <= ROUNDS; round++)); do
 			m=$(grep -F "\"scenario\":\"$name\"" "$runs" | grep -F "\"target\":\"$a\"" | grep -F "\"round\":\"$round\"" | grep -v annotation | head -n1) || true
 			l=$(grep -F "\"scenario\":\"$name\"" "$runs" | grep -F "\"target\":\"$b\"" | grep -F "\"round\":\"$round\"" | grep -v annotation | head -n1) || true
 			if [[ -z $m || -z $l ]]; then continue; fi
 			p50+=("$(awk -v a="$(grep -oE '"p50":[0-9.]+' <<<"$l" | cut -d: -f2)" -v b="$(grep -oE '"p50":[0-9.]+' <<<"$m" | cut -d: -f2)" 'BEGIN { if (b > 0) printf "%.4f", a / b }')")
 			rps+=("$(awk -v a="$(grep -oE '"rps":[0-9.]+' <<<"$l" | cut -d: -f2)" -v b="$(grep -oE '"rps":[0-9.]+' <<<"$m" | cut -d: -f2)" 'BEGIN { if (b > 0) printf "%.4f", a / b }')")
+			ca=$(cpu_of "$name" "$a" "$round") cb=$(cpu_of "$name" "$b" "$round")
+			if [[ -n $ca && -n $cb ]]; then
+				cpu+=("$(awk -v a="$cb" -v b="$ca" 'BEGIN { if (b > 0) printf "%.4f", a / b }')")
+			fi
 		done
-		printf '%10s  %10s  %10s\n' "$name" "$(median "${p50[@]}")" "$(median "${rps[@]}")"
+		printf '%10s  %10s  %10s  %10s\n' "$name" "$(median "${p50[@]}")" "$(median "${rps[@]}")" "$(median "${cpu[@]}")"
+	done
+}
+
+# cpu_summary: each target's CPU per call of its own process (the hop's
+# cost, without the load tool's and the upstream's), as a ratio to the
+# bare proxy's, the median over rounds of each round's ratio.
+cpu_summary() {
+	local scen name clients mode payload round target r pc tc line
+	echo
+	echo "CPU per call of the target's process / the proxy's, median over rounds of each round's ratio:"
+	line=$(printf '%10s' scenario)
+	for target in "${targets[@]}"; do
+		if [[ $target != direct && $target != proxy ]]; then line+=$(printf '  %14s' "$target"); fi
+	done
+	echo "$line"
+	for scen in $SCENARIOS; do
+		IFS=: read -r name clients mode payload <<<"$scen"
+		line=$(printf '%10s' "$name")
+		for target in "${targets[@]}"; do
+			if [[ $target == direct || $target == proxy ]]; then continue; fi
+			r=()
+			for ((round = 1; round <= ROUNDS; round++)); do
+				pc=$(cpu_of "$name" proxy "$round") tc=$(cpu_of "$name" "$target" "$round")
+				if [[ -n $pc && -n $tc ]]; then
+					r+=("$(awk -v a="$tc" -v b="$pc" 'BEGIN { if (b > 0) printf "%.4f", a / b }')")
+				fi
+			done
+			line+=$(printf '  %14s' "$(median "${r[@]}")")
+		done
+		echo "$line"
 	done
 }
 
@@ -557,7 +621,10 @@ for scen in $SCENARIOS; do
 			token=
 			if [[ $target == gw-* ]]; then token=${bench_token:-}; fi
 			rc=0
+			tpid=$(target_pid "$target" "$mode")
+			t0=$(cputicks "${tpid:-0}")
 			line=$(MCPLOAD_TOKEN=$token bin/mcpload "${args[@]}" 2>>"$work/mcpload.log") || rc=$?
+			t1=$(cputicks "${tpid:-0}")
 			if [[ -z $line ]]; then
 				log "[$n/$total] $name $target round $round: mcpload failed (exit $rc):"
 				tail -n 3 "$work/mcpload.log" >&2
@@ -565,6 +632,16 @@ for scen in $SCENARIOS; do
 				continue
 			fi
 			echo "$line" >>"$runs"
+			# CPU per call of the target's process: its CPU time over the
+			# whole run (warm-up included) divided by the requests the run
+			# made, the measured ones scaled by (warm-up + duration) /
+			# duration.
+			reqs=$(grep -oE '"requests":[0-9]+' <<<"$line" | cut -d: -f2)
+			if [[ -n $tpid && $t1 -gt $t0 && ${reqs:-0} -gt 0 ]]; then
+				awk -v t=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v n="$reqs" -v w="${WARMUP%s}" -v d="${DURATION%s}" \
+					-v s="$name" -v tg="$target" -v r="$round" \
+					'BEGIN { printf "{\"annotation\":\"cpu\",\"cpu_us_per_call\":%.1f,\"tags\":{\"scenario\":\"%s\",\"target\":\"%s\",\"round\":\"%d\"}}\n", t * 1e6 / hz / (n * (w + d) / d), s, tg, r }' >>"$runs"
+			fi
 			if [[ $counting == 1 ]]; then
 				after=$(upstream_lists)
 				printf '{"annotation":"upstream","upstream_tools_list":%d,"tags":{"scenario":"%s","target":"%s","round":"%d"}}\n' \
@@ -593,6 +670,7 @@ sumargs=("${meta[@]}")
 if [[ -n $out ]]; then sumargs+=(-o "$out"); fi
 echo
 bin/bench-summarize "${sumargs[@]}" "$runs"
+cpu_summary
 if [[ $LARGE_CONFIG == 1 ]]; then
 	pair_summary "configuration size: gw-large (1,000 tenants, 50 upstreams) / gw-memory (1 tenant, 1 upstream),
 median over rounds of each round's ratio (issue 7: per-call figures within 10%):" gw-memory gw-large
