@@ -183,14 +183,13 @@ func BenchmarkToolsCallBudgets(b *testing.B) {
 	}
 }
 
-// BenchmarkToolsCallPolicy is BenchmarkToolsCall/100B with policy rules
+// BenchmarkToolsCallPolicy is BenchmarkToolsCall (100 B and 10 KB) with policy rules
 // next to none: 20 pattern rules (on other tools) and 10 CEL rules (on
 // this one, whose conditions never hold), half of each in the list phase
 // and half in the call phase, so that every call tries them all and the
 // default allows it: the per-call cost of the rules (issue 29).
 func BenchmarkToolsCallPolicy(b *testing.B) {
 	raw := testkit.NewRawUpstream(b)
-	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"raw__raw","arguments":{"q":"` + strings.Repeat("x", 100) + `"}}}`
 	rules := func(c *config.Config) {
 		var ps []config.PolicyRule
 		for i := range 20 {
@@ -210,17 +209,20 @@ func BenchmarkToolsCallPolicy(b *testing.B) {
 		}
 		c.Tenants = []config.Tenant{{ID: "default", Policy: ps}}
 	}
-	for _, v := range []struct {
-		name  string
-		edits []func(*config.Config)
-	}{
-		{"none", nil},
-		{"rules", []func(*config.Config){rules}},
-	} {
-		b.Run(v.name, func(b *testing.B) {
-			url := startGateway(b, []upstreamSpec{{name: "raw", url: raw.URL}}, v.edits...)
-			benchCalls(b, url, body)
-		})
+	for _, size := range []int{100, 10240} {
+		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"raw__raw","arguments":{"q":"` + strings.Repeat("x", size) + `"}}}`
+		for _, v := range []struct {
+			name  string
+			edits []func(*config.Config)
+		}{
+			{"none", nil},
+			{"rules", []func(*config.Config){rules}},
+		} {
+			b.Run(strconv.Itoa(size)+"B/"+v.name, func(b *testing.B) {
+				url := startGateway(b, []upstreamSpec{{name: "raw", url: raw.URL}}, v.edits...)
+				benchCalls(b, url, body)
+			})
+		}
 	}
 }
 
