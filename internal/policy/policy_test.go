@@ -441,3 +441,28 @@ func TestBoundedCost(t *testing.T) {
 		t.Error("a literal's length is not counted against the limit")
 	}
 }
+
+// TestPlainString: a string argument that needs no unescaping is read in
+// place; any other is decoded, with the same value.
+func TestPlainString(t *testing.T) {
+	for _, c := range []struct {
+		raw, want string
+		plain     bool
+	}{
+		{`"sandbox-1"`, "sandbox-1", true},
+		{`""`, "", true},
+		{`"a\"b"`, `a"b`, false},
+		{`"caf\u00e9"`, "café", false},
+		{"\"\xff\"", "\ufffd", false},
+	} {
+		s, ok := plainString([]byte(c.raw))
+		if ok != c.plain || ok && s != c.want {
+			t.Errorf("plainString(%s) = %q, %v", c.raw, s, ok)
+		}
+		st := &state{in: &Input{Arguments: json.RawMessage(`{"q":` + c.raw + `}`)}}
+		args, err := st.arguments(argNeed{names: []string{"q"}})
+		if err != nil || args["q"] != c.want {
+			t.Errorf("arguments(%s) = %q, %v", c.raw, args["q"], err)
+		}
+	}
+}

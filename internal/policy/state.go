@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+	"unsafe"
 
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
@@ -178,6 +180,10 @@ func (st *state) decodeMember(m *jsonx.Member) error {
 	if _, done := st.args[m.Name]; done {
 		return nil
 	}
+	if s, ok := plainString(m.Value); ok {
+		st.args[m.Name] = s
+		return nil
+	}
 	v, err := jsonx.DecodeValid(m.Value)
 	if err == nil {
 		v, err = floats(v)
@@ -188,6 +194,25 @@ func (st *state) decodeMember(m *jsonx.Member) error {
 	}
 	st.args[m.Name] = v
 	return nil
+}
+
+// plainString returns the JSON string v, valid JSON, without copying it
+// when it needs no unescaping and is valid UTF-8 (a long text argument
+// usually is): the string aliases the call's arguments, which nothing
+// changes while the decision is made, and no decoded value outlives it.
+func plainString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
+		return "", false
+	}
+	in := v[1 : len(v)-1]
+	if len(in) == 0 {
+		return "", true
+	}
+	// No control characters: the arguments passed jsonx.ValidWithin.
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	return unsafe.String(&in[0], len(in)), true
 }
 
 // parseArguments splits a call's arguments into members within the
