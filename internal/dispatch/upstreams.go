@@ -88,12 +88,12 @@ func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps jso
 
 // lazy reports whether the session with up is opened only by the first
 // request that needs it, not at initialize: a stdio upstream's, whose
-// session may start a process (one per session with isolation: session,
-// the tenant's first otherwise). A client that never lists nor calls
-// costs none, and a tenant's stdio upstreams are not all started by a
-// client that uses one of them. Its lists then start it, unless the
-// catalog holds them already (shared within the tenant, see
-// catalog.Upstream): a call is what starts it then.
+// session may start a process (each session's with isolation: session;
+// else the first session of a tenant, or of all with isolation: shared,
+// starts one). A client that never lists nor calls starts none, nor does
+// one that uses one of its tenant's stdio upstreams start the others. A
+// list starts it unless the catalog holds that list already (shared
+// within the tenant, see catalog.Upstream); then its first call does.
 func (up *upstreamRef) lazy() bool { return up.cfg.IsStdio() }
 
 func (h *Server) rememberCaps(name string, caps json.RawMessage) {
