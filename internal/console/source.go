@@ -53,7 +53,8 @@ type Overview struct {
 	// Sessions and Streams are the sessions and client streams open on
 	// this replica; -1 when unknown.
 	Sessions, Streams int
-	// PerTenant are the counts kept per tenant.
+	// PerTenant are the counts kept per tenant: every configured tenant,
+	// and any other that holds or was refused something.
 	PerTenant []TenantCounts
 	Circuits  []Circuit
 }
@@ -61,6 +62,12 @@ type Overview struct {
 // TenantCounts are what a tenant holds and was refused on this replica.
 type TenantCounts struct {
 	Tenant string
+	// Sessions are the tenant's sessions in the session store; -1 when
+	// the store does not count them per tenant (Redis).
+	Sessions int
+	// Streams are the GET streams of the tenant's sessions open on this
+	// replica.
+	Streams int
 	// Rejections are requests refused at a limit, by limit.
 	Rejections map[string]int64
 	// Refusals are requests refused by a budget, by budget.
@@ -92,6 +99,27 @@ type Upstream struct {
 	// that do not match.
 	Pinned bool
 	Pins   []Pin
+	// Lists are its listings this replica caches, by kind.
+	Lists []List
+	// Stdio is set for a stdio upstream, with what its processes did on
+	// this replica since its config last changed: Processes run now;
+	// Started were started, Exits ended by themselves (exited, crashed),
+	// Restarts were started again after such an end.
+	Stdio                    bool
+	Processes                int
+	Started, Exits, Restarts int64
+}
+
+// A List is what this replica caches of an upstream's list of one kind.
+type List struct {
+	Kind string // tools, prompts, resources, resource templates
+	// Listings are the listings cached: one per tenant, identity or
+	// session that asked, as the upstream's lists are shared. Items is
+	// how many items the newest holds, fetched at Fetched; a zero Fetched
+	// means they are all stale (the upstream said the list changed) and
+	// are fetched again on their next use.
+	Listings, Items int
+	Fetched         time.Time
 }
 
 // A Pin is a tool or prompt whose definition does not match its pin.

@@ -1,6 +1,9 @@
 package dispatch
 
-import "github.com/mcpgw/gateway/internal/catalog"
+import (
+	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/pipe"
+)
 
 // UpstreamState is what this replica knows of one upstream now, for the
 // operator console.
@@ -16,6 +19,13 @@ type UpstreamState struct {
 	// InFlight and Waiting are the requests its concurrency gate holds
 	// and queues (0 without a gate).
 	InFlight, Waiting int
+	// Processes, for a stdio upstream, is what its processes did on this
+	// replica since its config last changed (a reload that changes it
+	// starts it afresh); nil for any other upstream.
+	Processes *pipe.Stats
+	// Lists are the listings of it this replica's catalog holds, by
+	// kind.
+	Lists []catalog.ListStat
 }
 
 // UpstreamStates returns the state of every upstream of the config in
@@ -32,7 +42,12 @@ func (h *Server) UpstreamStates() []UpstreamState {
 	h.healthMu.Unlock()
 	// The guards' locks are taken outside healthMu: no lock is held
 	// while another is taken.
+	lists := h.catalog.ListStats()
 	for i, up := range st.upstreams {
+		out[i].Lists = lists[up.cfg.Name]
+		if ps, ok := up.client.PipeStats(); ok && up.cfg.IsStdio() {
+			out[i].Processes = &ps
+		}
 		if up.breaker != nil {
 			out[i].Circuit = up.breaker.State()
 		}

@@ -23,11 +23,17 @@ import (
 )
 
 // Upstream sessions: each gateway session owns one session per upstream its
-// tenant may use. They are opened at initialize; one that failed then (the
-// upstream was down) is opened on first use, and one the upstream forgot is
-// opened again. Opening is deduplicated per replica with singleflight and
-// across replicas by the store's compare-and-swap: the loser of a race ends
-// the session it opened and uses the winner's.
+// tenant may use. They are opened at initialize, but for a stdio upstream's
+// (see lazy); one that was not opened then (lazy, or the upstream was
+// down) is opened on first use, and one the upstream forgot is opened
+// again. Opening is deduplicated per replica with singleflight and across
+// replicas by the store's compare-and-swap: the loser of a race ends the
+// session it opened and uses the winner's.
+//
+// What initialize answers of an upstream not opened yet comes from what
+// this replica last saw of it (caps, instructions): its capabilities as
+// an earlier session reported them, else unknown, which hasCap takes for
+// offered; its instructions, else none.
 
 // upstreams returns the tenant's upstreams, in config order. The slice is
 // shared: it must not be modified.
@@ -49,13 +55,17 @@ func (rq *Request) tenantUpstreams() *tenantUpstreams {
 	return v.(*tenantUpstreams)
 }
 
-// initUpstreams opens sessions with all of ups at once. Failures are logged
-// and leave the upstream out of the returned map.
+// initUpstreams opens sessions with those of ups that are opened at
+// initialize (all but the lazy ones), all at once. Failures are logged and
+// leave the upstream out of the returned map.
 func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps json.RawMessage) map[string]session.Upstream {
 	var mu sync.Mutex
 	out := make(map[string]session.Upstream, len(ups))
 	var wg sync.WaitGroup
 	for _, up := range ups {
+		if up.lazy() {
+			continue
+		}
 		wg.Go(func() {
 			res, err := up.client.OpenAs(ctx, caps)
 			h.noteUpstream(up.cfg.Name, err)
@@ -76,6 +86,16 @@ func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps jso
 	return out
 }
 
+// lazy reports whether the session with up is opened only by the first
+// request that needs it, not at initialize: a stdio upstream's, whose
+// session may start a process (each session's with isolation: session;
+// else the first session of a tenant, or of all with isolation: shared,
+// starts one). A client that never lists nor calls starts none, nor does
+// one that uses one of its tenant's stdio upstreams start the others. A
+// list starts it unless the catalog holds that list already (shared
+// within the tenant, see catalog.Upstream); then its first call does.
+func (up *upstreamRef) lazy() bool { return up.cfg.IsStdio() }
+
 func (h *Server) rememberCaps(name string, caps json.RawMessage) {
 	h.capsMu.Lock()
 	h.lastCaps[name] = caps
@@ -83,7 +103,9 @@ func (h *Server) rememberCaps(name string, caps json.RawMessage) {
 }
 
 // caps returns what is known of an upstream's capabilities: from this
-// session's upstream session, else as last seen by this replica.
+// session's upstream session, else as last seen by this replica (on any
+// session: an upstream not opened yet, see lazy, is announced so at
+// initialize).
 func (rq *Request) caps(up *upstreamRef) json.RawMessage {
 	if us, ok := rq.upstreamEntry(up.cfg.Name); ok {
 		return us.Capabilities

@@ -108,6 +108,9 @@ func single(fams []*dto.MetricFamily, name string) int {
 	return -1
 }
 
+// noTenant names the tenant "" on the console.
+const noTenant = "(none)"
+
 func (s consoleSource) Overview(ctx context.Context) console.Overview {
 	g := s.g
 	o := console.Overview{Version: cmp.Or(g.opts.Version, "dev"), Started: g.console.started}
@@ -131,7 +134,7 @@ func (s consoleSource) Overview(ctx context.Context) console.Overview {
 	o.Streams = single(fams, "mcpgw_sse_streams_open")
 	per := map[string]*console.TenantCounts{}
 	of := func(t string) *console.TenantCounts {
-		t = cmp.Or(t, "(none)")
+		t = cmp.Or(t, noTenant)
 		if per[t] == nil {
 			per[t] = &console.TenantCounts{Tenant: t, Rejections: map[string]int64{}, Refusals: map[string]int64{}}
 		}
@@ -142,6 +145,31 @@ func (s consoleSource) Overview(ctx context.Context) console.Overview {
 	}
 	for _, v := range metricValues(fams, "mcpgw_budget_refusals_total") {
 		of(v.labels["tenant"]).Refusals[v.labels["budget"]+" "+v.labels["name"]] += int64(v.value)
+	}
+	for _, t := range s.Tenants() {
+		of(t)
+	}
+	// Sessions per tenant from a store that counts them (memory); a
+	// Redis store does not, cheaply (see session.Memory.Tenants).
+	var sessions map[string]int
+	if c, ok := g.stores.Sessions.(interface{ Tenants() map[string]int }); ok {
+		sessions = c.Tenants()
+		for t := range sessions {
+			of(t)
+		}
+	}
+	streams := g.edge.StreamsByTenant()
+	for t := range streams {
+		of(t)
+	}
+	for t, c := range per {
+		if t == noTenant {
+			t = ""
+		}
+		c.Sessions, c.Streams = -1, streams[t]
+		if sessions != nil {
+			c.Sessions = sessions[t]
+		}
 	}
 	for _, t := range per {
 		o.PerTenant = append(o.PerTenant, *t)
@@ -175,6 +203,16 @@ func (s consoleSource) Upstreams(context.Context) []console.Upstream {
 				cu.LastError = st.LastError.Error()
 			}
 			cu.InFlight, cu.Waiting = st.InFlight, st.Waiting
+		}
+		if i < len(states) && states[i].Name == u.Name {
+			st := states[i]
+			if ps := st.Processes; ps != nil {
+				cu.Stdio, cu.Processes = true, ps.Running
+				cu.Started, cu.Exits, cu.Restarts = ps.Started, ps.Exited, ps.Restarts
+			}
+			for _, l := range st.Lists {
+				cu.Lists = append(cu.Lists, console.List{Kind: l.Kind.Info().Noun + "s", Listings: l.Listings, Items: l.Items, Fetched: l.Fetched})
+			}
 		}
 		for _, p := range pins {
 			if p.Upstream == u.Name {

@@ -209,8 +209,8 @@ func TestConsoleBrowser(t *testing.T) {
 		name, path string
 		want       []string
 	}{
-		{"overview", "/", []string{"generation 1", "alpha\topen"}},
-		{"upstreams", "/upstreams", []string{"alpha", "open", "failing", "s\ttool\ta\tchanged: description\tquarantined"}},
+		{"overview", "/", []string{"generation 1", "alpha\topen", "GET streams (this replica)", "default\t1\t"}},
+		{"upstreams", "/upstreams", []string{"alpha", "open", "failing", "s\ttool\ta\tchanged: description\tquarantined", "tools: 1, ", "not stdio"}},
 		{"tenants", "/tenants?tenant=default", []string{"+\tbee_tool\tb\ts__b\tpath\t", "−\ts__a\ta", "alpha__echo"}},
 		{"tenants-preview", "/tenants?claims=" + url.QueryEscape(`{"sub":"x"}`), []string{"auth.anonymous"}},
 		{"budgets", "/budgets", []string{"No budgets configured"}},

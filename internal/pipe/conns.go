@@ -161,6 +161,9 @@ func (c *uconn) dial(ctx context.Context, r *http.Request, wait time.Duration) e
 		return err
 	}
 	c.conn, c.start = conn, time.Now()
+	h.mu.Lock()
+	h.stats.noteStart(c.tenant)
+	h.mu.Unlock()
 	if h.opts.OnConn != nil {
 		h.opts.OnConn(1, false)
 	}

@@ -125,6 +125,7 @@ type Handler struct {
 	sessions map[string]*hsession
 	backoff  map[string]*backoff // by tenant
 	pool     pool                // Conns running or starting
+	stats    counts              // see Stats
 	closed   bool
 	refused  atomic.Int64 // requests of servers refused (route.go)
 
@@ -631,6 +632,7 @@ func (c *uconn) read() {
 		delete(h.conns, c.key)
 	}
 	if !stopped {
+		h.stats.noteExit(c.tenant)
 		b := h.backoff[c.tenant]
 		if time.Since(c.start) < minLifetime {
 			if b == nil {

@@ -315,3 +315,14 @@ func (c *sseConn) Close() error {
 func (c *Client) piped() bool {
 	return c.pipe != nil && (c.auto == nil || c.auto.sse.Load())
 }
+
+// PipeStats returns what the in-process Handler of a stdio or HTTP+SSE
+// upstream ran (a stdio upstream's processes, an HTTP+SSE upstream's
+// streams), since the Client was made; false for a Streamable HTTP
+// upstream.
+func (c *Client) PipeStats() (pipe.Stats, bool) {
+	if c.pipe == nil {
+		return pipe.Stats{}, false
+	}
+	return c.pipe.Stats(), true
+}
