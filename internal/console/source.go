@@ -63,7 +63,8 @@ type Overview struct {
 type TenantCounts struct {
 	Tenant string
 	// Sessions are the tenant's sessions in the session store; -1 when
-	// the store does not count them per tenant (Redis).
+	// the store does not count them per tenant (Redis without session
+	// bounds).
 	Sessions int
 	// Streams are the GET streams of the tenant's sessions open on this
 	// replica.

@@ -149,12 +149,25 @@ func (s consoleSource) Overview(ctx context.Context) console.Overview {
 	for _, t := range s.Tenants() {
 		of(t)
 	}
-	// Sessions per tenant from a store that counts them (memory); a
-	// Redis store does not, cheaply (see session.Memory.Tenants).
+	// Sessions per tenant from the store: the memory store counts them;
+	// a Redis store has them in its per-tenant count sets, kept when a
+	// per-principal or per-tenant bound is set (the default), for the
+	// configured tenants.
 	var sessions map[string]int
-	if c, ok := g.stores.Sessions.(interface{ Tenants() map[string]int }); ok {
+	switch c := g.stores.Sessions.(type) {
+	case interface{ Tenants() map[string]int }:
 		sessions = c.Tenants()
-		for t := range sessions {
+	case interface {
+		TenantCounts(context.Context, []string) (map[string]int, error)
+	}:
+		var err error
+		if sessions, err = c.TenantCounts(ctx, append(s.Tenants(), "")); err != nil {
+			g.log.Warn("console: counting sessions per tenant", "error", err)
+			sessions = nil
+		}
+	}
+	for t, n := range sessions {
+		if n > 0 || t != "" {
 			of(t)
 		}
 	}

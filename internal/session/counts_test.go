@@ -1,7 +1,9 @@
 package session_test
 
 import (
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -29,5 +31,35 @@ func TestMemoryTenants(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]int{"acme": 2}, m.Tenants()); diff != "" {
 		t.Errorf("mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestRedisTenantCounts: with session bounds, a Redis store counts each
+// tenant's sessions across replicas (two stores on one prefix); without,
+// it does not count them.
+func TestRedisTenantCounts(t *testing.T) {
+	e := newRedisEnv(t)
+	opts := session.RedisOptions{IdleTTL: time.Minute, MaxPerPrincipal: 10, MaxPerTenant: 10}
+	a, b := e.store(opts), e.store(opts)
+	ctx := t.Context()
+	for i, s := range []*session.Redis{a, a, b} {
+		if err := s.Create(ctx, recordOf(session.NewID(), "u"+strconv.Itoa(i), "acme")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := recordOf(session.NewID(), "x", "beta")
+	if err := b.Create(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Delete(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.TenantCounts(ctx, []string{"acme", "beta", "none"})
+	if err != nil || got["acme"] != 3 || got["beta"] != 0 || got["none"] != 0 {
+		t.Errorf("TenantCounts = %v, %v", got, err)
+	}
+	unbounded := newRedisEnv(t).store(session.RedisOptions{IdleTTL: time.Minute})
+	if got, err := unbounded.TenantCounts(ctx, []string{"acme"}); got != nil || err != nil {
+		t.Errorf("without bounds: %v, %v", got, err)
 	}
 }
