@@ -87,12 +87,12 @@ func boundedCall(c celast.CallExpr) bool {
 	args := c.Args()
 	switch c.FunctionName() {
 	case operators.LogicalAnd, operators.LogicalOr, operators.LogicalNot, operators.Conditional,
-		operators.NotStrictlyFalse, operators.OldNotStrictlyFalse,
+		operators.NotStrictlyFalse,
 		operators.Negate, operators.Subtract, operators.Multiply, operators.Divide, operators.Modulo:
 		return true
 	case operators.Equals, operators.NotEquals, operators.Less, operators.LessEquals, operators.Greater, operators.GreaterEquals:
 		return len(args) == 2 && (literal(args[0]) || literal(args[1]))
-	case operators.In, operators.OldIn:
+	case operators.In:
 		return len(args) == 2 && literal(args[1])
 	case operators.Index, operators.OptIndex:
 		return len(args) == 2 && literal(args[1])
