@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/gateway/internal/testkit"
 )
 
 // lockedBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -35,13 +37,8 @@ func TestRun(t *testing.T) {
 	var stdout, stderr lockedBuffer
 	errc := make(chan error, 1)
 	go func() { errc <- run(ctx, []string{"-token-file", tokenFile}, &stdout, &stderr) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(stdout.String(), "listening on http://127.0.0.1:") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no listening line; stderr: %s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return strings.Contains(stdout.String(), "listening on http://127.0.0.1:") },
+		"no listening line; stderr: %s", &stderr)
 	fi, err := os.Stat(tokenFile)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/testkit"
 )
 
 // signTyp signs the fixture's valid claims with ES256 and JOSE header typ
@@ -85,13 +86,12 @@ func TestRequireATJWTOverHTTP(t *testing.T) {
 		t.Errorf("reasons %v", reasons)
 	}
 	// Retried for a moment: see verifySoon.
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
-		resp, body := get(signTyp(t, f, "at+jwt"))
-		if resp.StatusCode == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) || resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != invalidChallenge(ReasonUnknownKey) {
-			t.Fatalf("typ at+jwt: status %d %s (%s)", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
-		}
+	var body string
+	testkit.Poll(2*time.Second, func() bool {
+		resp, body = get(signTyp(t, f, "at+jwt"))
+		return resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != invalidChallenge(ReasonUnknownKey)
+	})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("typ at+jwt: status %d %s (%s)", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
 	}
 }

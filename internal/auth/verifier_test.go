@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/testkit"
 )
 
 func wantReason(t testing.TB, err error, sentinel error, reason string) {
@@ -28,15 +29,12 @@ func wantReason(t testing.TB, err error, sentinel error, reason string) {
 // verifySoon retries Verify for a moment. go-oidc's RemoteKeySet forgets
 // a finished key refresh just after its waiters have their result, and a
 // Verify in between reuses that result instead of starting a refresh.
-func verifySoon(t testing.TB, v *Verifier, tok string) (*Principal, error) {
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		p, err := v.Verify(t.Context(), tok)
-		if err == nil || time.Now().After(deadline) {
-			return p, err
-		}
-		time.Sleep(time.Millisecond)
-	}
+func verifySoon(t testing.TB, v *Verifier, tok string) (p *Principal, err error) {
+	testkit.Poll(2*time.Second, func() bool {
+		p, err = v.Verify(t.Context(), tok)
+		return err == nil
+	})
+	return p, err
 }
 
 func TestVerifyCache(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpgw/gateway/internal/config"
@@ -294,50 +295,53 @@ func TestBreaker(t *testing.T) {
 }
 
 // TestGate: slots, a bounded queue with a bounded wait, and a per-tenant
-// share.
+// share. It runs in a synctest bubble: the queue timeout is on a fake
+// clock, and synctest.Wait tells when a waiter is queued.
 func TestGate(t *testing.T) {
-	g := NewGuards()
-	g.Configure([]config.Upstream{{Name: "u", Concurrency: &config.Concurrency{MaxInFlight: 2, PerTenant: 1, Queue: new(1), QueueTimeout: config.Duration(50 * time.Millisecond)}}})
-	gate := g.Gate("u")
-	ctx := context.Background()
-	relA, err := gate.Acquire(ctx, "a", "p-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	relB, err := gate.Acquire(ctx, "b", "p-b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Tenant a's share is taken: it waits, then is refused.
-	start := time.Now()
-	if _, err := gate.Acquire(ctx, "a", "p-a"); err == nil {
-		t.Fatal("tenant a over its share")
-	} else if time.Since(start) < 40*time.Millisecond {
-		t.Errorf("refused after %v, before the queue timeout", time.Since(start))
-	}
-	// One waits for c's slot; a second finds the queue full at once.
-	var wg sync.WaitGroup
-	var waited error
-	wg.Go(func() {
-		rel, err := gate.Acquire(ctx, "c", "p-c")
-		waited = err
-		if rel != nil {
-			rel()
+	synctest.Test(t, func(t *testing.T) {
+		g := NewGuards()
+		g.Configure([]config.Upstream{{Name: "u", Concurrency: &config.Concurrency{MaxInFlight: 2, PerTenant: 1, Queue: new(1), QueueTimeout: config.Duration(50 * time.Millisecond)}}})
+		gate := g.Gate("u")
+		ctx := context.Background()
+		relA, err := gate.Acquire(ctx, "a", "p-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		relB, err := gate.Acquire(ctx, "b", "p-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Tenant a's share is taken: it waits, then is refused.
+		start := time.Now()
+		if _, err := gate.Acquire(ctx, "a", "p-a"); err == nil {
+			t.Fatal("tenant a over its share")
+		} else if time.Since(start) != 50*time.Millisecond {
+			t.Errorf("refused after %v, want the queue timeout (50ms)", time.Since(start))
+		}
+		// One waits for c's slot; a second finds the queue full at once.
+		var wg sync.WaitGroup
+		var waited error
+		wg.Go(func() {
+			rel, err := gate.Acquire(ctx, "c", "p-c")
+			waited = err
+			if rel != nil {
+				rel()
+			}
+		})
+		synctest.Wait() // c waits in the queue
+		start = time.Now()
+		_, err = gate.Acquire(ctx, "d", "p-d")
+		if ref, ok := err.(*Refusal); !ok || !strings.Contains(ref.Detail, "queue full") || time.Since(start) != 0 {
+			t.Fatalf("second waiter: %v after %v", err, time.Since(start))
+		}
+		relA()
+		wg.Wait()
+		if waited != nil {
+			t.Fatalf("the waiter got no slot when one freed: %v", waited)
+		}
+		relB()
+		if gate.InFlight() != 0 {
+			t.Errorf("%d in flight after every release", gate.InFlight())
 		}
 	})
-	time.Sleep(10 * time.Millisecond)
-	start = time.Now()
-	_, err = gate.Acquire(ctx, "d", "p-d")
-	if ref, ok := err.(*Refusal); !ok || !strings.Contains(ref.Detail, "queue full") || time.Since(start) > 20*time.Millisecond {
-		t.Fatalf("second waiter: %v after %v", err, time.Since(start))
-	}
-	relA()
-	wg.Wait()
-	if waited != nil {
-		t.Fatalf("the waiter got no slot when one freed: %v", waited)
-	}
-	relB()
-	if gate.InFlight() != 0 {
-		t.Errorf("%d in flight after every release", gate.InFlight())
-	}
 }

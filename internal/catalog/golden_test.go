@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the want/ files of testdata/*.txtar with what the catalog answers")
@@ -271,12 +272,9 @@ func (gc *goldenCase) run(t *testing.T) []output {
 	}
 	// Close waited for the walks; their goroutines may need a moment to
 	// exit after saying so.
-	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > goroutines; {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("goroutines leaked: %d before, %d after Close\n%s", goroutines, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(time.Millisecond)
+	if !testkit.Poll(5*time.Second, func() bool { return runtime.NumGoroutine() <= goroutines }) {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("goroutines leaked: %d before, %d after Close\n%s", goroutines, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 	}
 	return out
 }

@@ -83,55 +83,48 @@ func TestClientCredentialsRequest(t *testing.T) {
 	}
 }
 
+// TestClientCredentialsConcurrentFetchOnce runs in a synctest bubble, so
+// that synctest.Wait tells when every Apply waits for the one fetch.
 func TestClientCredentialsConcurrentFetchOnce(t *testing.T) {
-	as := startAS(t)
-	as.hold()
-	defer as.open()
-	src := source(t, config1(upstream(ccAuth(as))), credentials.Options{})
-	const n = 50
-	var started, done sync.WaitGroup
-	toks := make([]string, n)
-	errs := make([]error, n)
-	for i := range n {
-		started.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			ctx := ctxOf(caller("iss", "sub", "t", "tok"))
-			started.Done()
-			h, err := apply(ctx, src)
-			errs[i] = err
-			toks[i] = h.Get("Authorization")
-		}()
-	}
-	started.Wait()
-	waitFor(t, func() bool { return as.waiting() == 1 })
-	time.Sleep(50 * time.Millisecond) // let the stragglers reach the wait
-	as.open()
-	done.Wait()
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("Apply %d: %v", i, errs[i])
+	synctest.Test(t, func(t *testing.T) {
+		as, hc := memAS()
+		as.hold()
+		defer as.open()
+		u := upstream(ccAuth(as))
+		src := credentials.ForUpstream(config1(u), &u, credentials.Options{HTTPClient: hc})
+		defer src.Close()
+		const n = 50
+		var done sync.WaitGroup
+		toks := make([]string, n)
+		errs := make([]error, n)
+		for i := range n {
+			done.Go(func() {
+				ctx := ctxOf(caller("iss", "sub", "t", "tok"))
+				h, err := apply(ctx, src)
+				errs[i] = err
+				toks[i] = h.Get("Authorization")
+			})
 		}
-		if toks[i] != toks[0] || toks[i] == "" {
-			t.Fatalf("Apply %d set %q, Apply 0 %q", i, toks[i], toks[0])
+		// Every goroutine is blocked: the fetch at the server's gate, the
+		// Applies waiting for it.
+		synctest.Wait()
+		if got := as.waiting(); got != 1 {
+			t.Fatalf("%d token requests held, want 1", got)
 		}
-	}
-	if got := as.tokenRequests(); got != 1 {
-		t.Errorf("%d token requests for %d concurrent Applies, want 1", got, n)
-	}
-}
-
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5s")
+		as.open()
+		done.Wait()
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("Apply %d: %v", i, errs[i])
+			}
+			if toks[i] != toks[0] || toks[i] == "" {
+				t.Fatalf("Apply %d set %q, Apply 0 %q", i, toks[i], toks[0])
+			}
 		}
-		time.Sleep(time.Millisecond)
-	}
+		if got := as.tokenRequests(); got != 1 {
+			t.Errorf("%d token requests for %d concurrent Applies, want 1", got, n)
+		}
+	})
 }
 
 // The tests below run in a synctest bubble: time is fake, and the

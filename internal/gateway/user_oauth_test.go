@@ -352,11 +352,19 @@ func TestUserOAuthStateBound(t *testing.T) {
 		t.Fatal("bob got linked")
 	}
 
-	// Expired.
+	// Expired: the page is served, then, once the link's ConsentTTL has
+	// passed, refused (a GET of the page uses nothing up).
 	link = linkFromResult(t, bob)
-	time.Sleep(2100 * time.Millisecond)
-	if p := testkit.NewBrowser(t).Get(t, link); p.Status != http.StatusNotFound {
-		t.Fatalf("expired link: %d", p.Status)
+	if p := testkit.NewBrowser(t).Get(t, link); p.Status != http.StatusOK {
+		t.Fatalf("fresh link: %d", p.Status)
+	}
+	var status int
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		status = testkit.NewBrowser(t).Get(t, link).Status
+		return status != http.StatusOK
+	}, "the link is still served")
+	if status != http.StatusNotFound {
+		t.Fatalf("expired link: %d", status)
 	}
 }
 
@@ -381,12 +389,19 @@ func TestUserOAuthRefresh(t *testing.T) {
 	if w := whoami(t, alice, "saas__whoami"); w.Subject != "alice-at-saas" {
 		t.Fatalf("as %q", w.Subject)
 	}
-	time.Sleep(2100 * time.Millisecond)
+	// Called until the token (2s) is refreshed, as the user it is for.
+	var c testkit.IDPCounts
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		if w := whoami(t, alice, "saas__whoami"); w.Subject != "alice-at-saas" {
+			t.Fatalf("as %q", w.Subject)
+		}
+		c = e.idp.Counts(t)
+		return c.RefreshToken[gwClient] >= 1
+	}, "the token was not refreshed")
 	if w := whoami(t, alice, "saas__whoami"); w.Subject != "alice-at-saas" {
-		t.Fatalf("after expiry, as %q", w.Subject)
+		t.Fatalf("after the refresh, as %q", w.Subject)
 	}
-	c := e.idp.Counts(t)
-	if c.AuthorizationCode[gwClient] != 1 || c.RefreshToken[gwClient] < 1 {
+	if c.AuthorizationCode[gwClient] != 1 {
 		t.Fatalf("counts: %+v", c)
 	}
 	// The upstream refuses the token (401): refreshed, and the call sent
@@ -414,7 +429,15 @@ func TestUserOAuthRefresh(t *testing.T) {
 		t.Fatalf("revocation: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	time.Sleep(2100 * time.Millisecond)
+	// Called until the token expires and its refresh is refused: then the
+	// call asks for consent again.
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		res, err := alice.CallTool(context.Background(), &mcp.CallToolParams{Name: "saas__whoami"})
+		if err != nil {
+			t.Fatalf("call: %v", err)
+		}
+		return res.IsError
+	}, "the token outlived its revoked grant")
 	linkFromResult(t, alice)
 	// Never a token in the log, whatever happened.
 	if logs := e.logs.String(); strings.Contains(logs, tok.RefreshToken) || strings.Contains(logs, tok.AccessToken) || strings.Contains(logs, "eyJ") {

@@ -24,6 +24,7 @@ echo '{"jsonrpc":"2.0","method":"notifications/message","params":{}}'
 head -c 10000 /dev/zero | tr '\0' b >&2; echo >&2
 i=0; while [ $i -lt 500 ]; do echo "err line $i" >&2; i=$((i+1)); done
 trap '' TERM
+echo '{"jsonrpc":"2.0","method":"notifications/message","params":{"trapped":true}}'
 sleep 30`
 	p, err := Start(Command{Argv: []string{"sh", "-c", script}, MaxMessageBytes: 1 << 20, StopGrace: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -34,11 +35,11 @@ sleep 30`
 	if err != nil || !bytes.Contains(msg, []byte("notifications/message")) {
 		t.Fatalf("Recv = %q, %v", msg, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(logs.String(), "err line 90") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	testkit.Poll(5*time.Second, func() bool { return strings.Contains(logs.String(), "err line 90") })
+	// The server ignores SIGTERM from now on.
+	if msg, err := p.Recv(); err != nil || !bytes.Contains(msg, []byte(`"trapped":true`)) {
+		t.Fatalf("Recv = %q, %v", msg, err)
 	}
-	time.Sleep(100 * time.Millisecond)
 	start := time.Now()
 	p.Close()
 	if d := time.Since(start); d > 5*time.Second {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/testkit"
 )
 
 // busContract runs the Bus contract against two buses that share messages
@@ -97,10 +98,7 @@ func busContract(t *testing.T, newBus func(t *testing.T, opts session.BusOptions
 			}
 		}
 		// The subscriber holds 4; the rest were dropped, never waited for.
-		deadline := time.Now().Add(5 * time.Second)
-		for dropped.Load() < 46 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testkit.Poll(5*time.Second, func() bool { return dropped.Load() >= 46 })
 		if got := dropped.Load(); got != 46 || len(ch) != 4 {
 			t.Errorf("dropped %d, queued %d; want 46 and 4", got, len(ch))
 		}
@@ -215,18 +213,10 @@ func TestRedisBusTenThousandStreams(t *testing.T) {
 	if b.Channels() != 0 {
 		t.Errorf("%d channels after cancelling all", b.Channels())
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		chs, err := e.raw.PubSubChannels(ctx, e.prefix+"bus:*").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(chs) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d channels still subscribed in Redis", len(chs))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var chs []string
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		var err error
+		chs, err = e.raw.PubSubChannels(ctx, e.prefix+"bus:*").Result()
+		return err == nil && len(chs) == 0
+	}, "channels still subscribed in Redis: %q", &chs)
 }

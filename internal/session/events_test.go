@@ -7,32 +7,51 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/testkit"
 )
 
 // eventLogs are the two logs under test, each made with the given limits.
-// sleep lets time pass for a log's TTL (a fake clock for memory, real
-// time for Redis).
+// until(t, what, cond) waits for cond: on a fake clock moved on by 10ms a
+// look for memory, polling on the real one for Redis, whose TTLs run on
+// the server's clock.
 type eventLogCase struct {
 	name string
-	make func(t *testing.T, lim session.EventLimits) (session.EventLog, func(time.Duration))
+	make func(t *testing.T, lim session.EventLimits) (session.EventLog, untilFunc)
 }
+
+type untilFunc func(t *testing.T, what string, cond func() bool)
 
 func eventLogCases() []eventLogCase {
 	return []eventLogCase{
-		{"memory", func(t *testing.T, lim session.EventLimits) (session.EventLog, func(time.Duration)) {
+		{"memory", func(t *testing.T, lim session.EventLimits) (session.EventLog, untilFunc) {
 			var mu sync.Mutex
 			now := time.Now()
 			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-			return session.NewMemoryEvents(lim, clock), func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+			return session.NewMemoryEvents(lim, clock), func(t *testing.T, what string, cond func() bool) {
+				t.Helper()
+				for range 100_000 {
+					if cond() {
+						return
+					}
+					mu.Lock()
+					now = now.Add(10 * time.Millisecond)
+					mu.Unlock()
+				}
+				t.Fatalf("not within 1000s on the fake clock: %s", what)
+			}
 		}},
-		{"redis", func(t *testing.T, lim session.EventLimits) (session.EventLog, func(time.Duration)) {
+		{"redis", func(t *testing.T, lim session.EventLimits) (session.EventLog, untilFunc) {
 			s := newRedisEnv(t).store(session.RedisOptions{})
 			e := session.NewRedisEvents(s, lim)
 			t.Cleanup(func() { e.Close() })
-			return e, time.Sleep
+			return e, func(t *testing.T, what string, cond func() bool) {
+				t.Helper()
+				testkit.Eventually(t, 10*time.Second, cond, "%s", what)
+			}
 		}},
 	}
 }
@@ -132,7 +151,7 @@ func TestEventLogBounds(t *testing.T) {
 	for _, tc := range eventLogCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			log, sleep := tc.make(t, session.EventLimits{EventsPerStream: 5, BytesPerStream: 100, StreamsPerSession: 2, TTL: 300 * time.Millisecond})
+			log, until := tc.make(t, session.EventLimits{EventsPerStream: 5, BytesPerStream: 100, StreamsPerSession: 2, TTL: 300 * time.Millisecond})
 			sid := session.NewID()
 			start := mustOpen(t, log, sid, "a")
 			var cursors []string
@@ -174,12 +193,19 @@ func TestEventLogBounds(t *testing.T) {
 				t.Fatalf("log b: %v", err)
 			}
 
-			// TTL: refreshed by Append, then expired.
-			sleep(200 * time.Millisecond)
-			mustAppend(t, log, sid, "c", "keep", false)
-			sleep(200 * time.Millisecond)
-			if got, err := readAll(t, log, sid, "c", c); err != nil || len(got) != 1 {
-				t.Fatalf("log c after an Append refreshed it: %q, %v", got, err)
+			// TTL: refreshed by Append, then expired. c is written to until a
+			// log opened after b and c, in another session, has expired: b,
+			// idle since, has too; c has not.
+			other := session.NewID()
+			sentinel := mustOpen(t, log, other, "s")
+			last := c
+			until(t, "a log idle for its TTL expires", func() bool {
+				last = mustAppend(t, log, sid, "c", "keep", false)
+				_, err := log.Read(ctx, other, "s", sentinel, 0)
+				return errors.Is(err, session.ErrNotFound)
+			})
+			if got, err := readAll(t, log, sid, "c", last); err != nil || len(got) != 0 {
+				t.Fatalf("log c after Appends refreshed it: %q, %v", got, err)
 			}
 			if _, err := log.Read(ctx, sid, "b", b, 0); !errors.Is(err, session.ErrNotFound) {
 				t.Fatalf("expired log b: %v, want ErrNotFound", err)
@@ -187,13 +213,18 @@ func TestEventLogBounds(t *testing.T) {
 			if _, err := log.Append(ctx, sid, "b", []byte("x"), false); !errors.Is(err, session.ErrNotFound) {
 				t.Fatalf("Append to expired log b: %v, want ErrNotFound", err)
 			}
-			// Touch keeps a log that sends nothing (an idle GET stream).
+			// Touch keeps a log that sends nothing (an idle GET stream): d
+			// outlives a log opened after it.
 			d := mustOpen(t, log, sid, "d")
-			sleep(200 * time.Millisecond)
-			if err := log.Touch(ctx, sid, "d"); err != nil {
-				t.Fatal(err)
-			}
-			sleep(200 * time.Millisecond)
+			other = session.NewID()
+			sentinel = mustOpen(t, log, other, "s")
+			until(t, "a log idle for its TTL expires", func() bool {
+				if err := log.Touch(ctx, sid, "d"); err != nil {
+					t.Fatal(err)
+				}
+				_, err := log.Read(ctx, other, "s", sentinel, 0)
+				return errors.Is(err, session.ErrNotFound)
+			})
 			if _, err := log.Read(ctx, sid, "d", d, 0); err != nil {
 				t.Fatalf("a touched log: %v", err)
 			}
@@ -204,25 +235,42 @@ func TestEventLogBounds(t *testing.T) {
 // TestEventLogWait: a Read with a wait returns the event appended
 // meanwhile, and an empty result when none comes.
 func TestEventLogWait(t *testing.T) {
-	for _, tc := range eventLogCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			log, _ := tc.make(t, session.EventLimits{})
-			sid := session.NewID()
-			start := mustOpen(t, log, sid, "w")
-			t0 := time.Now()
-			if evs, err := log.Read(context.Background(), sid, "w", start, 100*time.Millisecond); err != nil || len(evs) != 0 || time.Since(t0) < 90*time.Millisecond {
-				t.Fatalf("Read with nothing to read: %v, %v after %v", evs, err, time.Since(t0))
-			}
-			go func() {
-				time.Sleep(100 * time.Millisecond)
-				_, _ = log.Append(context.Background(), sid, "w", []byte("late"), true)
-			}()
-			evs, err := log.Read(context.Background(), sid, "w", start, 5*time.Second)
-			if err != nil || len(evs) != 1 || string(evs[0].Data) != "late" || !evs[0].Final {
-				t.Fatalf("Read while waiting: %v, %v", evs, err)
-			}
-		})
+	// reading waits until the Read is waiting.
+	test := func(t *testing.T, log session.EventLog, reading func()) {
+		sid := session.NewID()
+		start := mustOpen(t, log, sid, "w")
+		t0 := time.Now()
+		if evs, err := log.Read(context.Background(), sid, "w", start, 100*time.Millisecond); err != nil || len(evs) != 0 || time.Since(t0) < 90*time.Millisecond {
+			t.Fatalf("Read with nothing to read: %v, %v after %v", evs, err, time.Since(t0))
+		}
+		appended := make(chan struct{})
+		go func() {
+			defer close(appended)
+			reading()
+			_, _ = log.Append(context.Background(), sid, "w", []byte("late"), true)
+		}()
+		evs, err := log.Read(context.Background(), sid, "w", start, 5*time.Second)
+		<-appended
+		if err != nil || len(evs) != 1 || string(evs[0].Data) != "late" || !evs[0].Final {
+			t.Fatalf("Read while waiting: %v, %v", evs, err)
+		}
 	}
+	t.Run("memory", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// synctest.Wait returns once the Read blocks in its select.
+			test(t, session.NewMemoryEvents(session.EventLimits{}, nil), synctest.Wait)
+		})
+	})
+	t.Run("redis", func(t *testing.T) {
+		e := newRedisEnv(t)
+		log := session.NewRedisEvents(e.store(session.RedisOptions{}), session.EventLimits{})
+		t.Cleanup(func() { log.Close() })
+		blocked, err := e.blockedClients("xread")
+		if err != nil {
+			t.Fatalf("CLIENT LIST: %v", err)
+		}
+		test(t, log, func() { e.waitBlocked(t, "xread", blocked) })
+	})
 }
 
 // testPrincipal is the principal of the sessions whose logs the tests
@@ -423,32 +471,56 @@ func TestEventLogLease(t *testing.T) {
 	for _, tc := range eventLogCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			log, sleep := tc.make(t, session.EventLimits{Lease: 300 * time.Millisecond})
+			log, until := tc.make(t, session.EventLimits{Lease: 300 * time.Millisecond})
 			sid := session.NewID()
 			if _, err := log.Open(ctx, testPrincipal, sid, "c", []byte(`"req-7"`)); err != nil {
 				t.Fatal(err)
 			}
 			c := mustAppend(t, log, sid, "c", "progress", false)
-			sleep(200 * time.Millisecond)
-			if err := log.Touch(ctx, sid, "c"); err != nil {
-				t.Fatal(err)
+			// lostAfter opens a call's stream, written to after everything
+			// before, and returns a cond that holds once its writer is lost.
+			lostAfter := func() func() bool {
+				other := session.NewID()
+				if _, err := log.Open(ctx, testPrincipal, other, "s", []byte("0")); err != nil {
+					t.Fatal(err)
+				}
+				cur := mustAppend(t, log, other, "s", "progress", false)
+				return func() bool {
+					evs, err := log.Read(ctx, other, "s", cur, 0)
+					return err == nil && len(evs) == 1 && evs[0].Lost
+				}
 			}
-			sleep(200 * time.Millisecond)
+			// Touched, c outlives a call written to after it.
+			otherLost := lostAfter()
+			until(t, "a call left alone is lost", func() bool {
+				if err := log.Touch(ctx, sid, "c"); err != nil {
+					t.Fatal(err)
+				}
+				return otherLost()
+			})
 			if evs, err := log.Read(ctx, sid, "c", c, 0); err != nil || len(evs) != 0 {
 				t.Fatalf("Read of a live call: %v, %v", evs, err)
 			}
-			sleep(200 * time.Millisecond)
-			evs, err := log.Read(ctx, sid, "c", c, 0)
+			// Left alone, it is lost.
+			var (
+				evs []session.Event
+				err error
+			)
+			until(t, "the call is lost", func() bool {
+				evs, err = log.Read(ctx, sid, "c", c, 0)
+				return err != nil || len(evs) != 0
+			})
 			if err != nil || len(evs) != 1 || !evs[0].Lost || !evs[0].Final || string(evs[0].Data) != `"req-7"` {
 				t.Fatalf("Read of a lost call: %+v, %v", evs, err)
 			}
-			// Ended: never lost. Without an owner: never lost.
+			// Ended: never lost. Without an owner: never lost. Both outlive
+			// a call written to after them.
 			if _, err := log.Open(ctx, testPrincipal, sid, "d", []byte("1")); err != nil {
 				t.Fatal(err)
 			}
 			end := mustAppend(t, log, sid, "d", "result", true)
 			g := mustOpen(t, log, sid, "g")
-			sleep(400 * time.Millisecond)
+			until(t, "a call left alone is lost", lostAfter())
 			if evs, err := log.Read(ctx, sid, "d", end, 0); err != nil || len(evs) != 0 {
 				t.Fatalf("Read after a final event: %v, %v", evs, err)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/session/sessiontest"
+	"github.com/mcpgw/gateway/internal/testkit"
 )
 
 // testRedisAddr is where the tests expect a real Redis; .ci/run starts one
@@ -72,6 +73,67 @@ func (e *redisEnv) store(opts session.RedisOptions) *session.Redis {
 
 // key is the documented key of session id.
 func (e *redisEnv) key(id string) string { return e.prefix + "session:{" + id + "}" }
+
+// waitExpired waits until Redis has expired the sessions with these ids,
+// on its own clock: EXISTS neither refreshes a key nor keeps it alive.
+func (e *redisEnv) waitExpired(t *testing.T, ids ...string) {
+	t.Helper()
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = e.key(id)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		n, err := e.raw.Exists(context.Background(), keys...).Result()
+		return err == nil && n == 0
+	}, "sessions %q have not expired", ids)
+}
+
+// blockedClients returns the ids of the Redis clients blocked in command
+// cmd (blpop, xread) now: other tests' too, as the test Redis is shared.
+func (e *redisEnv) blockedClients(cmd string) (map[string]bool, error) {
+	list, err := e.raw.ClientList(context.Background()).Result()
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for line := range strings.Lines(list) {
+		var id string
+		var blocked, inCmd bool
+		for f := range strings.FieldsSeq(line) {
+			switch {
+			case strings.HasPrefix(f, "id="):
+				id = f[len("id="):]
+			case strings.HasPrefix(f, "flags="):
+				blocked = strings.Contains(f[len("flags="):], "b")
+			case f == "cmd="+cmd:
+				inCmd = true
+			}
+		}
+		if blocked && inCmd {
+			ids[id] = true
+		}
+	}
+	return ids, nil
+}
+
+// waitBlocked waits until a client that was not blocked before blocks in
+// command cmd: a Take (blpop) or a Read (xread) waiting. It may be another
+// test's; then the wait ends early, which the tests that use it tolerate
+// (they only lose the wait they meant to cover). It may run outside the
+// test's goroutine.
+func (e *redisEnv) waitBlocked(t testing.TB, cmd string, before map[string]bool) {
+	if !testkit.Poll(10*time.Second, func() bool {
+		ids, _ := e.blockedClients(cmd) // an error: none seen, polled again
+		for id := range ids {
+			if !before[id] {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Errorf("no client blocked in %s within 10s", cmd)
+	}
+}
 
 func (e *redisEnv) pttl(id string) time.Duration {
 	e.tb.Helper()
@@ -167,7 +229,7 @@ func TestRedisLayout(t *testing.T) {
 }
 
 func TestRedisIdleExpiry(t *testing.T) {
-	const ttl = 500 * time.Millisecond
+	const ttl = 300 * time.Millisecond
 	e := newRedisEnv(t)
 	s := e.store(session.RedisOptions{IdleTTL: ttl})
 	r := newRedisRecord()
@@ -177,7 +239,9 @@ func TestRedisIdleExpiry(t *testing.T) {
 	if _, err := s.Get(t.Context(), r.ID); err != nil {
 		t.Fatalf("Get before expiry: %v", err)
 	}
-	time.Sleep(ttl + 200*time.Millisecond)
+	// Redis expires the key on its own clock; EXISTS, unlike Get, does not
+	// refresh it.
+	e.waitExpired(t, r.ID)
 	if _, err := s.Get(t.Context(), r.ID); !errors.Is(err, session.ErrNotFound) {
 		t.Errorf("Get after IdleTTL: got %v, want %v", err, session.ErrNotFound)
 	}
@@ -526,8 +590,12 @@ func TestRedisMailboxReplicas(t *testing.T) {
 
 	// A Take waiting on one replica gets what the other posts.
 	var wg sync.WaitGroup
+	blocked, err := e.blockedClients("blpop")
+	if err != nil {
+		t.Fatalf("CLIENT LIST: %v", err)
+	}
 	wg.Go(func() {
-		time.Sleep(50 * time.Millisecond)
+		e.waitBlocked(t, "blpop", blocked)
 		if err := b.Post(context.Background(), key, []byte("from b"), time.Minute); err != nil {
 			t.Errorf("b.Post: %v", err)
 		}
@@ -606,6 +674,8 @@ func TestRedisMailboxLongWait(t *testing.T) {
 	const delay = time.Second
 	var wg sync.WaitGroup
 	wg.Go(func() {
+		// scenario: the Post comes well after the config's Timeout, which
+		// must not end the BLPOP.
 		time.Sleep(delay)
 		if err := s.Post(context.Background(), key, []byte("late"), time.Minute); err != nil {
 			t.Errorf("Post: %v", err)
@@ -692,7 +762,7 @@ func TestRedisLimits(t *testing.T) {
 		e := newRedisEnv(t)
 		s := e.store(session.RedisOptions{IdleTTL: ttl, MaxPerPrincipal: perPrincipal, MaxPerTenant: perTenant})
 		return sessiontest.Limited{Store: s, Expire: func(t *testing.T, ids ...string) {
-			time.Sleep(ttl + 50*time.Millisecond)
+			e.waitExpired(t, ids...)
 		}}
 	})
 }
@@ -767,6 +837,7 @@ func TestRedisLimitsReplicas(t *testing.T) {
 
 	// Used, the sessions outlive the expiry their scores were set for, and
 	// still count.
+	// scenario: the sessions are used every ttl/5 for 1.5 ttl.
 	for end := time.Now().Add(ttl + ttl/2); time.Now().Before(end); time.Sleep(ttl / 5) {
 		for _, id := range ids {
 			if _, err := a.Get(ctx, id); err != nil {

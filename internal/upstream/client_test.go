@@ -575,7 +575,9 @@ func TestCancellation(t *testing.T) {
 				_, _, err := r.Next()
 				done <- err
 			}()
-			time.Sleep(20 * time.Millisecond) // let Next block on the stream
+			if err := waitBlockedIn("upstream.(*Response).Next"); err != nil {
+				return err
+			}
 			cancel()
 			err := <-done
 			r.Close()
@@ -598,7 +600,9 @@ func TestCancellation(t *testing.T) {
 				_, _, err := r.Next()
 				done <- err
 			}()
-			time.Sleep(20 * time.Millisecond)
+			if err := waitBlockedIn("upstream.(*Response).Next"); err != nil {
+				return err
+			}
 			r.Close()
 			if err := <-done; !strings.Contains(fmt.Sprint(err), "response closed") {
 				return fmt.Errorf("Next returned %v, want response closed", err)

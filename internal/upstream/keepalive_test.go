@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/testkit"
 )
 
 // callCounter is an upstream that answers every tools/call at once with a
@@ -233,7 +234,7 @@ func TestDeadConnection(t *testing.T) {
 	if _, err := peer.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, func() bool { return hasUnread(c) }, "the byte written did not arrive")
 	if c.peerClosed() {
 		t.Error("a connection with unread data looks closed")
 	}
@@ -242,15 +243,11 @@ func TestDeadConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	peer.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for !c.peerClosed() {
-		if time.Now().After(deadline) {
-			if peekSupported {
-				t.Fatal("a connection the peer closed still looks open")
-			}
-			t.Skip("cannot tell a closed connection on this platform")
+	if !testkit.Poll(5*time.Second, c.peerClosed) {
+		if peekSupported {
+			t.Fatal("a connection the peer closed still looks open")
 		}
-		time.Sleep(time.Millisecond)
+		t.Skip("cannot tell a closed connection on this platform")
 	}
 	// A write that would start a request fails with nothing written, and
 	// a connection on which nothing was written says so when read.

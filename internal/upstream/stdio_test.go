@@ -112,13 +112,7 @@ func TestStdioCallAndLists(t *testing.T) {
 
 func eventually(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, cond, "condition not met")
 }
 
 func TestStdioTenantEnv(t *testing.T) {
@@ -296,7 +290,7 @@ func TestStdioIdleAndShutdown(t *testing.T) {
 // many notifications gets some dropped (queueLen bounds what waits for
 // it), never its response.
 func TestStdioQueueBound(t *testing.T) {
-	c, _ := newStdioClient(t, config.UpstreamStdio{}, nil, Options{})
+	c, logs := newStdioClient(t, config.UpstreamStdio{}, nil, Options{})
 	ctx := context.Background()
 	res, err := c.Open(ctx)
 	if err != nil {
@@ -307,7 +301,10 @@ func TestStdioQueueBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	time.Sleep(time.Second) // the server sends everything meanwhile
+	// The server says on stderr when it has sent every notification: all
+	// but what the stdout pipe holds (64 KiB, a few hundred) have reached
+	// the queue or been dropped.
+	eventually(t, func() bool { return strings.Contains(logs.String(), "progress: 2000 sent") })
 	n := 0
 	for {
 		m, _, err := r.Next()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mcpgw/gateway/internal/testkit"
 	"github.com/mcpgw/gateway/internal/vault"
 )
 
@@ -214,7 +215,11 @@ func TestPending(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		// Peek, unlike Take, uses nothing up.
+		testkit.Eventually(t, 5*time.Second, func() bool {
+			_, err := v.Peek(ctx, e)
+			return errors.Is(err, vault.ErrNotFound)
+		}, "the consent has not expired")
 		if _, err := v.Take(ctx, e); !errors.Is(err, vault.ErrNotFound) {
 			t.Fatalf("expired consent taken: %v", err)
 		}
@@ -317,15 +322,10 @@ func TestRedisPendingKeys(t *testing.T) {
 		_, _ = v.Take(ctx, id)
 	}
 	// The brief one expires; the next Begin drops it from every list.
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if _, err := v.Peek(ctx, brief); errors.Is(err, vault.ErrNotFound) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the brief consent did not expire")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		_, err := v.Peek(ctx, brief)
+		return errors.Is(err, vault.ErrNotFound)
+	}, "the brief consent did not expire")
 	last, err := v.Begin(ctx, &vault.Pending{Principal: vault.Principal{Issuer: "i", Subject: "y", Tenant: "t0"}, Upstream: "gh", Expires: time.Now().Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)

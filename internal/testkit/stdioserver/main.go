@@ -4,7 +4,8 @@
 //   - echo {text}: returns text.
 //   - env {name}: returns the value of an environment variable.
 //   - pid: returns its process id.
-//   - progress {steps}: one progress notification per step.
+//   - progress {steps}: one progress notification per step; then writes
+//     "progress: <steps> sent" to stderr, before it answers.
 //   - block: blocks until cancelled; writes "cancelled" to stderr then.
 //   - crash: exits with status 3 in the middle of the call.
 //   - stderr {text}: writes text to stderr.
@@ -176,6 +177,7 @@ func main() {
 						return nil, nil, err
 					}
 				}
+				fmt.Fprintf(os.Stderr, "progress: %d sent\n", in.Steps)
 			}
 			return text("done"), nil, nil
 		})
