@@ -63,7 +63,7 @@ func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps jso
 	out := make(map[string]session.Upstream, len(ups))
 	var wg sync.WaitGroup
 	for _, up := range ups {
-		if up.lazy() {
+		if h.lazy(up) {
 			continue
 		}
 		wg.Go(func() {
@@ -90,11 +90,23 @@ func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps jso
 // request that needs it, not at initialize: a stdio upstream's, whose
 // session may start a process (each session's with isolation: session;
 // else the first session of a tenant, or of all with isolation: shared,
-// starts one). A client that never lists nor calls starts none, nor does
-// one that uses one of its tenant's stdio upstreams start the others. A
-// list starts it unless the catalog holds that list already (shared
-// within the tenant, see catalog.Upstream); then its first call does.
-func (up *upstreamRef) lazy() bool { return up.cfg.IsStdio() }
+// starts one), once this replica knows what it offers. A client that never
+// lists nor calls starts none, nor does one that uses one of its tenant's
+// stdio upstreams start the others. A list starts it unless the catalog
+// holds that list already (shared within the tenant, see
+// catalog.Upstream); then its first call does. The first session after
+// the replica starts opens it at initialize, so that what the gateway
+// announces (tasks, resources.subscribe) is what the server offers, not a
+// guess.
+func (h *Server) lazy(up *upstreamRef) bool {
+	if !up.cfg.IsStdio() {
+		return false
+	}
+	h.capsMu.Lock()
+	defer h.capsMu.Unlock()
+	_, known := h.lastCaps[up.cfg.Name]
+	return known
+}
 
 func (h *Server) rememberCaps(name string, caps json.RawMessage) {
 	h.capsMu.Lock()

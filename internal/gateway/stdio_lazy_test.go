@@ -15,14 +15,14 @@ import (
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
-// TestStdioStartsLazily: opening a session starts no process of a stdio
-// upstream; the first list that needs it starts one, and only one. With
-// isolation: session every session would otherwise start its own. A
-// second session is served the tools listed already (shared within the
-// tenant) without a process, and starts its own with its first call. The
-// capabilities announced at initialize hold the stdio upstream's before
-// any session reached it (unknown: taken for offered) and after (as the
-// earlier session reported them).
+// TestStdioStartsLazily: once the replica knows what a stdio upstream
+// offers (the first session after it starts opens the upstream at
+// initialize to learn it), opening a session starts no process of it; a
+// list that needs it starts one, and only one. With isolation: session
+// every session would otherwise start its own. A second session is served
+// the tools listed already (shared within the tenant) without a process,
+// and starts its own with its first call. The capabilities announced at
+// initialize are the server's own, resources.subscribe included.
 func TestStdioStartsLazily(t *testing.T) {
 	bin := testkit.StdioServer(t)
 	g, url := startGatewayG(t, nil, func(c *config.Config) {
@@ -51,12 +51,17 @@ func TestStdioStartsLazily(t *testing.T) {
 	ctx := context.Background()
 
 	first := testkit.Connect(t, url, nil)
-	second := testkit.Connect(t, url, nil)
-	if n := processes(); n != 0 {
-		t.Fatalf("%v processes after two initializes, want 0", n)
+	if n := processes(); n != 1 {
+		t.Fatalf("%v processes after the replica's first initialize, want 1 (it learns what fs offers)", n)
 	}
-	if caps := first.InitializeResult().Capabilities; caps.Tools == nil || caps.Resources == nil {
-		t.Errorf("capabilities before any session reached fs: %+v; want tools and resources (unknown: offered)", caps)
+	second := testkit.Connect(t, url, nil)
+	if n := processes(); n != 1 {
+		t.Fatalf("%v processes after a second initialize, want still 1", n)
+	}
+	for _, cs := range []*mcp.ClientSession{first, second} {
+		if caps := cs.InitializeResult().Capabilities; caps.Tools == nil || caps.Resources == nil || !caps.Resources.Subscribe {
+			t.Errorf("capabilities: %+v; want fs's own: tools, resources with subscribe", caps)
+		}
 	}
 
 	res, err := first.ListTools(ctx, nil)
@@ -67,7 +72,7 @@ func TestStdioStartsLazily(t *testing.T) {
 		t.Fatalf("fs__echo not in the first tools/list: %v", res.Tools)
 	}
 	if n := processes(); n != 1 {
-		t.Fatalf("%v processes after the first tools/list, want 1", n)
+		t.Fatalf("%v processes after the first tools/list, want 1 (the first session's own)", n)
 	}
 	r, err := first.CallTool(ctx, &mcp.CallToolParams{Name: "fs__echo", Arguments: map[string]any{"text": "hi"}})
 	if err != nil || text(t, r) != "hi" {
