@@ -194,16 +194,26 @@ type flow struct {
 	Expires  int64  `json:"e"`
 }
 
+// provider returns the provider's metadata, or answers that sign-in is
+// unavailable.
+func (h *handler) provider(ctx context.Context, w http.ResponseWriter, r *http.Request, o *config.ConsoleOIDC) (*oidc.Provider, bool) {
+	p, err := h.oidc.metadata(ctx, o.Issuer)
+	if err != nil {
+		h.oidc.log.Warn("console: the OpenID provider's discovery failed", "issuer", o.Issuer, "error", truncate(err.Error(), 300))
+		h.oidcMessage(w, r, http.StatusBadGateway, "Sign-in unavailable", "The console could not reach its OpenID provider. Try again later.", Path+"/")
+		return nil, false
+	}
+	return p, true
+}
+
 // oidcBegin sends the browser to sign in at the provider, to come back to
 // the page it asked for.
 func (h *handler) oidcBegin(w http.ResponseWriter, r *http.Request, o *config.ConsoleOIDC) {
 	a := h.oidc
 	ctx, cancel := context.WithTimeout(r.Context(), oidcTimeout)
 	defer cancel()
-	p, err := a.metadata(ctx, o.Issuer)
-	if err != nil {
-		a.log.Warn("console: the OpenID provider's discovery failed", "issuer", o.Issuer, "error", truncate(err.Error(), 300))
-		h.oidcMessage(w, r, http.StatusBadGateway, "Sign-in unavailable", "The console could not reach its OpenID provider. Try again later.", Path+"/")
+	p, ok := h.provider(ctx, w, r, o)
+	if !ok {
 		return
 	}
 	next := safeNext(r.URL.RequestURI())
@@ -255,10 +265,8 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request, o *config
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), oidcTimeout)
 	defer cancel()
-	p, err := a.metadata(ctx, o.Issuer)
-	if err != nil {
-		a.log.Warn("console: the OpenID provider's discovery failed", "issuer", o.Issuer, "error", truncate(err.Error(), 300))
-		h.oidcMessage(w, r, http.StatusBadGateway, "Sign-in unavailable", "The console could not reach its OpenID provider. Try again later.", Path+"/")
+	p, ok := h.provider(ctx, w, r, o)
+	if !ok {
 		return
 	}
 	tok, err := oauthConfig(o, p).Exchange(context.WithValue(ctx, oauth2.HTTPClient, a.hc), q.Get("code"), oauth2.VerifierOption(f.Verifier))

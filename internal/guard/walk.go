@@ -6,6 +6,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/mcpgw/gateway/internal/jsonx"
 )
 
 // The content a guard inspects is the strings of a JSON message. A walker
@@ -205,24 +207,11 @@ func (w *walker) str(i, end int) error {
 
 // stringEnd returns the index just past the string at data[i], a quote.
 func stringEnd(data []byte, i int) (int, error) {
-	j := i + 1
-	for {
-		k := bytes.IndexByte(data[j:], '"')
-		if k < 0 {
-			return 0, errJSON
-		}
-		q := j + k
-		// The quote ends the string unless an odd run of backslashes
-		// escapes it.
-		n := 0
-		for b := q - 1; b > i && data[b] == '\\'; b-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1, nil
-		}
-		j = q + 1
+	end, err := jsonx.StringEnd(data, i)
+	if err != nil {
+		return 0, errJSON
 	}
+	return end, nil
 }
 
 // skipValue returns the index just past the value at data[i], checking

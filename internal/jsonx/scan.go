@@ -74,6 +74,11 @@ func skipValue(data []byte, i int) (int, error) {
 	}
 }
 
+// StringEnd returns the index just past the JSON string that starts with
+// the quote at data[i]: the first quote no odd run of backslashes escapes.
+// Escapes are not checked.
+func StringEnd(data []byte, i int) (int, error) { return skipString(data, i) }
+
 // skipString returns the index just past the string starting at data[i].
 // It jumps from quote to quote with bytes.IndexByte (vectorized): a quote
 // ends the string unless an odd number of backslashes precede it. For a
