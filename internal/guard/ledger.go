@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 )
 
 // Definition verdicts. A definition is inspected when its listing is
@@ -16,10 +15,12 @@ import (
 
 const (
 	// MaxRemembered bounds the definitions whose verdict an engine
-	// remembers; past it, a call inspects its definition each time.
+	// remembers, one tenant's at most half of them; past it, a call
+	// inspects its definition each time.
 	MaxRemembered = 65536
 	// MaxQuarantined bounds the blocked definitions an engine keeps
-	// notes of; past it they are counted in metrics only.
+	// notes of, one tenant's at most half of them; past it they are
+	// counted in metrics only (and still blocked).
 	MaxQuarantined = 256
 )
 
@@ -45,13 +46,21 @@ type Quarantined struct {
 	Found string
 }
 
+// All tenants share both tables, so one tenant holds at most half of
+// each: an upstream that floods one tenant's lists with definitions
+// leaves room for the verdicts and notes of the others.
 type ledger struct {
 	verdicts sync.Map // DefinitionKey → blocked bool
-	count    atomic.Int64
 
 	mu          sync.Mutex
+	remembered  map[string]int // verdicts kept, by tenant
+	total       int
 	quarantined []Quarantined
+	noted       map[string]int // notes kept, by tenant
 }
+
+// tenantShare is the part of a table one tenant may hold.
+func tenantShare(max int) int { return max / 2 }
 
 // Blocked returns the verdict remembered for k, and whether there is one.
 func (e *Engine) Blocked(k DefinitionKey) (blocked, known bool) {
@@ -62,11 +71,24 @@ func (e *Engine) Blocked(k DefinitionKey) (blocked, known bool) {
 	return v.(bool), true
 }
 
-// Remember keeps the verdict on k, while fewer than MaxRemembered are.
+// Remember keeps the verdict on k, while fewer than MaxRemembered are
+// and k's tenant holds less than half of them.
 func (e *Engine) Remember(k DefinitionKey, blocked bool) {
-	if e.defs.count.Add(1) <= MaxRemembered {
-		e.defs.verdicts.Store(k, blocked)
+	d := &e.defs
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.verdicts.Load(k); ok {
+		return
 	}
+	if d.total >= MaxRemembered || d.remembered[k.Tenant] >= tenantShare(MaxRemembered) {
+		return
+	}
+	if d.remembered == nil {
+		d.remembered = make(map[string]int)
+	}
+	d.total++
+	d.remembered[k.Tenant]++
+	d.verdicts.Store(k, blocked)
 }
 
 // Quarantine notes that v blocked the definition k.
@@ -78,11 +100,17 @@ func (e *Engine) Quarantine(k DefinitionKey, v Verdict) {
 		}
 	}
 	q := Quarantined{Tenant: k.Tenant, Upstream: k.Upstream, Kind: k.Kind, Original: k.Original, Found: strings.Join(ks, ",")}
-	e.defs.mu.Lock()
-	defer e.defs.mu.Unlock()
-	if len(e.defs.quarantined) < MaxQuarantined && !slices.Contains(e.defs.quarantined, q) {
-		e.defs.quarantined = append(e.defs.quarantined, q)
+	d := &e.defs
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.quarantined) >= MaxQuarantined || d.noted[q.Tenant] >= tenantShare(MaxQuarantined) || slices.Contains(d.quarantined, q) {
+		return
 	}
+	if d.noted == nil {
+		d.noted = make(map[string]int)
+	}
+	d.noted[q.Tenant]++
+	d.quarantined = append(d.quarantined, q)
 }
 
 // Quarantined returns the definitions guards blocked, in the order they

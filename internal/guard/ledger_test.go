@@ -22,10 +22,21 @@ func TestLedger(t *testing.T) {
 	if _, ok := e.Blocked(changed); ok {
 		t.Error("a changed definition kept the old verdict")
 	}
+	// One tenant floods the verdicts: it keeps half of them, and the
+	// others still have room, up to the bound.
 	for i := range MaxRemembered + 10 {
 		e.Remember(KeyOf("t", "u", "tool", strconv.Itoa(i), nil), false)
 	}
-	if _, ok := e.Blocked(KeyOf("t", "u", "tool", strconv.Itoa(MaxRemembered+5), nil)); ok {
+	if _, ok := e.Blocked(KeyOf("t", "u", "tool", strconv.Itoa(MaxRemembered/2+5), nil)); ok {
+		t.Error("one tenant kept more than half of the verdicts")
+	}
+	for i := range MaxRemembered {
+		e.Remember(KeyOf("o"+strconv.Itoa(i%4), "u", "tool", strconv.Itoa(i), nil), false)
+	}
+	if _, ok := e.Blocked(KeyOf("o0", "u", "tool", "0", nil)); !ok {
+		t.Error("another tenant found no room")
+	}
+	if _, ok := e.Blocked(KeyOf("o3", "u", "tool", strconv.Itoa(MaxRemembered-1), nil)); ok {
 		t.Error("more than MaxRemembered verdicts kept")
 	}
 	v := Verdict{Action: Block, Findings: []Finding{{Kind: "hidden-text", Action: Block}, {Kind: "email", Action: Redact}, {Kind: "hidden-text", Action: Block}}}
@@ -38,6 +49,12 @@ func TestLedger(t *testing.T) {
 	}
 	for i := range MaxQuarantined + 10 {
 		e.Quarantine(KeyOf("t", "u", "tool", strconv.Itoa(i), nil), v)
+	}
+	if n := len(e.Quarantined()); n != MaxQuarantined/2 {
+		t.Errorf("one tenant has %d notes, want half of %d", n, MaxQuarantined)
+	}
+	for i := range MaxQuarantined {
+		e.Quarantine(KeyOf("o"+strconv.Itoa(i%2), "u", "tool", strconv.Itoa(i), nil), v)
 	}
 	if n := len(e.Quarantined()); n != MaxQuarantined {
 		t.Errorf("%d notes kept", n)
