@@ -30,6 +30,13 @@
 #              issue tracker's, with numbers, URLs and dates, no findings)
 #              for every target; the summary ends with its ratios to
 #              gw-memory (issue 30: within 10% at 10 KB)
+#   gw-mem-openapi
+#              with OPENAPI=1, call scenarios only: gw-memory whose upstream
+#              "up" is bench/upstream's REST echo API served as an openapi
+#              upstream (docs/openapi-upstreams.md): its echo tool is the
+#              operation POST /rest/echo, whose JSON body {"text": ...} is
+#              the tool's argument "body", answered as text/plain; the
+#              summary ends with its ratios to gw-memory (issue 32)
 #   gw-mem-budgets, gw-redis-budgets
 #              with BUDGETS=1, call scenarios only: gw-memory and gw-redis
 #              with budgets that apply to every call and never refuse one
@@ -64,6 +71,7 @@
 #   BUDGETS=1         add the gw-*-budgets targets (the cost of budgets)
 #   RULES=1           add the gw-mem-rules target (the cost of policy rules)
 #   GUARDS=1          add the gw-mem-guards target (the cost of content guards)
+#   OPENAPI=1         add the gw-mem-openapi target (a REST operation as a tool)
 #   FILL [x]          the echo text: x (one letter) or prose; prose with GUARDS=1
 #   KEEP=1            keep the work directory (configs, logs, runs.jsonl)
 #
@@ -99,6 +107,7 @@ LARGE_CONFIG=${LARGE_CONFIG:-0}
 BUDGETS=${BUDGETS:-0}
 RULES=${RULES:-0}
 GUARDS=${GUARDS:-0}
+OPENAPI=${OPENAPI:-0}
 if [[ $GUARDS == 1 ]]; then FILL=${FILL:-prose}; fi
 FILL=${FILL:-x}
 GW_LOG_LEVEL=${GW_LOG_LEVEL:-info}
@@ -307,7 +316,11 @@ gwconfig() {
 		fi
 		echo "upstreams:"
 		for u in "$@"; do
-			printf '  - name: %s\n    url: "%s/mcp"\n' "${u%%=*}" "${u#*=}"
+			if [[ ${WITH_OPENAPI:-0} == 1 ]]; then
+				printf '  - name: %s\n    openapi: { document: "%s/rest/openapi.json" }\n' "${u%%=*}" "${u#*=}"
+			else
+				printf '  - name: %s\n    url: "%s/mcp"\n' "${u%%=*}" "${u#*=}"
+			fi
 			if [[ ${WITH_BUDGETS:-0} == 1 ]]; then
 				printf '    concurrency: { max_in_flight: 1000, per_tenant: 1000 }\n'
 				printf '    circuit_breaker: { failures: 1000 }\n'
@@ -525,6 +538,10 @@ if [[ $GUARDS == 1 ]]; then
 	WITH_GUARDS=1 gwconfig "$work/gw-mem-guards.yaml" memory "up=$up_url"
 	gateway gw_mem_guards "$work/gw-mem-guards.yaml"
 fi
+if [[ $OPENAPI == 1 ]]; then
+	WITH_OPENAPI=1 gwconfig "$work/gw-mem-openapi.yaml" memory "up=$up_url"
+	gateway gw_mem_openapi "$work/gw-mem-openapi.yaml"
+fi
 if [[ $BUDGETS == 1 ]]; then
 	WITH_BUDGETS=1 gwconfig "$work/gw-mem-budgets.yaml" memory "up=$up_url"
 	gateway gw_mem_budgets "$work/gw-mem-budgets.yaml"
@@ -556,6 +573,7 @@ if [[ $have_redis == 1 ]]; then targets+=(gw-redis); fi
 if [[ $LARGE_CONFIG == 1 ]]; then targets+=(gw-large); fi
 if [[ $RULES == 1 ]]; then targets+=(gw-mem-rules); fi
 if [[ $GUARDS == 1 ]]; then targets+=(gw-mem-guards); fi
+if [[ $OPENAPI == 1 ]]; then targets+=(gw-mem-openapi); fi
 if [[ $BUDGETS == 1 ]]; then
 	targets+=(gw-mem-budgets)
 	if [[ $have_redis == 1 ]]; then targets+=(gw-redis-budgets); fi
@@ -577,6 +595,7 @@ endpoint() {
 	gw-large:*) echo "$gw_large_url/mcp" ;;
 	gw-mem-rules:*) echo "$gw_mem_rules_url/mcp" ;;
 	gw-mem-guards:*) echo "$gw_mem_guards_url/mcp" ;;
+	gw-mem-openapi:*) echo "$gw_mem_openapi_url/mcp" ;;
 	gw-mem-budgets:*) echo "$gw_mem_budgets_url/mcp" ;;
 	gw-redis-budgets:*) echo "$gw_redis_budgets_url/mcp" ;;
 	esac
@@ -594,7 +613,7 @@ total=$((nscen * ROUNDS * ${#targets[@]}))
 if [[ " $SCENARIOS " == *:list:* ]]; then
 	# gw-large and the budget targets run the call scenarios only.
 	for target in "${targets[@]}"; do
-		case $target in gw-large | *-budgets | *-rules | *-guards) total=$((total - ROUNDS)) ;; esac
+		case $target in gw-large | *-budgets | *-rules | *-guards | *-openapi) total=$((total - ROUNDS)) ;; esac
 	done
 fi
 n=0
@@ -605,7 +624,7 @@ for scen in $SCENARIOS; do
 	for ((round = 1; round <= ROUNDS; round++)); do
 		for ((i = 0; i < ${#targets[@]}; i++)); do
 			target=${targets[$(((i + round - 1) % ${#targets[@]}))]}
-			if [[ ($target == gw-large || $target == *-budgets || $target == *-rules || $target == *-guards) && $mode == list ]]; then continue; fi
+			if [[ ($target == gw-large || $target == *-budgets || $target == *-rules || $target == *-guards || $target == *-openapi) && $mode == list ]]; then continue; fi
 			n=$((n + 1))
 			tool=echo
 			if [[ $target == gw-* ]]; then tool=up__echo; fi
@@ -613,6 +632,7 @@ for scen in $SCENARIOS; do
 				-mode "$mode" -tool "$tool" -payload "$payload" -fill "$FILL" -json
 				-tag "scenario=$name" -tag "target=$target" -tag "round=$round")
 			if [[ $mode == list ]]; then args+=(-expect-tools $((LIST_UPSTREAMS * LIST_TOOLS))); fi
+			if [[ $target == *-openapi ]]; then args+=(-body-arg body); fi
 			counting=0
 			if [[ $mode == list && $target == gw-* ]] && command -v curl >/dev/null; then
 				counting=1
@@ -665,7 +685,7 @@ meta=(-meta "rounds=$ROUNDS" -meta "duration=$DURATION" -meta "warmup=$WARMUP"
 	-meta "cpus=$(nproc 2>/dev/null || echo '?')" -meta "go=$(go env GOVERSION)"
 	-meta "commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+dirty')"
 	-meta "upstream=$([[ "${UPSTREAM_JSON:-}" == 1 ]] && echo json || echo sse)"
-	-meta "policy=$POLICY" -meta "auth=$AUTH" -meta "redis=$have_redis" -meta "large_config=$LARGE_CONFIG" -meta "budgets=$BUDGETS" -meta "rules=$RULES" -meta "guards=$GUARDS" -meta "fill=$FILL")
+	-meta "policy=$POLICY" -meta "auth=$AUTH" -meta "redis=$have_redis" -meta "large_config=$LARGE_CONFIG" -meta "budgets=$BUDGETS" -meta "rules=$RULES" -meta "guards=$GUARDS" -meta "openapi=$OPENAPI" -meta "fill=$FILL")
 sumargs=("${meta[@]}")
 if [[ -n $out ]]; then sumargs+=(-o "$out"); fi
 echo
@@ -680,6 +700,9 @@ if [[ $RULES == 1 ]]; then
 fi
 if [[ $GUARDS == 1 ]]; then
 	pair_summary "content guards: gw-mem-guards (credential and personal-data detectors on every result) / gw-memory, median over rounds of each round's ratio (issue 30: within 10% at 10 KB):" gw-memory gw-mem-guards
+fi
+if [[ $OPENAPI == 1 ]]; then
+	pair_summary "OpenAPI upstream: gw-mem-openapi (the echo tool is a REST operation) / gw-memory (an MCP upstream's echo tool), median over rounds of each round's ratio (issue 32):" gw-memory gw-mem-openapi
 fi
 if [[ $BUDGETS == 1 ]]; then
 	pair_summary "budgets: gw-mem-budgets / gw-memory, median over rounds of each round's ratio (issue 18: within 5%):" gw-memory gw-mem-budgets

@@ -103,7 +103,8 @@ func ok(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 }
 
 // NewHandler returns an http.Handler serving the benchmark server at [Path]
-// (and its counts at [StatsPath] when opts.Count is set).
+// (and its counts at [StatsPath] when opts.Count is set), and the REST echo
+// API under [RESTPath].
 func NewHandler(opts Options) http.Handler {
 	s := NewServer(opts.ExtraTools)
 	timeout := opts.SessionTimeout
@@ -119,6 +120,8 @@ func NewHandler(opts Options) http.Handler {
 		mux.HandleFunc("GET "+StatsPath, c.serveStats)
 	}
 	mux.Handle(Path, h)
+	mux.HandleFunc("GET "+RESTPath+"/openapi.json", serveRESTDocument)
+	mux.HandleFunc("POST "+RESTPath+"/echo", restEcho)
 	return mux
 }
 

@@ -2,6 +2,7 @@ package echoserver
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -71,5 +72,46 @@ func TestEchoBadArguments(t *testing.T) {
 	res, err := echo(t.Context(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "echo", Arguments: json.RawMessage(`{"text":1}`)}})
 	if err != nil || !res.IsError {
 		t.Errorf("echo with a number: %+v, %v", res, err)
+	}
+}
+
+// TestRESTEcho checks the REST echo API: its document is JSON naming the
+// echo operation, and a JSON body's text comes back as text/plain.
+func TestRESTEcho(t *testing.T) {
+	ts := httptest.NewServer(NewHandler(Options{}))
+	defer ts.Close()
+	resp, err := http.Get(ts.URL + RESTPath + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		OpenAPI string `json:"openapi"`
+		Paths   map[string]map[string]struct {
+			OperationID string `json:"operationId"`
+		} `json:"paths"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&doc)
+	resp.Body.Close()
+	if err != nil || doc.OpenAPI != "3.1.0" || doc.Paths["/echo"]["post"].OperationID != "echo" {
+		t.Fatalf("document: %+v, %v", doc, err)
+	}
+	text := strings.Repeat("é\"\\x", 100)
+	body, _ := json.Marshal(map[string]string{"text": text})
+	resp, err = http.Post(ts.URL+RESTPath+"/echo", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(got) != text || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Errorf("echo: %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), got)
+	}
+	resp, err = http.Post(ts.URL+RESTPath+"/echo", "application/json", strings.NewReader("{"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("bad body: %d", resp.StatusCode)
 	}
 }

@@ -27,9 +27,13 @@ type config struct {
 	// ListRatio is the share of tools/list requests in modeMix.
 	ListRatio float64
 	Tool      string
-	Payload   int    // bytes of the echo text
-	Fill      string // what fills it: fillX or fillProse
-	Protocol  string
+	// BodyArg, if set, nests the text argument in an object argument of
+	// that name: {"body":{"text":...}}, the shape of an OpenAPI
+	// operation's JSON request body served as a tool.
+	BodyArg  string
+	Payload  int    // bytes of the echo text
+	Fill     string // what fills it: fillX or fillProse
+	Protocol string
 	// Header holds extra headers (-H, -token) sent on every request.
 	Header http.Header
 	// CheckEcho requires a tool result's text to equal what was sent.
@@ -284,9 +288,17 @@ func (c *vclient) one(ctx context.Context, k int64) (time.Duration, bool, *check
 		c.body.WriteString(strconv.FormatInt(id, 10))
 		c.body.WriteString(`,"method":"tools/call","params":{"name":`)
 		c.body.Write(c.tool)
-		c.body.WriteString(`,"arguments":{"text":"`)
+		c.body.WriteString(`,"arguments":{`)
+		if c.cfg.BodyArg != "" {
+			c.body.WriteString(strconv.Quote(c.cfg.BodyArg))
+			c.body.WriteString(`:{`)
+		}
+		c.body.WriteString(`"text":"`)
 		c.body.Write(c.text)
 		c.body.WriteString(`"}}}`)
+		if c.cfg.BodyArg != "" {
+			c.body.WriteByte('}')
+		}
 	}
 	_, r, lat, ce := c.rpc(ctx, id, true)
 	if ce != nil {

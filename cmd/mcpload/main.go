@@ -133,6 +133,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.Mode, "mode", modeCall, "call (tools/call), list (tools/list) or mix")
 	fs.Float64Var(&cfg.ListRatio, "list-ratio", 0.1, "share of tools/list requests with -mode mix")
 	fs.StringVar(&cfg.Tool, "tool", "echo", `tool to call, such as "up__echo" through the gateway`)
+	fs.StringVar(&cfg.BodyArg, "body-arg", "", `nest the text argument in an object argument of this name ("body" for a tool made of an OpenAPI operation's JSON body)`)
 	fs.IntVar(&cfg.Payload, "payload", 100, "bytes of the text argument of the tool call")
 	fs.StringVar(&cfg.Fill, "fill", fillX, `what fills the text: "x" (one letter repeated) or "prose" (an issue tracker's text, with numbers, URLs and dates)`)
 	fs.StringVar(&cfg.Protocol, "protocol", "2025-11-25", "protocol version asked for in initialize")
