@@ -475,7 +475,7 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown upstream key",
 			yaml: up + "    token: x\n",
-			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, command, concurrency, env, guards, headers, instructions, lists, name, pin, prefix, stdio, timeout, tls, transport, url, validation, watch, working_dir)"},
+			want: []string{"test.yaml:4: upstreams[0].token: unknown key (want one of audit_arguments, auth, circuit_breaker, command, concurrency, env, guards, headers, instructions, lists, name, openapi, pin, prefix, stdio, timeout, tls, transport, url, validation, watch, working_dir)"},
 		},
 		{
 			name: "duplicate key",

@@ -57,12 +57,14 @@ const (
 	DefaultStdioProcesses    = 256
 	DefaultUpstreamStreams   = 10_000
 	DefaultMaxProcesses      = 64
-	DefaultStdioIdleTimeout  = 10 * time.Minute
-	DefaultStopGrace         = 5 * time.Second
-	DefaultConsentTTL        = 10 * time.Minute
-	DefaultPendingPerPrinc   = 8
-	DefaultPending           = 10_000
-	DefaultVaultTokens       = 100_000
+	// DefaultMaxDocumentBytes bounds an openapi upstream's document.
+	DefaultMaxDocumentBytes = 4 << 20
+	DefaultStdioIdleTimeout = 10 * time.Minute
+	DefaultStopGrace        = 5 * time.Second
+	DefaultConsentTTL       = 10 * time.Minute
+	DefaultPendingPerPrinc  = 8
+	DefaultPending          = 10_000
+	DefaultVaultTokens      = 100_000
 )
 
 // Values of telemetry.audit.output besides a file path.
@@ -244,7 +246,10 @@ func (c *Config) ApplyDefaults() {
 			setDefault(&cb.OpenFor, Duration(DefaultBreakerOpenFor))
 			setDefault(&cb.HalfOpenProbes, 1)
 		}
-		// Transport stays "" when not given: IsStdio tells.
+		if o := u.OpenAPI; o != nil {
+			setDefault(&o.MaxDocumentBytes, DefaultMaxDocumentBytes)
+		}
+		// Transport stays "" when not given: IsStdio and IsOpenAPI tell.
 		if u.IsStdio() {
 			if u.Stdio == nil {
 				u.Stdio = &UpstreamStdio{}

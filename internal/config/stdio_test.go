@@ -107,7 +107,7 @@ tenants:
 		"test.yaml:9: upstreams[0].env: variable name on this line is not valid: want letters, digits and underscores, not starting with a digit",
 		`test.yaml:11: upstreams[0].stdio.isolation: unknown isolation "pod": must be "tenant", "shared" or "session"`,
 		"test.yaml:13: upstreams[1].url: must not be set for a stdio upstream (it runs command)",
-		`test.yaml:16: upstreams[2].transport: unknown transport "carrier-pigeon": must be "streamable_http", "sse", "auto" or "stdio"`,
+		`test.yaml:16: upstreams[2].transport: unknown transport "carrier-pigeon": must be "streamable_http", "sse", "auto", "stdio" or "openapi"`,
 		`test.yaml:26: tenants[0].upstreams[0].env: cannot apply: upstream "d" runs one process for all tenants (stdio.isolation: shared)`,
 		"test.yaml:29: tenants[0].upstreams[1].env: applies to stdio upstreams only",
 		"test.yaml:32: tenants[0].upstreams[2].headers: does not apply to a stdio upstream: give the tenant's credentials in env",

@@ -587,6 +587,9 @@ const (
 	TransportSSE   = "sse"
 	TransportAuto  = "auto"
 	TransportStdio = "stdio"
+	// TransportOpenAPI is a REST API described by an OpenAPI document,
+	// whose operations the gateway serves as tools (see UpstreamOpenAPI).
+	TransportOpenAPI = "openapi"
 )
 
 // Values of upstreams[].stdio.isolation.

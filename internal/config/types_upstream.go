@@ -47,13 +47,16 @@ type Upstream struct {
 	Name string `yaml:"name"`
 	// URL is the upstream's endpoint (http or https): its Streamable HTTP
 	// endpoint, or the SSE endpoint of a 2024-11-05 HTTP+SSE server.
-	// Empty for a stdio upstream.
+	// Empty for a stdio or openapi upstream.
 	URL string `yaml:"url"`
 	// Transport is how the gateway speaks to the upstream: TransportHTTP
 	// (Streamable HTTP), TransportSSE (2024-11-05 HTTP+SSE), TransportAuto
-	// (Streamable HTTP, else HTTP+SSE) or TransportStdio (a local program).
-	// Empty means TransportStdio when Command is set, else TransportHTTP.
+	// (Streamable HTTP, else HTTP+SSE), TransportStdio (a local program)
+	// or TransportOpenAPI (a REST API). Empty means TransportStdio when
+	// Command is set, TransportOpenAPI when OpenAPI is, else TransportHTTP.
 	Transport string `yaml:"transport"`
+	// OpenAPI describes the REST API of an openapi upstream.
+	OpenAPI *UpstreamOpenAPI `yaml:"openapi"`
 	// Command is the program of a stdio upstream and its arguments, run
 	// without a shell.
 	Command []string `yaml:"command"`
@@ -222,6 +225,49 @@ func (t *TenantUpstream) GetEnv() map[string]string {
 	return t.Env
 }
 
+// IsOpenAPI reports whether u is an openapi upstream: a REST API whose
+// operations are served as tools.
+func (u *Upstream) IsOpenAPI() bool {
+	return u.Transport == TransportOpenAPI || u.Transport == "" && u.OpenAPI != nil && len(u.Command) == 0
+}
+
+// UpstreamOpenAPI is the REST API of an openapi upstream (see
+// docs/openapi-upstreams.md).
+type UpstreamOpenAPI struct {
+	// Document is the API's OpenAPI 3.0 or 3.1 document, JSON or YAML: a
+	// file path, or an http or https URL fetched with the upstream's tls
+	// settings. It is read when the config is loaded, and again at each
+	// reload: a changed document changes the tools.
+	Document string `yaml:"document"`
+	// BaseURL is where the API's requests go, instead of the document's
+	// servers. Empty: the document's first server, resolved against the
+	// document's URL when it is relative.
+	BaseURL string `yaml:"base_url"`
+	// Include selects the operations served as tools: an operationId,
+	// "tag:NAME", or "METHOD /path" where METHOD may be "*" and, in the
+	// path, "*" matches one segment and a final "**" the rest. Empty:
+	// every operation with an operationId.
+	Include []string `yaml:"include"`
+	// Exclude removes operations Include selected; same selectors.
+	Exclude []string `yaml:"exclude"`
+	// MaxDocumentBytes bounds the document. Default 4 MiB.
+	MaxDocumentBytes int64 `yaml:"max_document_bytes" cfg:"positive"`
+
+	// source is the document as read when the config was validated;
+	// comparing two configs compares it too, so that a changed document
+	// makes a new client.
+	source []byte `yaml:"-"`
+}
+
+// Source returns the document as read when the config was validated; nil
+// before.
+func (o *UpstreamOpenAPI) Source() []byte {
+	if o == nil {
+		return nil
+	}
+	return o.source
+}
+
 // IsStdio reports whether u is a stdio upstream.
 func (u *Upstream) IsStdio() bool {
 	return u.Transport == TransportStdio || u.Transport == "" && len(u.Command) > 0
@@ -294,7 +340,8 @@ func (u *Upstream) SharedLists() bool { return u.Lists != ListsPerSession }
 // session would keep a process running on every replica.
 func (u *Upstream) Watches() bool {
 	if u.Watch == nil {
-		return !u.IsStdio()
+		// An openapi upstream's tools change only with its document.
+		return !u.IsStdio() && !u.IsOpenAPI()
 	}
 	return *u.Watch
 }

@@ -393,7 +393,12 @@ func (v *validator) upstream(path string, u *Upstream) {
 	nonNegative(v, path+".timeout", u.Timeout)
 	v.headers(path+".headers", u.Headers)
 	v.upstreamAuth(path+".auth", u.Auth)
-	if !u.IsStdio() {
+	switch {
+	case u.IsOpenAPI():
+		if u.OpenAPI != nil {
+			v.upstreamTLS(path+".tls", u.OpenAPI.BaseURL, u.TLS)
+		}
+	case !u.IsStdio():
 		v.upstreamTLS(path+".tls", u.URL, u.TLS)
 	}
 
@@ -572,11 +577,18 @@ func validHeaderValue(s string) bool {
 // ones, command, env, working_dir and stdio for stdio.
 func (v *validator) upstreamTransport(path string, u *Upstream) {
 	switch u.Transport {
-	case "", TransportHTTP, TransportSSE, TransportAuto, TransportStdio:
+	case "", TransportHTTP, TransportSSE, TransportAuto, TransportStdio, TransportOpenAPI:
 	default:
-		v.addf(path+".transport", "unknown transport %q: must be %q, %q, %q or %q",
-			u.Transport, TransportHTTP, TransportSSE, TransportAuto, TransportStdio)
+		v.addf(path+".transport", "unknown transport %q: must be %q, %q, %q, %q or %q",
+			u.Transport, TransportHTTP, TransportSSE, TransportAuto, TransportStdio, TransportOpenAPI)
 		return
+	}
+	if u.IsOpenAPI() {
+		v.upstreamOpenAPI(path, u)
+		return
+	}
+	if u.OpenAPI != nil {
+		v.addf(path+".openapi", "applies to openapi upstreams only (transport: openapi)")
 	}
 	if !u.IsStdio() && v.skipped(path+".command") {
 		// A command that could not be read (a string, say) was meant:

@@ -138,6 +138,7 @@ func TestExplicitZeros(t *testing.T) {
 		{key: "upstreams[0].stdio.max_processes", yaml: stdio + "      max_processes: 0\n"},
 		{key: "upstreams[0].stdio.idle_timeout", yaml: stdio + "      idle_timeout: 0s\n"},
 		{key: "upstreams[0].stdio.stop_grace", yaml: stdio + "      stop_grace: 0s\n"},
+		{key: "upstreams[0].openapi.max_document_bytes", yaml: "upstreams:\n  - name: u\n    openapi:\n      document: x.json\n      max_document_bytes: 0\n"},
 		{key: "budgets.rate_limits[0].requests", top: "budgets:\n  rate_limits: [{name: r, requests: 0}]\n"},
 		{key: "budgets.rate_limits[0].interval", top: "budgets:\n  rate_limits: [{name: r, requests: 1, interval: 0s}]\n"},
 		{key: "budgets.rate_limits[0].burst", top: "budgets:\n  rate_limits: [{name: r, requests: 1, burst: 0}]\n"},

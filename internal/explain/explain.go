@@ -565,8 +565,19 @@ func pinUpstream(ctx context.Context, cfg *config.Config, c *upstream.Client) (*
 	return pins, nil
 }
 
-// where is the address of upstream u, for an admin: its URL without
-// userinfo, query or fragment, or a stdio upstream's program.
+// filepathOrURL is s, a file path or URL, without a URL's userinfo, query
+// or fragment.
+func filepathOrURL(s string) string {
+	if p, err := url.Parse(s); err == nil && p.Host != "" {
+		p.User, p.RawQuery, p.Fragment = nil, "", ""
+		return p.String()
+	}
+	return s
+}
+
+// where is the address of upstream u, for an admin: its URL (an openapi
+// upstream's base URL or document) without userinfo, query or fragment, or
+// a stdio upstream's program.
 func where(u *config.Upstream) string {
 	if u.IsStdio() {
 		if len(u.Command) > 0 {
@@ -574,7 +585,13 @@ func where(u *config.Upstream) string {
 		}
 		return "command"
 	}
-	p, err := url.Parse(u.URL)
+	addr := u.URL
+	if u.IsOpenAPI() && u.OpenAPI != nil {
+		if addr = u.OpenAPI.BaseURL; addr == "" {
+			return "openapi document " + strconv.Quote(filepathOrURL(u.OpenAPI.Document))
+		}
+	}
+	p, err := url.Parse(addr)
 	if err != nil {
 		return "url"
 	}

@@ -203,8 +203,11 @@ func (s consoleSource) Upstreams(context.Context) []console.Upstream {
 	var out []console.Upstream
 	for i, u := range cfg.Upstreams {
 		cu := console.Upstream{Name: u.Name, Transport: cmp.Or(u.Transport, config.TransportHTTP), Credentials: credentialMode(cfg, &u), Pinned: u.Pin != nil}
-		if u.IsStdio() {
+		switch {
+		case u.IsStdio():
 			cu.Transport = config.TransportStdio
+		case u.IsOpenAPI():
+			cu.Transport = config.TransportOpenAPI
 		}
 		if c := u.Concurrency; c != nil {
 			cu.MaxInFlight = c.MaxInFlight

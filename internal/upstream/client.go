@@ -61,6 +61,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/openapi"
 	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
@@ -208,6 +209,9 @@ type Client struct {
 	pipe      *pipe.Handler
 	pipeTrans *pipe.Transport
 	auto      *autoTransport
+	// api serves an openapi upstream in process (see openapi.go); nil
+	// for any other.
+	api *openapi.API
 }
 
 // New returns a client for upstream cfg. It does no network I/O; a URL that
@@ -298,6 +302,9 @@ func New(cfg config.Upstream, opts Options) *Client {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
+	if cfg.IsOpenAPI() {
+		c.serveOpenAPI(cfg)
+	}
 	if t := cfg.Transport; t == config.TransportSSE || t == config.TransportAuto {
 		c.pipe = c.newSSEHandler(cfg, c.hc)
 		c.pipeTrans = pipe.NewTransport(c.pipe)
@@ -334,6 +341,8 @@ func New(cfg config.Upstream, opts Options) *Client {
 	}
 	if u, err := url.Parse(cfg.URL); c.url == pipeURL && cfg.IsStdio() {
 		// No URL: the command is the config's, not a secret.
+	} else if cfg.IsOpenAPI() {
+		redact = append(redact, c.restRedactions()...)
 	} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		c.setupErr = errors.New("invalid upstream URL")
 	} else {
