@@ -103,7 +103,7 @@ type AuthUpstream struct {
 
 	opts     AuthUpstreamOptions
 	audience string
-	keys     *oidc.RemoteKeySet
+	jwt      *accessTokenChecker
 	srv      *httptest.Server
 	server   *mcp.Server
 	close    sync.Once
@@ -136,9 +136,6 @@ func NewAuthUpstream(t testing.TB, opts AuthUpstreamOptions) *AuthUpstream {
 		accepted: make(map[string]int),
 		rejected: make(map[string]int),
 		tokens:   make(map[string]map[string]bool),
-	}
-	if opts.JWKSURL != "" {
-		u.keys = oidc.NewRemoteKeySet(context.Background(), opts.JWKSURL)
 	}
 
 	u.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: "0.0.1"}, nil)
@@ -174,6 +171,7 @@ func NewAuthUpstream(t testing.TB, opts AuthUpstreamOptions) *AuthUpstream {
 	if u.audience == "" {
 		u.audience = u.URL
 	}
+	u.jwt = newAccessTokenChecker(opts.JWKSURL, opts.Issuer, u.audience)
 	metadataURL := u.srv.URL + "/.well-known/oauth-protected-resource"
 	metadata := &oauthex.ProtectedResourceMetadata{Resource: u.URL, ScopesSupported: IDPScopes}
 	if opts.Issuer != "" {
@@ -289,60 +287,9 @@ func (u *AuthUpstream) check(ctx context.Context, token string) (*auth.TokenInfo
 		w := Whoami{Kind: "static", Subject: id.Subject, Tenant: id.Tenant, ClientID: id.ClientID, Scope: id.Scope}
 		return u.tokenInfo(w, time.Now().Add(24*time.Hour)), id.Subject, nil
 	}
-	invalid := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", auth.ErrInvalidToken, fmt.Sprintf(format, args...))
-	}
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return nil, "", invalid("unknown token")
-	}
-	var header struct {
-		Typ string `json:"typ"`
-	}
-	var claims struct {
-		Iss      string   `json:"iss"`
-		Sub      string   `json:"sub"`
-		Aud      audience `json:"aud"`
-		Exp      *float64 `json:"exp"`
-		Nbf      *float64 `json:"nbf"`
-		ClientID string   `json:"client_id"`
-		Scope    string   `json:"scope"`
-		Tenant   string   `json:"tenant"`
-		Org      struct {
-			Tenant string `json:"tenant"`
-		} `json:"org"`
-		Act map[string]any `json:"act"`
-	}
-	if err := decodeSegment(parts[0], &header); err != nil {
-		return nil, "", invalid("bad JWT header: %v", err)
-	}
-	if err := decodeSegment(parts[1], &claims); err != nil {
-		return nil, "", invalid("bad JWT claims: %v", err)
-	}
-	sub := claims.Sub
-	if u.keys == nil {
-		return nil, sub, invalid("unknown token")
-	}
-	if typ := strings.TrimPrefix(strings.ToLower(header.Typ), "application/"); typ != "at+jwt" {
-		return nil, sub, invalid("typ %q is not at+jwt", header.Typ)
-	}
-	if _, err := u.keys.VerifySignature(ctx, token); err != nil {
-		return nil, sub, invalid("%v", err)
-	}
-	now := float64(time.Now().Unix())
-	switch {
-	case u.opts.Issuer != "" && claims.Iss != u.opts.Issuer:
-		return nil, sub, invalid("iss %q, want %q", claims.Iss, u.opts.Issuer)
-	case !slices.Contains(claims.Aud, u.audience):
-		return nil, sub, invalid("aud %q does not contain %q", []string(claims.Aud), u.audience)
-	case claims.Exp == nil:
-		return nil, sub, invalid("no exp")
-	case *claims.Exp <= now:
-		return nil, sub, invalid("expired")
-	case claims.Nbf != nil && *claims.Nbf > now+5:
-		return nil, sub, invalid("not valid yet")
-	case sub == "":
-		return nil, sub, invalid("no sub")
+	claims, err := u.jwt.check(ctx, token)
+	if err != nil {
+		return nil, claims.Sub, err
 	}
 	tenant := claims.Tenant
 	if tenant == "" {
@@ -350,14 +297,98 @@ func (u *AuthUpstream) check(ctx context.Context, token string) (*auth.TokenInfo
 	}
 	w := Whoami{
 		Kind:     "jwt",
-		Subject:  sub,
+		Subject:  claims.Sub,
 		Tenant:   tenant,
 		ClientID: claims.ClientID,
 		Scope:    claims.Scope,
 		Audience: claims.Aud,
 		Actor:    claims.Act,
 	}
-	return u.tokenInfo(w, time.Unix(int64(*claims.Exp), 0)), sub, nil
+	return u.tokenInfo(w, time.Unix(int64(*claims.Exp), 0)), claims.Sub, nil
+}
+
+// accessClaims are the claims of a JWT access token that the testkit's
+// resource servers read.
+type accessClaims struct {
+	Iss      string   `json:"iss"`
+	Sub      string   `json:"sub"`
+	Aud      audience `json:"aud"`
+	Exp      *float64 `json:"exp"`
+	Nbf      *float64 `json:"nbf"`
+	ClientID string   `json:"client_id"`
+	Scope    string   `json:"scope"`
+	Tenant   string   `json:"tenant"`
+	Org      struct {
+		Tenant string `json:"tenant"`
+	} `json:"org"`
+	Act map[string]any `json:"act"`
+}
+
+// An accessTokenChecker verifies JWT access tokens (typ at+jwt) the way a
+// resource server of the IDP would: signature by a key of a JWKS, iss, aud,
+// exp and nbf. It is safe for concurrent use.
+type accessTokenChecker struct {
+	keys     *oidc.RemoteKeySet // nil: every token is refused
+	issuer   string             // empty: not checked
+	audience string             // a value aud must contain
+}
+
+// newAccessTokenChecker returns a checker of the tokens signed by the keys
+// published at jwksURL; with jwksURL empty it refuses every token.
+func newAccessTokenChecker(jwksURL, issuer, audience string) *accessTokenChecker {
+	c := &accessTokenChecker{issuer: issuer, audience: audience}
+	if jwksURL != "" {
+		c.keys = oidc.NewRemoteKeySet(context.Background(), jwksURL)
+	}
+	return c
+}
+
+// check verifies token and returns its claims. The claims are returned
+// with an error too, once they could be decoded, so that callers can tell
+// whose invalid token it was. Errors wrap auth.ErrInvalidToken.
+func (c *accessTokenChecker) check(ctx context.Context, token string) (accessClaims, error) {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", auth.ErrInvalidToken, fmt.Sprintf(format, args...))
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return accessClaims{}, invalid("unknown token")
+	}
+	var header struct {
+		Typ string `json:"typ"`
+	}
+	var claims accessClaims
+	if err := decodeSegment(parts[0], &header); err != nil {
+		return accessClaims{}, invalid("bad JWT header: %v", err)
+	}
+	if err := decodeSegment(parts[1], &claims); err != nil {
+		return accessClaims{}, invalid("bad JWT claims: %v", err)
+	}
+	if c.keys == nil {
+		return claims, invalid("unknown token")
+	}
+	if typ := strings.TrimPrefix(strings.ToLower(header.Typ), "application/"); typ != "at+jwt" {
+		return claims, invalid("typ %q is not at+jwt", header.Typ)
+	}
+	if _, err := c.keys.VerifySignature(ctx, token); err != nil {
+		return claims, invalid("%v", err)
+	}
+	now := float64(time.Now().Unix())
+	switch {
+	case c.issuer != "" && claims.Iss != c.issuer:
+		return claims, invalid("iss %q, want %q", claims.Iss, c.issuer)
+	case !slices.Contains(claims.Aud, c.audience):
+		return claims, invalid("aud %q does not contain %q", []string(claims.Aud), c.audience)
+	case claims.Exp == nil:
+		return claims, invalid("no exp")
+	case *claims.Exp <= now:
+		return claims, invalid("expired")
+	case claims.Nbf != nil && *claims.Nbf > now+5:
+		return claims, invalid("not valid yet")
+	case claims.Sub == "":
+		return claims, invalid("no sub")
+	}
+	return claims, nil
 }
 
 // whoamiKey keys the Whoami in TokenInfo.Extra.

@@ -22,6 +22,11 @@
 //   - [GuardHook]: a content-guard webhook (docs/guards.md) that checks the
 //     gateway's envelope and answers allow, block or replace, or fails,
 //     holds or answers outside the contract on purpose.
+//   - [StartPetStore]: a REST API described by a real OpenAPI 3.1 document
+//     (served by it), for openapi upstreams: pets in memory, an operation
+//     behind a JWT, one behind an API key, one that echoes its parameters
+//     as received, a failing one and one answering plain text; it
+//     remembers the requests it received.
 //   - [RunTSClient]: the official TypeScript MCP SDK client, run by node.
 //   - [NodeDir]: the Node scripts behind those two, in node/, with their
 //     npm dependencies installed (npm ci, once). Tests that use them need
