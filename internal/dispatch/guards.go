@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"strings"
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/guard"
-	"github.com/mcpgw/gateway/internal/jsonrpc"
 )
 
 // Content guards (internal/guard, docs/guards.md): the engine compiled
@@ -21,18 +20,7 @@ import (
 // compileGuards compiles cfg's guards; the gateway's own secrets of each
 // upstream are redacted from its results whatever is configured.
 func (h *Server) compileGuards(cfg *config.Config) (*guard.Engine, error) {
-	secrets := make(map[string][]string, len(cfg.Upstreams))
-	for i := range cfg.Upstreams {
-		u := &cfg.Upstreams[i]
-		var s []string
-		for _, v := range u.Headers {
-			s = append(s, v)
-		}
-		for _, v := range u.Env {
-			s = append(s, v)
-		}
-		secrets[u.Name] = append(s, credentialSecrets(u, cfg.TenantCredentials(u.Name))...)
-	}
+	secrets := credentials.UpstreamSecrets(cfg)
 	return guard.Compile(cfg, guard.Options{
 		Secrets: func(upstream string) []string { return secrets[upstream] },
 		OnFinding: func(in *guard.Input, f guard.Finding) {
@@ -61,34 +49,6 @@ func (rq *Request) guardInput(c *call, up *upstreamRef, tool, item string) *guar
 	return &guard.Input{Tenant: rq.view.ID, Subject: rq.principal.Subject, Upstream: up.cfg.Name, Tool: tool, Item: item, Method: c.method}
 }
 
-// A guardBlock is a request a guard stopped: arguments refused (the
-// upstream is not called) or a result withheld. A tools/call answers it
-// with a tool result the model can act on (see answered); other methods
-// with a JSON-RPC error.
-type guardBlock struct{ v guard.Verdict }
-
-func (e *guardBlock) Error() string {
-	if e.v.Message != "" {
-		return e.v.Message
-	}
-	return "The gateway's content guards withheld this content."
-}
-
-// RPCError is the JSON-RPC error of a blocked prompts/get or
-// resources/read.
-func (e *guardBlock) RPCError() *jsonrpc.Error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Error()}
-}
-
-// kinds names what the guards found, for the audit log: never the text.
-func (e *guardBlock) kinds() string {
-	var ks []string
-	for _, f := range e.v.Findings {
-		ks = append(ks, f.Kind)
-	}
-	return strings.Join(ks, ",")
-}
-
 // guardArguments inspects a tools/call's arguments, after fixed ones are
 // set: it returns the arguments to send (redacted, or as they were) or
 // the block.
@@ -99,7 +59,7 @@ func (rq *Request) guardArguments(ctx context.Context, c *call, up *upstreamRef,
 	}
 	out, v := s.Arguments(ctx, rq.guardInput(c, up, orig, ""), args)
 	if v.Action == guard.Block {
-		return nil, &guardBlock{v: v}
+		return nil, &guard.BlockError{Verdict: v}
 	}
 	return out, nil
 }
@@ -117,7 +77,7 @@ func (rq *Request) guardResult(ctx context.Context, c *call, k catalog.Kind, up 
 	}
 	out, v := s.Result(ctx, rq.guardInput(c, up, tool, item), res)
 	if v.Action == guard.Block {
-		return nil, &guardBlock{v: v}
+		return nil, &guard.BlockError{Verdict: v}
 	}
 	return out, nil
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
-	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
@@ -123,43 +122,6 @@ func (rq *Request) filterPolicy(ctx context.Context, method string, k catalog.Ki
 	return kept
 }
 
-// A policyRefusal is a request a policy rule refused. One the list phase
-// refused answers as the unknown item it is to the caller (Unwrap gives
-// that ResolveError); a call refused by a call-phase rule answers with
-// the rule's message: as a tool result a model can act on for
-// tools/call (see answered), else as invalid params.
-type policyRefusal struct {
-	d       policy.Decision
-	kind    catalog.Kind
-	unknown *catalog.ResolveError
-}
-
-func (e *policyRefusal) Error() string {
-	if e.unknown != nil {
-		return e.unknown.Error()
-	}
-	return e.message()
-}
-
-func (e *policyRefusal) Unwrap() error {
-	if e.unknown != nil {
-		return e.unknown
-	}
-	return nil
-}
-
-func (e *policyRefusal) message() string {
-	if e.d.Message != "" {
-		return e.d.Message
-	}
-	return "This call is not allowed by the gateway's policy."
-}
-
-// RPCError is the JSON-RPC error of a call-phase refusal.
-func (e *policyRefusal) RPCError() *jsonrpc.Error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.message()}
-}
-
 // decidePolicy asks the rules about a request of kind k naming the item
 // upstream up calls orig, which the tenant sees as name; args are a
 // call's arguments (after fixed ones are set), nil for a request that
@@ -181,9 +143,9 @@ func (rq *Request) decidePolicy(ctx context.Context, c *call, phase policy.Phase
 	if d.Allow {
 		return nil
 	}
-	pr := &policyRefusal{d: d, kind: k}
+	pr := &policy.Refusal{Decision: d, Noun: k.Info().Noun}
 	if d.Unknown || phase == policy.PhaseList {
-		pr.unknown = &catalog.ResolveError{Kind: k, Name: name}
+		pr.Unknown = &catalog.ResolveError{Kind: k, Name: name}
 	}
 	return pr
 }

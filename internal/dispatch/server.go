@@ -260,7 +260,7 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 			// DeepEqual also compares u.TLS's fingerprint, the hash of
 			// its files' contents: rotated files make a new client.
 			if old := prev.byName[u.Name]; old != nil && reflect.DeepEqual(old.cfg, u) &&
-				reflect.DeepEqual(prev.cfg.TenantCredentials(u.Name), tc) && (!usesSigner(cfg, &u) || prev.signer == st.signer) {
+				reflect.DeepEqual(prev.cfg.TenantCredentials(u.Name), tc) && (!identity.Uses(cfg, &u) || prev.signer == st.signer) {
 				st.upstreams = append(st.upstreams, old)
 				st.byName[u.Name] = old
 				st.creds = st.creds || old.creds != nil || u.IsStdio()
@@ -301,7 +301,7 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 				h.metrics.LimitRejection(processLimits[limit], tenant)
 			},
 			Credentials: creds,
-			Secrets:     credentialSecrets(&u, tc),
+			Secrets:     credentials.SecretsOf(&u, tc),
 			HTTPClient:  h.httpc,
 			Logger:      h.log, // the client adds its upstream's name
 			ClientInfo:  info,

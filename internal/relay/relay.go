@@ -1,8 +1,10 @@
 // Package relay is the relay of an upstream's answer to the client, as
 // far as it has moved out of internal/dispatch (issue 28): what an
-// upstream's error becomes for the client (Error), and which of the
-// upstream's log messages a 2026-07-28 request hears (WantsLog). The
-// relay loop itself (dispatch/relay.go) is still dispatch's.
+// upstream's error becomes for the client (Error), which of the
+// upstream's log messages a 2026-07-28 request hears (WantsLog), and how a
+// request's end counts for the upstream's circuit breaker (BreakerOutcome)
+// and in the audit log (FailureReason). The relay loop itself
+// (dispatch/relay.go) is still dispatch's.
 package relay
 
 import (
