@@ -28,6 +28,7 @@ import (
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/guard"
 	"github.com/mcpgw/gateway/internal/identity"
+	"github.com/mcpgw/gateway/internal/instructions"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/own"
@@ -104,14 +105,12 @@ type Server struct {
 	healthMu sync.Mutex
 	health   map[string]error // upstream → last request's error
 
-	capsMu   sync.Mutex
-	lastCaps map[string]json.RawMessage // upstream → capabilities last seen
-	// lastInstructions: upstream → its instructions last seen, cleaned
-	// (see instructions.go); at most config.MaxInstructionsBytes each.
-	lastInstructions map[string]string
-	capSets          clearingMap    // capabilities JSON → names, see capSet
-	announced        announce.Cache // clients' capabilities → what upstreams are told
-	logsOn           clearingMap    // upstream and session id → set to log: see enableLogs
+	capsMu       sync.Mutex
+	lastCaps     map[string]json.RawMessage // upstream → capabilities last seen
+	instructions instructions.Memory        // upstream → its instructions last seen
+	capSets      clearingMap                // capabilities JSON → names, see capSet
+	announced    announce.Cache             // clients' capabilities → what upstreams are told
+	logsOn       clearingMap                // upstream and session id → set to log: see enableLogs
 
 	listen *listen.Hub       // messages outside a request: the upstream streams, the bus
 	subs   *subscribe.Keeper // session clients' resource subscriptions
@@ -190,14 +189,13 @@ func New(opts Options) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Server{
-		store:            opts.Backend.Sessions,
-		log:              log,
-		version:          cmp.Or(opts.Version, "dev"), // Implementation.version is required
-		httpc:            opts.HTTPClient,
-		authc:            opts.AuthClient,
-		lastCaps:         make(map[string]json.RawMessage),
-		lastInstructions: make(map[string]string),
-		idPrefix:         session.NewID()[:12],
+		store:    opts.Backend.Sessions,
+		log:      log,
+		version:  cmp.Or(opts.Version, "dev"), // Implementation.version is required
+		httpc:    opts.HTTPClient,
+		authc:    opts.AuthClient,
+		lastCaps: make(map[string]json.RawMessage),
+		idPrefix: session.NewID()[:12],
 		// Set from the config by build.
 		processes: pipe.NewLimit(0),
 		metrics:   opts.Metrics,

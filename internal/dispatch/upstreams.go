@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/instructions"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
@@ -31,9 +32,9 @@ import (
 // session it opened and uses the winner's.
 //
 // What initialize answers of an upstream not opened yet comes from what
-// this replica last saw of it (caps, instructions): its capabilities as
-// an earlier session reported them, else unknown, which hasCap takes for
-// offered; its instructions, else none.
+// this replica last saw of it (caps, and package instructions' memory):
+// its capabilities as an earlier session reported them, else unknown,
+// which hasCap takes for offered; its instructions, else none.
 
 // upstreams returns the tenant's upstreams, in config order. The slice is
 // shared: it must not be modified.
@@ -76,7 +77,7 @@ func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps jso
 				return
 			}
 			h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
-			h.rememberInstructions(up.cfg.Name, res.Instructions)
+			h.instructions.Remember(up.cfg.Name, res.Instructions)
 			mu.Lock()
 			out[up.cfg.Name] = res.Session
 			mu.Unlock()
@@ -106,6 +107,16 @@ func (h *Server) lazy(up *upstreamRef) bool {
 	defer h.capsMu.Unlock()
 	_, known := h.lastCaps[up.cfg.Name]
 	return known
+}
+
+// instructions returns the gateway's instructions for ups (see package
+// instructions).
+func (rq *Request) instructions(ups []*upstreamRef) string {
+	in := make([]instructions.Upstream, len(ups))
+	for i, up := range ups {
+		in[i] = instructions.Upstream{Name: up.cfg.Name, Prefix: up.cat.Prefix, Config: up.cfg.Instructions}
+	}
+	return rq.h.instructions.Merge(in)
 }
 
 func (h *Server) rememberCaps(name string, caps json.RawMessage) {
@@ -267,7 +278,7 @@ func (rq *Request) openUpstream(ctx context.Context, up *upstreamRef, prev strin
 			return nil, err
 		}
 		h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
-		h.rememberInstructions(up.cfg.Name, res.Instructions)
+		h.instructions.Remember(up.cfg.Name, res.Instructions)
 		cur, err := h.store.SetUpstream(ctx, rq.Session.ID, up.cfg.Name, prev, res.Session)
 		switch {
 		case err == nil:

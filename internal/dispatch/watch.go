@@ -32,7 +32,7 @@ type watchHooks struct{ h *Server }
 
 func (w watchHooks) Opened(up *upstreamRef, res *upstream.InitResult) {
 	w.h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
-	w.h.rememberInstructions(up.cfg.Name, res.Instructions)
+	w.h.instructions.Remember(up.cfg.Name, res.Instructions)
 }
 
 func (w watchHooks) Notified(ctx context.Context, up *upstreamRef, us session.Upstream, msg *jsonrpc.Message) {
