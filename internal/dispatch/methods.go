@@ -19,6 +19,7 @@ import (
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/subscribe"
 	"github.com/mcpgw/gateway/internal/tasks"
+	"github.com/mcpgw/gateway/internal/upcall"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -168,7 +169,7 @@ func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Mes
 		// Not served by this replica (or already done): tell every upstream
 		// of the session; the one that has it cancels, the others ignore an
 		// unknown id (2025-11-25 basic/utilities/cancellation).
-		params, _ := json.Marshal(map[string]any{"requestId": forwardID(rid), "reason": "cancelled by the client"})
+		params, _ := json.Marshal(map[string]any{"requestId": upcall.ForwardID(rid), "reason": "cancelled by the client"})
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		var wg sync.WaitGroup

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
+	"github.com/mcpgw/gateway/internal/upcall"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -69,7 +70,7 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 	if rq.adm.Stateless && c.m.input {
 		// The upstream may ask on the shared session's GET stream (see
 		// listen.Hub.HoldShared), which must be open first. A parked call's hold is
-		// given back when its upstream call ends (mergedResponse.Close).
+		// given back when its upstream call ends (upcall.Merged.Close).
 		if us, err := rq.upstreamSession(ctx, up); err == nil {
 			c.hold = rq.h.listen.HoldShared(rq.withCaller(ctx), listenUpstream(up), us, PrincipalKey(rq), rq.principal.Tenant, &rq.st.cfg.Limits)
 			defer func() {
@@ -82,9 +83,9 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 	// The principal's 2026-07-28 clients share its upstream sessions, and
 	// each numbers its requests on its own: ids of the gateway's keep two
 	// in flight apart. Nothing names them later (see Serve).
-	id := forwardID(c.id)
+	id := upcall.ForwardID(c.id)
 	if rq.adm.Stateless {
-		id = rq.h.statelessID()
+		id = rq.h.ids.Stateless()
 	}
 	for round := 1; ; round++ {
 		res, us, err := rq.relayOnce(ctx, callCtx, c, up, id, params, &parked)
@@ -126,10 +127,10 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 		return nil, session.Upstream{}, relay.Error(up.cat.Prefix, err)
 	}
 	// What the call reads: its response, and the requests of the shared
-	// GET stream that are the call's (listen.Hub.HoldShared, shared.go).
+	// GET stream that are the call's (listen.Hub.HoldShared, upcall.Merge).
 	var stream bridge.Stream = resp
 	if c.hold != nil && c.hold.Inbox != nil {
-		stream = merge(c.hold, resp)
+		stream = upcall.Merge(resp, c.hold.Inbox, c.hold.Release)
 	}
 	defer func() {
 		if !*parked {
@@ -146,7 +147,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 	for {
 		msg, raw, err := stream.Next()
 		if err != nil {
-			return nil, resp.us, err
+			return nil, resp.Session(), err
 		}
 		switch msg.Kind {
 		case jsonrpc.KindNotification:
@@ -166,7 +167,7 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 					continue
 				}
 			}
-			if raw = rq.h.tasks.Note(ctx, rq.taskCaller(), up.cfg.Name, resp.us, msg, raw); raw == nil {
+			if raw = rq.h.tasks.Note(ctx, rq.taskCaller(), up.cfg.Name, resp.Session(), msg, raw); raw == nil {
 				continue // about a task the caller does not hold
 			}
 			if msg.Method == protocol.NotifyMessage && rq.adm.Stateless && !(rq.adm.WantsLogs && relay.WantsLog(rq.adm.LogLevel, msg)) {
@@ -176,10 +177,10 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 				continue
 			}
 			if err := c.out.Event(raw); err != nil {
-				return nil, resp.us, err // the client is gone
+				return nil, resp.Session(), err // the client is gone
 			}
 		case jsonrpc.KindRequest:
-			rq.h.tasks.UpstreamRequest(ctx, rq.taskCaller(), up.cfg.Name, resp.us, msg)
+			rq.h.tasks.UpstreamRequest(ctx, rq.taskCaller(), up.cfg.Name, resp.Session(), msg)
 			who := rq.caller()
 			_, _, lacks := rq.h.bridge.Lacks(who, msg)
 			if c.cancelParked != nil && !lacks {
@@ -188,22 +189,22 @@ func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstream
 					rq.h.LimitHit(ctx, rq, telemetry.LimitParkedCalls, c.method)
 				}
 				if err != nil {
-					return nil, resp.us, err
+					return nil, resp.Session(), err
 				}
 				*parked = true
-				return res, resp.us, nil
+				return res, resp.Session(), nil
 			}
-			rq.h.bridge.UpstreamRequest(ctx, who, c.out, up.client, resp.us, msg)
+			rq.h.bridge.UpstreamRequest(ctx, who, c.out, up.client, resp.Session(), msg)
 			if need, sub, lacks := rq.h.bridge.Lacks(who, msg); rq.adm.Stateless && lacks {
 				// The upstream was refused above and hears no more of the
 				// call; the client is told what it lacks (2026-07-28
 				// basic/index, "Per-request protocol fields").
-				return nil, resp.us, &protocol.CapabilityError{Capability: need, Sub: sub}
+				return nil, resp.Session(), &protocol.CapabilityError{Capability: need, Sub: sub}
 			}
 		case jsonrpc.KindResponse:
-			return msg.Result, resp.us, nil
+			return msg.Result, resp.Session(), nil
 		case jsonrpc.KindErrorResponse:
-			return nil, resp.us, relay.Error(up.cat.Prefix, msg.Error)
+			return nil, resp.Session(), relay.Error(up.cat.Prefix, msg.Error)
 		}
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/mcpgw/gateway/internal/announce"
 	"github.com/mcpgw/gateway/internal/audit"
@@ -39,6 +38,7 @@ import (
 	"github.com/mcpgw/gateway/internal/tasks"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
+	"github.com/mcpgw/gateway/internal/upcall"
 	"github.com/mcpgw/gateway/internal/upstream"
 	"github.com/mcpgw/gateway/internal/watch"
 )
@@ -94,16 +94,14 @@ type Server struct {
 	// list (see OnListChanged).
 	listChanged atomic.Pointer[func(st *State, upstream string, k catalog.Kind)]
 	inflight    inflight
-	sf          singleflight.Group
-	ids         atomic.Uint64
-	idPrefix    string // random, per process: see internalID
+	opener      *upcall.Opener // the sessions' upstream sessions: see openUpstream
+	ids         *upcall.IDs    // of the requests the gateway sends upstream
 
 	metrics *telemetry.Metrics
 	tracer  trace.Tracer
 	audit   *audit.Logger
 
-	healthMu sync.Mutex
-	health   map[string]error // upstream → last request's error
+	health upcall.Health // upstream → last request's error
 
 	capsMu       sync.Mutex
 	lastCaps     map[string]json.RawMessage // upstream → capabilities last seen
@@ -195,13 +193,17 @@ func New(opts Options) (*Server, error) {
 		httpc:    opts.HTTPClient,
 		authc:    opts.AuthClient,
 		lastCaps: make(map[string]json.RawMessage),
-		idPrefix: session.NewID()[:12],
+		ids:      upcall.NewIDs(session.NewID()[:12]),
 		// Set from the config by build.
 		processes: pipe.NewLimit(0),
 		metrics:   opts.Metrics,
 		tracer:    telemetry.Tracer(opts.TracerProvider),
 		audit:     opts.Audit,
 	}
+	h.opener = upcall.NewOpener(h.store, func(name string, res *upstream.InitResult) {
+		h.rememberCaps(name, res.Session.Capabilities)
+		h.instructions.Remember(name, res.Instructions)
+	}, log)
 	h.budgets = budget.NewEngine(opts.Backend.Budgets, log, opts.Now)
 	h.budgets.OnQuota = opts.Metrics.QuotaUsed
 	h.guards = budget.NewGuards()
@@ -210,7 +212,7 @@ func New(opts Options) (*Server, error) {
 	h.listen = listen.New(listen.Options{Bus: opts.Backend.Bus, Go: h.own.Go, Metrics: opts.Metrics, Logger: log})
 	h.subs = subscribe.NewKeeper(h.store, h.listen, log)
 	h.watch = watch.New(log, func(up *upstreamRef) *upstream.Client { return up.client }, watchHooks{h})
-	h.tasks = tasks.New(opts.Backend.Tasks, log, h.internalID)
+	h.tasks = tasks.New(opts.Backend.Tasks, log, h.ids.Internal)
 	h.bridge = bridge.New(bridge.Options{
 		Mailbox: opts.Backend.Mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capSet, Own: &h.own, Shape: h.shapeUpstreamRequest,
 		Observe: func(name string, msg *jsonrpc.Message) {
