@@ -13,7 +13,6 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
-	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
@@ -40,12 +39,6 @@ type call struct {
 	// upHeader holds the Mcp-Param-* headers of a tools/call to a
 	// 2026-07-28 upstream.
 	upHeader http.Header
-	// cancelParked, set while a 2026-07-28 client's call may be parked,
-	// ends the upstream call (see relay).
-	cancelParked context.CancelCauseFunc
-	// hold, set for a 2026-07-28 client's call that may need input, is
-	// its hold on the shared upstream session's GET stream (listen.Hub.HoldShared).
-	hold *listen.Hold
 }
 
 // A methodFunc serves one MCP method. It returns the result, or an error

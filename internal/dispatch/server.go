@@ -33,6 +33,7 @@ import (
 	"github.com/mcpgw/gateway/internal/own"
 	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/policy"
+	"github.com/mcpgw/gateway/internal/relay"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/subscribe"
 	"github.com/mcpgw/gateway/internal/tasks"
@@ -119,6 +120,7 @@ type Server struct {
 	expiries     *own.Queue[*session.Record]
 	expiryWarned atomic.Bool
 	bridge       *bridge.Bridge // requests for input between revisions
+	relayer      *relay.Relayer // client requests relayed to upstreams: see relay.go
 
 	budgets *budget.Engine // rate limits and quotas: see budgets.go
 	guards  *budget.Guards // upstreams' concurrency gates and circuit breakers
@@ -221,6 +223,7 @@ func New(opts Options) (*Server, error) {
 			}
 		},
 	})
+	h.relayer = &relay.Relayer{Bridge: h.bridge, Tasks: h.tasks, IDs: h.ids}
 	var err error
 	if h.broker, err = newBroker(opts.Config, opts.Backend.Vault, h); err != nil {
 		return nil, err
