@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -366,45 +365,8 @@ func readResource(ctx context.Context, rq *Request, c *call) (json.RawMessage, e
 		if err != nil {
 			return nil, err
 		}
-		return rewriteContents(res, up.cat.Prefix)
+		return catalog.ExposeReadResult(res, up.cat.Prefix)
 	})
-}
-
-// rewriteContents rewrites contents[].uri of a resources/read result. The
-// array is scanned, not built: a result of many small contents costs no
-// more memory than its bytes (see catalog/uris.go).
-func rewriteContents(res json.RawMessage, prefix string) (json.RawMessage, error) {
-	if prefix == "" {
-		return res, nil
-	}
-	o, err := jsonx.ParseValidObject(res)
-	if err != nil {
-		return nil, fmt.Errorf("malformed resources/read result: %w", err)
-	}
-	contents := o.Get("contents")
-	if contents == nil {
-		return res, nil
-	}
-	out := make([]byte, 0, len(contents)+len(contents)/8)
-	last := 0
-	err = jsonx.EachElement(contents, func(start, end int) error {
-		eo, err := jsonx.ParseValidObject(contents[start:end])
-		if err != nil {
-			return nil
-		}
-		if u, ok := eo.GetString("uri"); ok {
-			eo.SetString("uri", catalog.ExposedURI(prefix, u))
-			out = append(out, contents[last:start]...)
-			out = eo.AppendTo(out)
-			last = end
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("malformed resources/read contents: %w", err)
-	}
-	o.Set("contents", append(out, contents[last:]...))
-	return o.Bytes(), nil
 }
 
 // complete serves completion/complete, routed by its ref.

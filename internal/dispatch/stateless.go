@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/mcpgw/gateway/internal/jsonx"
@@ -116,36 +115,4 @@ func discover(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 		res["instructions"] = in
 	}
 	return json.Marshal(res)
-}
-
-// stripProtocolMeta removes the protocol's own _meta keys from params: they
-// describe the client's hop to the gateway, not the gateway's hop to an
-// upstream, which speaks its own revision (a 2025-11-25 upstream that knows
-// 2026-07-28 would take them for a request of that revision). Every other
-// byte of params and _meta stays.
-func stripProtocolMeta(params json.RawMessage) json.RawMessage {
-	if len(params) == 0 || !strings.Contains(string(params), protocol.MetaPrefix) {
-		return params
-	}
-	p, err := jsonx.ParseValidObject(params)
-	if err != nil {
-		return params
-	}
-	meta, ok := p.Object("_meta")
-	if !ok {
-		return params
-	}
-	kept := meta.Members[:0]
-	for _, m := range meta.Members {
-		if !strings.HasPrefix(m.Name, protocol.MetaPrefix) {
-			kept = append(kept, m)
-		}
-	}
-	meta.Members = kept
-	if len(kept) == 0 {
-		p.Delete("_meta")
-	} else {
-		p.Set("_meta", meta.Bytes())
-	}
-	return p.Bytes()
 }

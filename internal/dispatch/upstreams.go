@@ -322,23 +322,12 @@ func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID,
 }
 
 // upstreamParams shapes a client's params for the revision the upstream
-// session speaks. The protocol's _meta keys describe a hop: a 2025-11-25
-// upstream gets none of them (one that knows 2026-07-28 would take them for
-// a request of that revision); a 2026-07-28 upstream gets the client's own
-// when the client speaks that revision too, else the gateway fills them in
-// from the client's session (2026-07-28 basic/versioning: every request
-// carries its version, client info and capabilities).
+// session speaks (see upcall.Params).
 func (rq *Request) upstreamParams(us session.Upstream, params json.RawMessage) json.RawMessage {
-	if !upstream.IsModern(us) {
-		if rq.adm.Stateless {
-			return stripProtocolMeta(params)
-		}
-		return params
+	if rq.adm.Stateless || rq.Session == nil {
+		return upcall.Params(us, params, rq.adm.Stateless, nil, nil)
 	}
-	if rq.adm.Stateless {
-		return params
-	}
-	return upstream.WithModernMeta(params, rq.Session.ClientInfo, rq.Session.ClientCapabilities)
+	return upcall.Params(us, params, false, rq.Session.ClientInfo, rq.Session.ClientCapabilities)
 }
 
 // noteUpstream records how the last request to an upstream went, for
