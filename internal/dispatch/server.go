@@ -22,6 +22,7 @@ import (
 	"github.com/mcpgw/gateway/internal/backend"
 	"github.com/mcpgw/gateway/internal/bridge"
 	"github.com/mcpgw/gateway/internal/budget"
+	"github.com/mcpgw/gateway/internal/capset"
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
@@ -104,12 +105,11 @@ type Server struct {
 
 	health upcall.Health // upstream → last request's error
 
-	capsMu       sync.Mutex
-	lastCaps     map[string]json.RawMessage // upstream → capabilities last seen
-	instructions instructions.Memory        // upstream → its instructions last seen
-	capSets      clearingMap                // capabilities JSON → names, see capSet
-	announced    announce.Cache             // clients' capabilities → what upstreams are told
-	logsOn       clearingMap                // upstream and session id → set to log: see enableLogs
+	seenCaps     capset.Seen         // upstream → capabilities last seen
+	capNames     capset.Cache        // capabilities JSON → names
+	instructions instructions.Memory // upstream → its instructions last seen
+	announced    announce.Cache      // clients' capabilities → what upstreams are told
+	logsOn       clearingMap         // upstream and session id → set to log: see enableLogs
 
 	listen *listen.Hub       // messages outside a request: the upstream streams, the bus
 	subs   *subscribe.Keeper // session clients' resource subscriptions
@@ -189,13 +189,12 @@ func New(opts Options) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Server{
-		store:    opts.Backend.Sessions,
-		log:      log,
-		version:  cmp.Or(opts.Version, "dev"), // Implementation.version is required
-		httpc:    opts.HTTPClient,
-		authc:    opts.AuthClient,
-		lastCaps: make(map[string]json.RawMessage),
-		ids:      upcall.NewIDs(session.NewID()[:12]),
+		store:   opts.Backend.Sessions,
+		log:     log,
+		version: cmp.Or(opts.Version, "dev"), // Implementation.version is required
+		httpc:   opts.HTTPClient,
+		authc:   opts.AuthClient,
+		ids:     upcall.NewIDs(session.NewID()[:12]),
 		// Set from the config by build.
 		processes: pipe.NewLimit(0),
 		metrics:   opts.Metrics,
@@ -203,7 +202,7 @@ func New(opts Options) (*Server, error) {
 		audit:     opts.Audit,
 	}
 	h.opener = upcall.NewOpener(h.store, func(name string, res *upstream.InitResult) {
-		h.rememberCaps(name, res.Session.Capabilities)
+		h.seenCaps.Remember(name, res.Session.Capabilities)
 		h.instructions.Remember(name, res.Instructions)
 	}, log)
 	h.budgets = budget.NewEngine(opts.Backend.Budgets, log, opts.Now)
@@ -216,7 +215,7 @@ func New(opts Options) (*Server, error) {
 	h.watch = watch.New(log, func(up *upstreamRef) *upstream.Client { return up.client }, watchHooks{h})
 	h.tasks = tasks.New(opts.Backend.Tasks, log, h.ids.Internal)
 	h.bridge = bridge.New(bridge.Options{
-		Mailbox: opts.Backend.Mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capSet, Own: &h.own, Shape: h.shapeUpstreamRequest,
+		Mailbox: opts.Backend.Mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capNames.Names, Own: &h.own, Shape: h.shapeUpstreamRequest,
 		Observe: func(name string, msg *jsonrpc.Message) {
 			if ks := catalog.ChangedKinds(msg.Method); ks != nil {
 				h.catalog.Stale(name, ks...)

@@ -12,7 +12,6 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/instructions"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
-	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upcall"
@@ -72,7 +71,7 @@ func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps jso
 				}
 				return
 			}
-			h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
+			h.seenCaps.Remember(up.cfg.Name, res.Session.Capabilities)
 			h.instructions.Remember(up.cfg.Name, res.Instructions)
 			mu.Lock()
 			out[up.cfg.Name] = res.Session
@@ -99,9 +98,7 @@ func (h *Server) lazy(up *upstreamRef) bool {
 	if !up.cfg.IsStdio() {
 		return false
 	}
-	h.capsMu.Lock()
-	defer h.capsMu.Unlock()
-	_, known := h.lastCaps[up.cfg.Name]
+	_, known := h.seenCaps.Last(up.cfg.Name)
 	return known
 }
 
@@ -115,12 +112,6 @@ func (rq *Request) instructions(ups []*upstreamRef) string {
 	return rq.h.instructions.Merge(in)
 }
 
-func (h *Server) rememberCaps(name string, caps json.RawMessage) {
-	h.capsMu.Lock()
-	h.lastCaps[name] = caps
-	h.capsMu.Unlock()
-}
-
 // caps returns what is known of an upstream's capabilities: from this
 // session's upstream session, else as last seen by this replica (on any
 // session: an upstream not opened yet, see lazy, is announced so at
@@ -129,9 +120,8 @@ func (rq *Request) caps(up *upstreamRef) json.RawMessage {
 	if us, ok := rq.upstreamEntry(up.cfg.Name); ok {
 		return us.Capabilities
 	}
-	rq.h.capsMu.Lock()
-	defer rq.h.capsMu.Unlock()
-	return rq.h.lastCaps[up.cfg.Name]
+	caps, _ := rq.h.seenCaps.Last(up.cfg.Name)
+	return caps
 }
 
 // hasCap reports whether the upstream is known to offer capability name. An
@@ -142,43 +132,7 @@ func (rq *Request) hasCap(up *upstreamRef, name string) bool {
 	if caps == nil {
 		return true
 	}
-	return rq.h.capSet(caps)[name]
-}
-
-// The capSet cache: a capabilities object of at most capSetMaxBytes is
-// parsed once and kept, in a table of at most capSetMaxEntries that is
-// emptied when full. Upstreams' capabilities (as many values as upstream
-// versions) are its point; clients' (a 2026-07-28 request's _meta) come
-// through it too, and as a client may send a new value with every request,
-// neither their size nor their number may decide what it holds: at most
-// 2 MiB, and a client cycling values only costs the upstreams' entries a
-// parse each time the table is emptied.
-const (
-	capSetMaxBytes   = 4 << 10
-	capSetMaxEntries = 512
-)
-
-// capSet returns the names of the capabilities in caps, parsing each
-// distinct small capabilities object once (see capSetMaxBytes).
-func (h *Server) capSet(caps json.RawMessage) map[string]bool {
-	cacheable := len(caps) <= capSetMaxBytes
-	if cacheable {
-		if v, ok := h.capSets.Load(string(caps)); ok {
-			return v.(map[string]bool)
-		}
-	}
-	set := map[string]bool{}
-	if o, err := jsonx.ParseObject(caps); err == nil {
-		for _, m := range o.Members {
-			if string(m.Value) != "null" {
-				set[m.Name] = true
-			}
-		}
-	}
-	if cacheable {
-		h.capSets.put(string(caps), set, capSetMaxEntries)
-	}
-	return set
+	return rq.h.capNames.Names(caps)[name]
 }
 
 // A clearingMap is a sync.Map bounded by emptying it when an entry would

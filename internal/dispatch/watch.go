@@ -32,7 +32,7 @@ func (h *Server) syncWatches(st *State) {
 type watchHooks struct{ h *Server }
 
 func (w watchHooks) Opened(up *upstreamRef, res *upstream.InitResult) {
-	w.h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
+	w.h.seenCaps.Remember(up.cfg.Name, res.Session.Capabilities)
 	w.h.instructions.Remember(up.cfg.Name, res.Instructions)
 }
 
