@@ -228,7 +228,7 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	if err == nil {
 		err = pinned(up, catalog.Tools, it, name)
 	}
-	if err == nil && rq.definitionBlocked(ctx, catalog.Tools, up, it) {
+	if err == nil && rq.st.guards.DefinitionBlocked(ctx, rq.view.ID, catalog.Tools, it) {
 		err = &catalog.ResolveError{Kind: catalog.Tools, Name: name}
 	}
 	if err != nil {
@@ -311,7 +311,7 @@ func getPrompt(ctx context.Context, rq *Request, c *call) (json.RawMessage, erro
 	if err == nil {
 		err = pinned(up, catalog.Prompts, it, name)
 	}
-	if err == nil && rq.definitionBlocked(ctx, catalog.Prompts, up, it) {
+	if err == nil && rq.st.guards.DefinitionBlocked(ctx, rq.view.ID, catalog.Prompts, it) {
 		err = &catalog.ResolveError{Kind: catalog.Prompts, Name: name}
 	}
 	if err != nil {
