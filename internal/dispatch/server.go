@@ -115,12 +115,10 @@ type Server struct {
 	subs   *subscribe.Keeper // session clients' resource subscriptions
 
 	own own.Group // goroutines that outlive a request: see owner.go
-	// expiries end expired sessions' upstream sessions (owner.go);
-	// expiryWarned says a full queue was logged since it last drained.
-	expiries     *own.Queue[*session.Record]
-	expiryWarned atomic.Bool
-	bridge       *bridge.Bridge // requests for input between revisions
-	relayer      *relay.Relayer // client requests relayed to upstreams: see relay.go
+	// expiries end expired sessions' upstream sessions (owner.go).
+	expiries *upcall.Expiries
+	bridge   *bridge.Bridge // requests for input between revisions
+	relayer  *relay.Relayer // client requests relayed to upstreams: see relay.go
 
 	budgets *budget.Engine // rate limits and quotas: see budgets.go
 	guards  *budget.Guards // upstreams' concurrency gates and circuit breakers
@@ -209,7 +207,7 @@ func New(opts Options) (*Server, error) {
 	h.budgets.OnQuota = opts.Metrics.QuotaUsed
 	h.guards = budget.NewGuards()
 	h.guards.Notify = h.circuitChanged
-	h.expiries = h.newExpiries()
+	h.expiries = upcall.NewExpiries(&h.own, func(rec *session.Record) { h.terminateUpstreams(context.Background(), h.state.Load(), rec) }, log)
 	h.listen = listen.New(listen.Options{Bus: opts.Backend.Bus, Go: h.own.Go, Metrics: opts.Metrics, Logger: log})
 	h.subs = subscribe.NewKeeper(h.store, h.listen, log)
 	h.watch = watch.New(log, func(up *upstreamRef) *upstream.Client { return up.client }, watchHooks{h})
@@ -441,30 +439,15 @@ func BoundTo(rec *session.Record, p *auth.Principal) bool {
 	return rec.Principal.Issuer == p.Issuer && rec.Principal.Subject == p.Subject && rec.Principal.Tenant == p.Tenant
 }
 
-// terminateTimeout bounds the termination of one session's upstream
-// sessions.
-const terminateTimeout = 5 * time.Second
-
-// terminateUpstreams ends a gateway session's upstream sessions, all at once
-// (one goroutine per upstream, waited for) and bounded in time, whatever
-// happens to ctx.
+// terminateUpstreams ends a gateway session's upstream sessions, all at
+// once and bounded in time, whatever happens to ctx (see upcall.Terminate).
 func (h *Server) terminateUpstreams(ctx context.Context, st *State, rec *session.Record) {
-	ctx = recordCaller(ctx, st, rec.Principal)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	for name, us := range rec.Upstreams {
-		up := st.byName[name]
-		if up == nil || us.SessionID == "" {
-			continue
+	upcall.Terminate(recordCaller(ctx, st, rec.Principal), rec.Upstreams, func(name string) *upstream.Client {
+		if up := st.byName[name]; up != nil {
+			return up.client
 		}
-		wg.Go(func() {
-			if err := up.client.Terminate(ctx, us); err != nil {
-				h.log.Warn("terminating upstream session", "upstream", name, "error", err)
-			}
-		})
-	}
-	wg.Wait()
+		return nil
+	}, h.log)
 }
 
 // processLimits are the limit labels of the bounds of stdio processes.

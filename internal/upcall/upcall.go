@@ -3,7 +3,8 @@
 // its client span and metrics (Begin, Response), its answer read to the
 // end (ResultOf, ListOn) or joined with the requests a shared GET stream
 // hands it (Merge), the upstream session it goes on, opened once per
-// gateway session and replica (Opener), and how each upstream's last
+// gateway session and replica (Opener) and ended (Terminate; Expiries for
+// the sessions that expired in the store), and how each upstream's last
 // request went (Health).
 //
 // What a request is sent with (credentials, budgets, the session it
