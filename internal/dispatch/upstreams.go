@@ -55,31 +55,18 @@ func (rq *Request) tenantUpstreams() *tenantUpstreams {
 // initialize (all but the lazy ones), all at once. Failures are logged and
 // leave the upstream out of the returned map.
 func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps json.RawMessage) map[string]session.Upstream {
-	var mu sync.Mutex
-	out := make(map[string]session.Upstream, len(ups))
-	var wg sync.WaitGroup
+	cs := make([]*upstream.Client, 0, len(ups))
 	for _, up := range ups {
-		if h.lazy(up) {
-			continue
+		if !h.lazy(up) {
+			cs = append(cs, up.client)
 		}
-		wg.Go(func() {
-			res, err := up.client.OpenAs(ctx, caps)
-			h.noteUpstream(up.cfg.Name, err)
-			if err != nil {
-				if !callerMustAct(err) {
-					h.log.Warn("upstream initialize failed", "upstream", up.cfg.Name, "error", err)
-				}
-				return
-			}
-			h.seenCaps.Remember(up.cfg.Name, res.Session.Capabilities)
-			h.instructions.Remember(up.cfg.Name, res.Instructions)
-			mu.Lock()
-			out[up.cfg.Name] = res.Session
-			mu.Unlock()
-		})
 	}
-	wg.Wait()
-	return out
+	return h.opener.OpenAll(ctx, cs, caps, func(name string, err error) {
+		h.noteUpstream(name, err)
+		if err != nil && !callerMustAct(err) {
+			h.log.Warn("upstream initialize failed", "upstream", name, "error", err)
+		}
+	})
 }
 
 // lazy reports whether the session with up is opened only by the first

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync"
 
 	"golang.org/x/sync/singleflight"
 
@@ -32,6 +33,35 @@ func NewOpener(store session.Store, opened func(name string, res *upstream.InitR
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Opener{store: store, opened: opened, log: log}
+}
+
+// OpenAll opens a session with each of cs, announced caps, all at once,
+// for a gateway session whose record is not stored yet (its creator
+// stores them). done, if not nil, is told how each went; one that failed
+// is left out of the returned map, by upstream name.
+func (o *Opener) OpenAll(ctx context.Context, cs []*upstream.Client, caps json.RawMessage, done func(name string, err error)) map[string]session.Upstream {
+	var mu sync.Mutex
+	out := make(map[string]session.Upstream, len(cs))
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() {
+			res, err := c.OpenAs(ctx, caps)
+			if done != nil {
+				done(c.Name(), err)
+			}
+			if err != nil {
+				return
+			}
+			if o.opened != nil {
+				o.opened(c.Name(), res)
+			}
+			mu.Lock()
+			out[c.Name()] = res.Session
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // Open opens a session with upstream c for gateway session id, announced

@@ -264,3 +264,26 @@ func TestHealth(t *testing.T) {
 		t.Errorf("b answered: %v, %v", err, tried)
 	}
 }
+
+// TestOpenAll: each upstream is opened, what it said is told, and how
+// each went is reported; one that fails is left out.
+func TestOpenAll(t *testing.T) {
+	f := newFakeUpstream(t)
+	down := upstream.New(config.Upstream{Name: "down", URL: "http://127.0.0.1:1/mcp", Timeout: config.Duration(5 * time.Second)}, upstream.Options{})
+	t.Cleanup(func() { down.Close() })
+	var told atomic.Int32
+	o := NewOpener(newStore(t, "g1"), func(string, *upstream.InitResult) { told.Add(1) }, nil)
+	var mu sync.Mutex
+	outcomes := map[string]error{}
+	got := o.OpenAll(context.Background(), []*upstream.Client{f.client(t), down}, nil, func(name string, err error) {
+		mu.Lock()
+		outcomes[name] = err
+		mu.Unlock()
+	})
+	if len(got) != 1 || got["fake"].SessionID == "" || told.Load() != 1 {
+		t.Errorf("opened %+v, told %d", got, told.Load())
+	}
+	if len(outcomes) != 2 || outcomes["fake"] != nil || outcomes["down"] == nil {
+		t.Errorf("outcomes %v", outcomes)
+	}
+}
