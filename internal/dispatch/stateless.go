@@ -2,12 +2,8 @@ package dispatch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"strconv"
-	"time"
 
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
@@ -47,31 +43,8 @@ func PrincipalKey(rq *Request) string {
 // must not use them. Every replica finds the same one.
 func (h *Server) PrincipalRecord(ctx context.Context, rq *Request) (*session.Record, error) {
 	p := rq.principal
-	sum := sha256.Sum256([]byte(PrincipalKey(rq) + "\x00" + rq.announced().Key()))
-	id := StatelessPrefix + hex.EncodeToString(sum[:16])
-	rec, err := h.store.Get(ctx, id)
-	if err == nil {
-		if !BoundTo(rec, p) {
-			return nil, errors.New("stateless record bound to another principal")
-		}
-		return rec, nil
-	}
-	if !errors.Is(err, session.ErrNotFound) {
-		return nil, err
-	}
-	now := time.Now()
-	rec = &session.Record{
-		ID: id, ProtocolVersion: protocol.LatestStateless.String(), Created: now, LastSeen: now,
-		Principal: session.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant},
-	}
-	switch err := h.store.Create(ctx, rec); {
-	case err == nil:
-		return rec, nil
-	case errors.Is(err, session.ErrExists):
-		return h.store.Get(ctx, id) // another replica, or request, made it
-	default:
-		return nil, err
-	}
+	return session.PrincipalRecord(ctx, h.store, StatelessPrefix, PrincipalKey(rq)+"\x00"+rq.announced().Key(),
+		session.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant}, protocol.LatestStateless.String())
 }
 
 // decorate adds what every 2026-07-28 result carries: resultType, the
