@@ -147,19 +147,15 @@ func (rq *Request) enableLogs(ctx context.Context, up *upstreamRef) {
 		return
 	}
 	h := rq.h
-	key := up.cfg.Name + "\x00" + us.SessionID
-	if _, done := h.logsOn.Load(key); done {
+	if h.logging.On(up.cfg.Name, us.SessionID) {
 		return
 	}
 	if _, err := rq.roundTrip(ctx, up, protocol.MethodSetLevel, json.RawMessage(`{"level":"debug"}`)); err != nil {
 		h.log.Debug("logging/setLevel for a 2026-07-28 caller failed", "upstream", up.cfg.Name, "error", err)
 		return
 	}
-	h.logsOn.put(key, struct{}{}, maxLogsOn) // emptied when full: a session is sent its level again
+	h.logging.Set(up.cfg.Name, us.SessionID) // bounded: a session may be sent its level again
 }
-
-// maxLogsOn bounds the upstream sessions remembered as logging.
-const maxLogsOn = 4096
 
 // shapeUpstreamRequest is the bridge's Shape: the resource URIs inside an
 // upstream's sampling request, exposed in the gateway's namespace (see

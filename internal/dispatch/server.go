@@ -109,7 +109,7 @@ type Server struct {
 	capNames     capset.Cache        // capabilities JSON → names
 	instructions instructions.Memory // upstream → its instructions last seen
 	announced    announce.Cache      // clients' capabilities → what upstreams are told
-	logsOn       clearingMap         // upstream and session id → set to log: see enableLogs
+	logging      upcall.Logging      // upstream sessions set to log: see enableLogs
 
 	listen *listen.Hub       // messages outside a request: the upstream streams, the bus
 	subs   *subscribe.Keeper // session clients' resource subscriptions

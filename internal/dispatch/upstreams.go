@@ -6,8 +6,6 @@ import (
 	"errors"
 	"maps"
 	"net/http"
-	"sync"
-	"sync/atomic"
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/instructions"
@@ -120,24 +118,6 @@ func (rq *Request) hasCap(up *upstreamRef, name string) bool {
 		return true
 	}
 	return rq.h.capNames.Names(caps)[name]
-}
-
-// A clearingMap is a sync.Map bounded by emptying it when an entry would
-// pass the bound, rather than evicting entries one by one: for entries that
-// are cheap to make again, where an order kept per hit would cost more than
-// an occasional refill.
-type clearingMap struct {
-	sync.Map
-	n atomic.Int64
-}
-
-// put stores v under k, emptying the map first when it holds max entries.
-func (m *clearingMap) put(k string, v any, max int64) {
-	if m.n.Add(1) > max {
-		m.Clear()
-		m.n.Store(1)
-	}
-	m.Store(k, v)
 }
 
 // modern reports whether the session's upstream session with up is of the
