@@ -66,6 +66,15 @@ func (r *Refusal) Error() string {
 	return what + " Retry after " + strconv.Itoa(r.RetryAfterSeconds()) + "s."
 }
 
+// Reason is the refusal in the audit log: its kind and the budget's name,
+// both from the config.
+func (r *Refusal) Reason() string {
+	if r.StoreError {
+		return string(r.Kind) + " " + r.Name + " (store unavailable)"
+	}
+	return string(r.Kind) + " " + r.Name
+}
+
 func kindNoun(k Kind) string {
 	switch k {
 	case KindRateLimit:

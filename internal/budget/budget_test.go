@@ -345,3 +345,16 @@ func TestGate(t *testing.T) {
 		}
 	})
 }
+
+// TestRefusalReason: the audit log's reason names the budget's kind and
+// name, and says when the store could not be asked.
+func TestRefusalReason(t *testing.T) {
+	r := &Refusal{Kind: KindQuota, Name: "daily"}
+	if got := r.Reason(); got != "quota daily" {
+		t.Errorf("Reason = %q", got)
+	}
+	r.StoreError = true
+	if got := r.Reason(); got != "quota daily (store unavailable)" {
+		t.Errorf("Reason with the store down = %q", got)
+	}
+}

@@ -3,6 +3,7 @@ package catalog
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 
 	"github.com/mcpgw/gateway/internal/jsonx"
 )
@@ -240,6 +241,43 @@ func ExposePromptResult(res json.RawMessage, prefix string) json.RawMessage {
 	}
 	o.Set("messages", m)
 	return o.Bytes()
+}
+
+// ExposeReadResult returns res, a ReadResourceResult, with contents[].uri
+// exposed for prefix. The array is scanned, not built: a result of many
+// small contents costs no more memory than its bytes.
+func ExposeReadResult(res json.RawMessage, prefix string) (json.RawMessage, error) {
+	if prefix == "" {
+		return res, nil
+	}
+	o, err := jsonx.ParseValidObject(res)
+	if err != nil {
+		return nil, fmt.Errorf("malformed resources/read result: %w", err)
+	}
+	contents := o.Get("contents")
+	if contents == nil {
+		return res, nil
+	}
+	out := make([]byte, 0, len(contents)+len(contents)/8)
+	last := 0
+	err = jsonx.EachElement(contents, func(start, end int) error {
+		eo, err := jsonx.ParseValidObject(contents[start:end])
+		if err != nil {
+			return nil
+		}
+		if u, ok := eo.GetString("uri"); ok {
+			eo.SetString("uri", ExposedURI(prefix, u))
+			out = append(out, contents[last:start]...)
+			out = eo.AppendTo(out)
+			last = end
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("malformed resources/read contents: %w", err)
+	}
+	o.Set("contents", append(out, contents[last:]...))
+	return o.Bytes(), nil
 }
 
 // ExposeSamplingParams returns params, a CreateMessageRequest's, with the

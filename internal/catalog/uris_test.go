@@ -105,3 +105,21 @@ func TestExposeSamplingParams(t *testing.T) {
 		t.Errorf("plain changed: %s", got)
 	}
 }
+
+// TestExposeReadResult: each contents[].uri is exposed for the prefix,
+// every other byte stays; no prefix passes the result as it is, and a
+// malformed one is an error.
+func TestExposeReadResult(t *testing.T) {
+	in := `{"contents":[{"uri":"file:///a","text":"x"}, {"blob":"AA=="},{"uri":"file:///b","mimeType":"text/plain"}],"_meta":{"k":1}}`
+	got, err := ExposeReadResult(json.RawMessage(in), "fs")
+	want := `{"contents":[{"uri":"fs+file:///a","text":"x"}, {"blob":"AA=="},{"uri":"fs+file:///b","mimeType":"text/plain"}],"_meta":{"k":1}}`
+	if err != nil || string(got) != want {
+		t.Errorf("ExposeReadResult = %s, %v\nwant %s", got, err, want)
+	}
+	if got, err := ExposeReadResult(json.RawMessage(in), ""); err != nil || string(got) != in {
+		t.Errorf("no prefix: %s, %v", got, err)
+	}
+	if _, err := ExposeReadResult(json.RawMessage(`{"contents":`), "fs"); err == nil {
+		t.Error("a malformed result passed")
+	}
+}

@@ -2,12 +2,10 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/budget"
-	"github.com/mcpgw/gateway/internal/jsonrpc"
-	"github.com/mcpgw/gateway/internal/upstream"
+	"github.com/mcpgw/gateway/internal/relay"
 )
 
 // Budgets on work (see package budget): rate limits and quotas are checked
@@ -81,30 +79,9 @@ func (rq *Request) guard(ctx context.Context, up *upstreamRef) (func(error), err
 			release()
 		}
 		if report != nil {
-			report(breakerOutcome(err))
+			report(relay.BreakerOutcome(err))
 		}
 	}, nil
-}
-
-// breakerOutcome classifies how a request to an upstream ended for its
-// circuit breaker: an answer (a JSON-RPC error included) is a success; a
-// transport error, an HTTP 5xx or the upstream's timeout a failure.
-func breakerOutcome(err error) budget.Outcome {
-	var ue *upstream.Error
-	var je *jsonrpc.Error
-	switch {
-	case err == nil, errors.As(err, &je):
-		// A JSON-RPC error is an answer.
-		return budget.Succeeded
-	case errors.As(err, &ue):
-		if ue.Status == 0 || ue.Status >= 500 {
-			return budget.Failed
-		}
-		return budget.Succeeded
-	case errors.Is(err, context.DeadlineExceeded):
-		return budget.Failed
-	}
-	return budget.Unknown
 }
 
 // circuitChanged is the breakers' hook: a circuit opened or closed.
@@ -140,19 +117,10 @@ func (h *Server) budgetRefused(ctx context.Context, rq *Request, method string, 
 	}
 	r := audit.Record{
 		Event: audit.EventLimit, Tenant: rq.principal.Tenant, Subject: rq.principal.Subject, ClientID: rq.principal.ClientID,
-		Method: method, Decision: audit.DecisionDeny, Outcome: audit.OutcomeDenied, Reason: refusalReason(ref),
+		Method: method, Decision: audit.DecisionDeny, Outcome: audit.OutcomeDenied, Reason: ref.Reason(),
 	}
 	if rq.Session != nil {
 		r.SessionID = rq.Session.ID
 	}
 	h.audit.Record(ctx, r)
-}
-
-// refusalReason is a refusal in the audit log: its kind and the budget's
-// name, both from the config.
-func refusalReason(ref *budget.Refusal) string {
-	if ref.StoreError {
-		return string(ref.Kind) + " " + ref.Name + " (store unavailable)"
-	}
-	return string(ref.Kind) + " " + ref.Name
 }

@@ -33,15 +33,11 @@ type UpstreamState struct {
 func (h *Server) UpstreamStates() []UpstreamState {
 	st := h.state.Load()
 	out := make([]UpstreamState, 0, len(st.upstreams))
-	h.healthMu.Lock()
 	for _, up := range st.upstreams {
 		s := UpstreamState{Name: up.cfg.Name}
-		s.LastError, s.Tried = h.health[up.cfg.Name]
+		s.LastError, s.Tried = h.health.Last(up.cfg.Name)
 		out = append(out, s)
 	}
-	h.healthMu.Unlock()
-	// The guards' locks are taken outside healthMu: no lock is held
-	// while another is taken.
 	lists := h.catalog.ListStats()
 	for i, up := range st.upstreams {
 		out[i].Lists = lists[up.cfg.Name]

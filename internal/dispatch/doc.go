@@ -3,21 +3,25 @@
 //
 // It owns the method table (table.go: each method's handler and its facts),
 // the methods themselves, the session lifecycle behind the HTTP one
-// (initialize's record and upstream sessions, their end), the upstream
-// sessions a gateway session holds and the calls made on them, the relay
-// of an upstream's answer to the client, the config snapshot a request is
-// served with and its replacement on reload, the watches that keep the
-// catalog fresh, readiness, and what each request leaves in spans,
-// metrics and the audit log.
+// (initialize's record and upstream sessions, their end), which upstream
+// session a request goes on and what it sends there (budgets, credentials,
+// params), the config snapshot a request is served with and its
+// replacement on reload, the watches that keep the catalog fresh,
+// readiness, and what each request leaves in spans, metrics and the audit
+// log.
 //
 // Capabilities of their own live in packages that own their state, each
 // reached through a narrow interface of its own that a file here
 // implements for a request: resource subscriptions are internal/subscribe's
 // (subscribe.go), what reaches a session outside a request
 // internal/listen's (listen.go), what an upstream is told of its client
-// internal/announce's. Of the relay, what an upstream's error becomes for
-// the client, and which log messages a 2026-07-28 request hears, are
-// internal/relay's; the relay loop (relay.go) is still here.
+// internal/announce's, the relay of an upstream's answer to the client
+// internal/relay's (relay.go implements its Hop), one request to an
+// upstream (its id, span, answer, the upstream session opened or ended
+// for it) internal/upcall's, the upstreams' instructions
+// internal/instructions', what is known of capabilities internal/capset's;
+// the guards, the policy rules and a tenant's presentation are applied to
+// a request by internal/guard, internal/policy and internal/catalog.
 //
 // A request path, top to bottom:
 //
@@ -28,7 +32,7 @@
 //	                                   │ lists: catalog.Merge of the tenant's listings
 //	                                   │ calls: catalog.Resolve → the owning upstream
 //	                                   ▼
-//	                                 relay (relay.go) ──► upstream.Client
+//	                                 relay.Relayer.Relay ──► upcall ──► upstream.Client
 //	                                   │ notifications → Out.Event, as they arrive
 //	                                   │ requests for input → bridge
 //	                                   ▼

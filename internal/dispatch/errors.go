@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/mcpgw/gateway/internal/budget"
 	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/guard"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/relay"
 	"github.com/mcpgw/gateway/internal/upstream"
@@ -17,34 +18,7 @@ import (
 
 // How a method's error becomes the client's: the one place internal
 // errors get their JSON-RPC code (toJSONRPCError), and their short reason
-// in the audit log (failureReason).
-
-// failureReason classifies a failed request for the audit log with a short
-// fixed string: never an error text, which may quote the request or an
-// upstream.
-func failureReason(err error) string {
-	var re *catalog.ResolveError
-	var ue *upstream.Error
-	var je *jsonrpc.Error
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, context.Canceled):
-		return "cancelled"
-	case errors.As(err, &re):
-		if len(re.Conflict) > 0 {
-			return "name conflict"
-		}
-		return "unknown name"
-	case errors.As(err, &ue):
-		return "upstream unreachable or failing"
-	case errors.As(err, &je):
-		return "error " + strconv.FormatInt(je.Code, 10)
-	}
-	return "internal error"
-}
+// in the audit log (relay.FailureReason).
 
 var errCancelledByClient = errors.New("request cancelled by the client")
 
@@ -74,14 +48,14 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 	var ue *upstream.Error
 	var ref *budget.Refusal
 	var ce *protocol.CapabilityError
-	var pr *policyRefusal
+	var pr *policy.Refusal
 	switch {
 	case errors.As(err, &ce):
 		return ce.RPCError()
-	case errors.As(err, &pr) && pr.unknown == nil:
+	case errors.As(err, &pr) && pr.Unknown == nil:
 		return pr.RPCError()
-	case errors.As(err, new(*guardBlock)):
-		var gb *guardBlock
+	case errors.As(err, new(*guard.BlockError)):
+		var gb *guard.BlockError
 		errors.As(err, &gb)
 		return gb.RPCError()
 	case errors.As(err, new(*ScopeError)):

@@ -2,12 +2,7 @@ package dispatch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"net/http"
-	"os"
-	"reflect"
 
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/config"
@@ -21,86 +16,15 @@ import (
 // (see internal/credentials). The caller travels in the request's context;
 // the credentials' partition keeps apart what each identity was shown.
 
-// credentialSecrets are the secrets of upstream u's credentials beyond its
-// own headers: the client secrets, and the tenants' header values, scrubbed
-// from whatever the upstream answers (see upstream.Scrubber).
-func credentialSecrets(u *config.Upstream, tenants map[string]config.TenantUpstream) []string {
-	var out []string
-	if u.Auth != nil {
-		out = append(out, u.Auth.ClientSecret)
-	}
-	for _, tu := range tenants {
-		for _, v := range tu.Headers {
-			out = append(out, v)
-		}
-		for _, v := range tu.Env {
-			out = append(out, v)
-		}
-		if tu.Auth != nil {
-			out = append(out, tu.Auth.ClientSecret)
-		}
-	}
-	return out
-}
-
-// usesSigner reports whether upstream u, for any tenant, uses signed
-// identity.
-func usesSigner(cfg *config.Config, u *config.Upstream) bool {
-	if u.Auth != nil && u.Auth.Mode == config.AuthSignedIdentity {
-		return true
-	}
-	for _, tu := range cfg.TenantCredentials(u.Name) {
-		if a := config.EffectiveAuth(u, &tu); a != nil && a.Mode == config.AuthSignedIdentity {
-			return true
-		}
-	}
-	return false
-}
-
-// signerFor returns the signer of cfg: prev's when the identity settings
-// and the public URL are the same, nil when no upstream signs.
-//
-// It fails when the key files cannot be used (config.Validate cannot load
-// them): a config that cannot be served is not.
+// signerFor returns the signer of cfg and the digest of its key files:
+// prev's when nothing it was made from changed (see identity.ForConfig).
 func (h *Server) signerFor(cfg *config.Config, prev *State) (*identity.Signer, string, error) {
-	need := false
-	for i := range cfg.Upstreams {
-		need = need || usesSigner(cfg, &cfg.Upstreams[i])
+	var made identity.Made
+	if prev != nil {
+		made = identity.Made{Signer: prev.signer, Config: prev.cfg, KeysSum: prev.keysSum}
 	}
-	if !need {
-		return nil, "", nil
-	}
-	// Key files rotated in place (the same paths) make a new signer too.
-	sum := keyFilesSum(cfg.Identity.SigningKeys)
-	if prev != nil && prev.signer != nil && reflect.DeepEqual(prev.cfg.Identity, cfg.Identity) &&
-		prev.cfg.Server.PublicURL == cfg.Server.PublicURL && prev.keysSum == sum {
-		return prev.signer, sum, nil
-	}
-	s, err := identity.NewSigner(identity.Options{
-		Issuer: cfg.Server.PublicURL, KeyFiles: cfg.Identity.SigningKeys, TTL: cfg.Identity.TokenTTL.D(), Logger: h.log,
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("identity: %w", err)
-	}
-	return s, sum, nil
-}
-
-// keyFilesSum is a digest of the contents of key files ("" for none, or
-// for a file that cannot be read: NewSigner reports that).
-func keyFilesSum(files []string) string {
-	if len(files) == 0 {
-		return ""
-	}
-	h := sha256.New()
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return ""
-		}
-		h.Write(b)
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	made, err := identity.ForConfig(cfg, made, h.log)
+	return made.Signer, made.KeysSum, err
 }
 
 // JWKS serves the public keys of the signed-identity tokens of the config

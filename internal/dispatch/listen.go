@@ -33,7 +33,7 @@ func (h *Server) Listen(ctx context.Context, rq *Request) (msgs <-chan []byte, s
 			Principal: PrincipalKey(rq), Tenant: rq.principal.Tenant,
 			Session: rq.Session.ID, Caps: rq.Session.ClientCapabilities,
 		},
-		Roots:  h.capSet(rq.Session.ClientCapabilities)["roots"],
+		Roots:  h.capNames.Names(rq.Session.ClientCapabilities)["roots"],
 		Limits: &rq.st.cfg.Limits,
 	})
 }

@@ -84,7 +84,7 @@ func (rq *Request) merged(ctx context.Context, k catalog.Kind) *mergedEntry {
 			return e
 		}
 	}
-	items := rq.guardDefinitions(ctx, k, rq.h.catalog.Merge(k, ups, ls, rq))
+	items := rq.st.guards.Definitions(ctx, rq.view.ID, k, rq.h.catalog.Merge(k, ups, ls, rq))
 	var body []byte
 	if k == catalog.Tools {
 		for i := range items {

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,12 +12,12 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
-	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/subscribe"
 	"github.com/mcpgw/gateway/internal/tasks"
+	"github.com/mcpgw/gateway/internal/upcall"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -39,12 +38,6 @@ type call struct {
 	// upHeader holds the Mcp-Param-* headers of a tools/call to a
 	// 2026-07-28 upstream.
 	upHeader http.Header
-	// cancelParked, set while a 2026-07-28 client's call may be parked,
-	// ends the upstream call (see relay).
-	cancelParked context.CancelCauseFunc
-	// hold, set for a 2026-07-28 client's call that may need input, is
-	// its hold on the shared upstream session's GET stream (listen.Hub.HoldShared).
-	hold *listen.Hold
 }
 
 // A methodFunc serves one MCP method. It returns the result, or an error
@@ -168,7 +161,7 @@ func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Mes
 		// Not served by this replica (or already done): tell every upstream
 		// of the session; the one that has it cancels, the others ignore an
 		// unknown id (2025-11-25 basic/utilities/cancellation).
-		params, _ := json.Marshal(map[string]any{"requestId": forwardID(rid), "reason": "cancelled by the client"})
+		params, _ := json.Marshal(map[string]any{"requestId": upcall.ForwardID(rid), "reason": "cancelled by the client"})
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		var wg sync.WaitGroup
@@ -235,7 +228,7 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	if err == nil {
 		err = pinned(up, catalog.Tools, it, name)
 	}
-	if err == nil && rq.definitionBlocked(ctx, catalog.Tools, up, it) {
+	if err == nil && rq.st.guards.DefinitionBlocked(ctx, rq.view.ID, catalog.Tools, it) {
 		err = &catalog.ResolveError{Kind: catalog.Tools, Name: name}
 	}
 	if err != nil {
@@ -318,7 +311,7 @@ func getPrompt(ctx context.Context, rq *Request, c *call) (json.RawMessage, erro
 	if err == nil {
 		err = pinned(up, catalog.Prompts, it, name)
 	}
-	if err == nil && rq.definitionBlocked(ctx, catalog.Prompts, up, it) {
+	if err == nil && rq.st.guards.DefinitionBlocked(ctx, rq.view.ID, catalog.Prompts, it) {
 		err = &catalog.ResolveError{Kind: catalog.Prompts, Name: name}
 	}
 	if err != nil {
@@ -372,45 +365,8 @@ func readResource(ctx context.Context, rq *Request, c *call) (json.RawMessage, e
 		if err != nil {
 			return nil, err
 		}
-		return rewriteContents(res, up.cat.Prefix)
+		return catalog.ExposeReadResult(res, up.cat.Prefix)
 	})
-}
-
-// rewriteContents rewrites contents[].uri of a resources/read result. The
-// array is scanned, not built: a result of many small contents costs no
-// more memory than its bytes (see catalog/uris.go).
-func rewriteContents(res json.RawMessage, prefix string) (json.RawMessage, error) {
-	if prefix == "" {
-		return res, nil
-	}
-	o, err := jsonx.ParseValidObject(res)
-	if err != nil {
-		return nil, fmt.Errorf("malformed resources/read result: %w", err)
-	}
-	contents := o.Get("contents")
-	if contents == nil {
-		return res, nil
-	}
-	out := make([]byte, 0, len(contents)+len(contents)/8)
-	last := 0
-	err = jsonx.EachElement(contents, func(start, end int) error {
-		eo, err := jsonx.ParseValidObject(contents[start:end])
-		if err != nil {
-			return nil
-		}
-		if u, ok := eo.GetString("uri"); ok {
-			eo.SetString("uri", catalog.ExposedURI(prefix, u))
-			out = append(out, contents[last:start]...)
-			out = eo.AppendTo(out)
-			last = end
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("malformed resources/read contents: %w", err)
-	}
-	o.Set("contents", append(out, contents[last:]...))
-	return o.Bytes(), nil
 }
 
 // complete serves completion/complete, routed by its ref.

@@ -11,7 +11,10 @@ import (
 	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/budget"
 	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/guard"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/policy"
+	"github.com/mcpgw/gateway/internal/relay"
 	"github.com/mcpgw/gateway/internal/telemetry"
 )
 
@@ -82,11 +85,11 @@ func answered(next methodFunc) methodFunc {
 		if f := (*toolFailure)(nil); errors.As(err, &f) {
 			return toolError(f.text), nil
 		}
-		if gb := (*guardBlock)(nil); c.m.target == targetTool && errors.As(err, &gb) {
+		if gb := (*guard.BlockError)(nil); c.m.target == targetTool && errors.As(err, &gb) {
 			return toolError(gb.Error()), nil
 		}
-		if pr := (*policyRefusal)(nil); c.m.target == targetTool && errors.As(err, &pr) && pr.unknown == nil && pr.d.AsResult {
-			return toolError(pr.message()), nil
+		if pr := (*policy.Refusal)(nil); c.m.target == targetTool && errors.As(err, &pr) && pr.Unknown == nil && pr.Decision.AsResult {
+			return toolError(pr.Message()), nil
 		}
 		if ref := (*budget.Refusal)(nil); c.m.target == targetTool && errors.As(err, &ref) {
 			// A model can act on it (2025-11-25 server/tools, "Error
@@ -116,8 +119,8 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, res j
 	outcome := telemetry.OutcomeOK
 	decision := audit.DecisionAllow
 	var re *catalog.ResolveError
-	var pr *policyRefusal
-	var gb *guardBlock
+	var pr *policy.Refusal
+	var gb *guard.BlockError
 	var je *jsonrpc.Error
 	switch {
 	case refusal != nil:
@@ -135,7 +138,7 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, res j
 		telemetry.SetError(span, err)
 	case errors.As(err, &pr):
 		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
-		h.metrics.PolicyDenial(rq.view.ID, c.upstream, pr.kind.Info().Noun)
+		h.metrics.PolicyDenial(rq.view.ID, c.upstream, pr.Noun)
 		telemetry.SetJSONRPCError(span, jsonrpc.CodeInvalidParams, "denied by policy")
 	case errors.As(err, &re) && re.DeniedBy != "":
 		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
@@ -188,14 +191,14 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, res j
 		r.Outcome = audit.OutcomeIsError
 	case telemetry.OutcomeLimited:
 		r.Outcome = audit.OutcomeDenied
-		r.Reason = refusalReason(refusal)
+		r.Reason = refusal.Reason()
 	case telemetry.OutcomeDenied:
 		r.Outcome = audit.OutcomeDenied
 		switch {
 		case gb != nil:
-			r.Reason = "guard: " + gb.kinds()
+			r.Reason = "guard: " + gb.Kinds()
 		case pr != nil:
-			r.Reason = "policy: " + pr.d.Rule()
+			r.Reason = "policy: " + pr.Decision.Rule()
 		case re != nil:
 			r.Reason = "hidden by policy"
 		default:
@@ -203,7 +206,7 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, res j
 		}
 	default:
 		r.Outcome = audit.OutcomeError
-		r.Reason = failureReason(err)
+		r.Reason = relay.FailureReason(err)
 	}
 	if up := rq.st.byName[c.upstream]; up != nil {
 		if c.arguments != nil {

@@ -8,10 +8,8 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
-	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/telemetry"
-	"github.com/mcpgw/gateway/internal/tenant"
 )
 
 // Policy rules beyond the tenant's (internal/policy, docs/policy.md): the
@@ -57,18 +55,7 @@ func (rq *Request) policyPrincipal() *policy.Principal {
 }
 
 // hasPolicy reports whether rules apply to any of the tenant's upstreams.
-func (rq *Request) hasPolicy() bool {
-	e := rq.st.policy
-	if e == nil {
-		return false
-	}
-	for _, name := range rq.view.Upstreams {
-		if e.HasRules(rq.view.ID, name) {
-			return true
-		}
-	}
-	return false
-}
+func (rq *Request) hasPolicy() bool { return rq.st.policy.HasRulesAny(rq.view.ID, rq.view.Upstreams) }
 
 func policySource(d *policy.Decision) string {
 	switch d.By {
@@ -80,84 +67,12 @@ func policySource(d *policy.Decision) string {
 	return telemetry.PolicyByDefault
 }
 
-// policyKind is the kind of item rules are written for.
-func policyKind(k catalog.Kind) tenant.Kind { return k.Policy() }
-
 // filterPolicy returns items, the tenant's merged list of kind k, without
-// what the principal's list-phase rules hide; the same slice when they
-// hide nothing.
+// what the principal's list-phase rules hide (see policy.Engine.Filter).
 func (rq *Request) filterPolicy(ctx context.Context, method string, k catalog.Kind, items []catalog.Item) []catalog.Item {
-	e := rq.st.policy
-	who := rq.policyPrincipal()
-	idx := make([]int, 0, len(items))
-	ins := make([]policy.Input, 0, len(items))
-	for i := range items {
-		it := &items[i]
-		if !e.HasRules(rq.view.ID, it.Upstream) {
-			continue
-		}
-		idx = append(idx, i)
-		ins = append(ins, policy.Input{Principal: who, Phase: policy.PhaseList, Method: method, Kind: policyKind(k),
-			Upstream: it.Upstream, Name: it.Exposed, Original: it.Original})
-	}
-	if len(ins) == 0 {
-		return items
-	}
-	ds := e.DecideBatch(ctx, ins)
-	hidden := make(map[int]bool)
-	for j := range ds {
-		rq.h.metrics.PolicyDecision(rq.view.ID, policySource(&ds[j]), ds[j].Allow)
-		if !ds[j].Allow {
-			hidden[idx[j]] = true
-		}
-	}
-	if len(hidden) == 0 {
-		return items
-	}
-	kept := make([]catalog.Item, 0, len(items)-len(hidden))
-	for i := range items {
-		if !hidden[i] {
-			kept = append(kept, items[i])
-		}
-	}
-	return kept
-}
-
-// A policyRefusal is a request a policy rule refused. One the list phase
-// refused answers as the unknown item it is to the caller (Unwrap gives
-// that ResolveError); a call refused by a call-phase rule answers with
-// the rule's message: as a tool result a model can act on for
-// tools/call (see answered), else as invalid params.
-type policyRefusal struct {
-	d       policy.Decision
-	kind    catalog.Kind
-	unknown *catalog.ResolveError
-}
-
-func (e *policyRefusal) Error() string {
-	if e.unknown != nil {
-		return e.unknown.Error()
-	}
-	return e.message()
-}
-
-func (e *policyRefusal) Unwrap() error {
-	if e.unknown != nil {
-		return e.unknown
-	}
-	return nil
-}
-
-func (e *policyRefusal) message() string {
-	if e.d.Message != "" {
-		return e.d.Message
-	}
-	return "This call is not allowed by the gateway's policy."
-}
-
-// RPCError is the JSON-RPC error of a call-phase refusal.
-func (e *policyRefusal) RPCError() *jsonrpc.Error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.message()}
+	return rq.st.policy.Filter(ctx, rq.view.ID, rq.policyPrincipal(), method, k, items, func(d *policy.Decision) {
+		rq.h.metrics.PolicyDecision(rq.view.ID, policySource(d), d.Allow)
+	})
 }
 
 // decidePolicy asks the rules about a request of kind k naming the item
@@ -172,7 +87,7 @@ func (rq *Request) decidePolicy(ctx context.Context, c *call, phase policy.Phase
 		return nil
 	}
 	start := time.Now()
-	d := e.Decide(ctx, &policy.Input{Principal: rq.policyPrincipal(), Phase: phase, Method: c.method, Kind: policyKind(k),
+	d := e.Decide(ctx, &policy.Input{Principal: rq.policyPrincipal(), Phase: phase, Method: c.method, Kind: k.Policy(),
 		Upstream: up.cfg.Name, Name: name, Original: orig, Arguments: args, ListDecided: listed})
 	rq.h.metrics.PolicyDecision(rq.view.ID, policySource(&d), d.Allow)
 	if d.Err != nil {
@@ -181,9 +96,5 @@ func (rq *Request) decidePolicy(ctx context.Context, c *call, phase policy.Phase
 	if d.Allow {
 		return nil
 	}
-	pr := &policyRefusal{d: d, kind: k}
-	if d.Unknown || phase == policy.PhaseList {
-		pr.unknown = &catalog.ResolveError{Kind: k, Name: name}
-	}
-	return pr
+	return policy.Refuse(d, phase, k, name)
 }

@@ -3,57 +3,18 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"maps"
-	"slices"
-	"sort"
-	"strconv"
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonx"
 )
 
-// Per-tenant presentation (tenants[].upstreams[].present): a tenant may be
-// shown a tool under an alias, with another description, and without the
-// arguments the admin fixes for it. Listings are shared between tenants,
-// so it is applied to each tenant's merged list (cached per tenant in
-// State.merged), never to a Listing. Everything behind the name the
-// client uses (policy, budgets, audit, metrics) still has the original.
+// Per-tenant presentation (tenants[].upstreams[].present): see
+// catalog.Present. Everything behind the name the client uses (policy,
+// budgets, audit, metrics) still has the original.
 
-// present applies the tenant's presentation to its merged tools. An alias
-// takes its name from any other item that has it: that item is left out,
-// and logged, so the list and calls agree (see resolveTool).
+// present applies the tenant's presentation to its merged tools.
 func (rq *Request) present(items []catalog.Item) []catalog.Item {
-	if !rq.view.Presents() {
-		return items
-	}
-	aliased := false
-	for i := range items {
-		it := &items[i]
-		p, ok := rq.view.Presentation(it.Upstream, it.Original)
-		if !ok {
-			continue
-		}
-		name := it.Exposed
-		if p.Alias != "" {
-			name, aliased = p.Alias, true
-		}
-		it.Raw = catalog.PresentTool(it.Raw, name, p.Description, slices.Sorted(maps.Keys(p.FixedArguments)))
-		it.Exposed = name
-	}
-	if !aliased {
-		return items
-	}
-	kept := items[:0]
-	for _, it := range items {
-		if t, ok := rq.view.Alias(it.Exposed); ok && (t.Upstream != it.Upstream || t.Original != it.Original) {
-			rq.h.log.Warn("tool hidden by a tenant's alias of the same name", "tenant", rq.view.ID, "upstream", it.Upstream,
-				"tool", strconv.QuoteToASCII(it.Original), "alias", it.Exposed)
-			continue
-		}
-		kept = append(kept, it)
-	}
-	sort.Slice(kept, func(i, j int) bool { return kept[i].Exposed < kept[j].Exposed })
-	return kept
+	return catalog.Present(rq.view, items, rq.h.log)
 }
 
 // resolveTool is resolve for a tool name as the tenant sees it: an alias
@@ -98,20 +59,11 @@ func (rq *Request) fixArguments(up *upstreamRef, orig string, p *jsonx.Object, c
 	if !ok || len(pr.FixedArguments) == 0 {
 		return nil
 	}
-	args := &jsonx.Object{}
-	if a := c.arguments; len(a) > 0 && string(a) != "null" {
-		var err error
-		if args, err = jsonx.ParseValidObject(a); err != nil {
-			return failTool("Invalid arguments for tool " + strconv.Quote(c.target) + ": arguments must be an object")
-		}
+	args, failure := catalog.FixArguments(c.target, pr.FixedArguments, c.arguments)
+	if failure != "" {
+		return failTool(failure)
 	}
-	for _, name := range slices.Sorted(maps.Keys(pr.FixedArguments)) {
-		if args.Get(name) != nil || args.HasCaseVariant(name) {
-			return failTool("Invalid arguments for tool " + strconv.Quote(c.target) + ": argument " + strconv.Quote(name) + " is set by the gateway and must not be given")
-		}
-		args.SetString(name, pr.FixedArguments[name])
-	}
-	c.arguments = args.Bytes()
+	c.arguments = args
 	p.Set("arguments", c.arguments)
 	return nil
 }

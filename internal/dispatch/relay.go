@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
-	"strconv"
 
 	"github.com/mcpgw/gateway/internal/bridge"
 	"github.com/mcpgw/gateway/internal/catalog"
@@ -16,196 +14,66 @@ import (
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/relay"
 	"github.com/mcpgw/gateway/internal/session"
-	"github.com/mcpgw/gateway/internal/telemetry"
+	"github.com/mcpgw/gateway/internal/tasks"
 	"github.com/mcpgw/gateway/internal/tenant"
+	"github.com/mcpgw/gateway/internal/upcall"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
-// relay forwards a client request to up and relays the answer: each
-// Notification as it arrives, then the result (through rewrite, if set) or
-// the upstream's error. Requests for input are bridged between the
-// revisions (see internal/bridge).
+// relay forwards a client request to up and relays the answer (see
+// relay.Relayer.Relay), once its budgets allow it.
 func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params json.RawMessage, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
 	if err := rq.spend(ctx, c, up); err != nil {
 		return nil, err
 	}
-	// A 2026-07-28 client's call may be parked for its retry: then the
-	// upstream call outlives this request, and ends with the client gone
-	// only while it is not parked.
-	callCtx, parked := ctx, false
-	if rq.adm.Stateless && c.m.input && rq.h.bridge.Relays() {
-		us, err := rq.upstreamSession(ctx, up)
-		if err != nil {
-			return nil, err
-		}
-		if !upstream.IsModern(us) {
-			// Only a retry carries these: most calls skip the parse.
-			if bytes.Contains(params, []byte(`"requestState"`)) || bytes.Contains(params, []byte(`"inputResponses"`)) {
-				if p, err := jsonx.ParseValidObject(params); err == nil {
-					if state, ok := p.GetString("requestState"); ok {
-						return rq.h.bridge.Resume(ctx, rq.caller(), c.bridged(), up.client, us, p, state, rewrite)
-					}
-					if p.Get("inputResponses") != nil {
-						p.Delete("inputResponses")
-						params = p.Bytes()
-					}
-				}
-			}
-			detached, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-			stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-			defer func() {
-				if stop() && !parked {
-					cancel(nil)
-				}
-			}()
-			callCtx = detached
-			c.cancelParked = cancel
-		}
-	}
-	if rq.adm.Stateless && rq.adm.WantsLogs {
-		rq.enableLogs(ctx, up)
-	}
-	c.hold = listen.NoHold
-	if rq.adm.Stateless && c.m.input {
-		// The upstream may ask on the shared session's GET stream (see
-		// listen.Hub.HoldShared), which must be open first. A parked call's hold is
-		// given back when its upstream call ends (mergedResponse.Close).
-		if us, err := rq.upstreamSession(ctx, up); err == nil {
-			c.hold = rq.h.listen.HoldShared(rq.withCaller(ctx), listenUpstream(up), us, PrincipalKey(rq), rq.principal.Tenant, &rq.st.cfg.Limits)
-			defer func() {
-				if !parked {
-					c.hold.Release()
-				}
-			}()
-		}
-	}
-	// The principal's 2026-07-28 clients share its upstream sessions, and
-	// each numbers its requests on its own: ids of the gateway's keep two
-	// in flight apart. Nothing names them later (see Serve).
-	id := forwardID(c.id)
-	if rq.adm.Stateless {
-		id = rq.h.statelessID()
-	}
-	for round := 1; ; round++ {
-		res, us, err := rq.relayOnce(ctx, callCtx, c, up, id, params, &parked)
-		if err != nil || parked {
-			return res, err
-		}
-		if !rq.adm.Stateless && upstream.IsModern(us) && c.m.input && bridge.InputRequired(res) {
-			// A 2026-07-28 upstream asks a session client for input.
-			if round > bridge.MaxInputRounds {
-				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input more than %d times", up.cfg.Name, bridge.MaxInputRounds)
-			}
-			if params, err = rq.h.bridge.AskClient(ctx, rq.caller(), c.bridged(), up.client, params, res, rq.st.cfg.Sessions.MailboxMessages); err != nil {
-				return nil, err
-			}
-			// A retry is a new request, with an id of its own (mrtr,
-			// "Client Requirements" 3).
-			id = jsonrpc.StringID("c." + c.id.String() + "/" + strconv.Itoa(round))
-			continue
-		}
-		if rewrite != nil {
-			return rewrite(res)
-		}
-		return res, nil
+	return rq.h.relayer.Relay(ctx, hop{rq, c, up}, &relay.Request{
+		ID: c.id, Method: c.method, Target: c.target, Params: params, Input: c.m.input, Out: c.out,
+		Stateless: rq.adm.Stateless, WantsLogs: rq.adm.WantsLogs, LogLevel: rq.adm.LogLevel,
+		Upstream: up.client, Prefix: up.cat.Prefix,
+		MailboxMessages: rq.st.cfg.Sessions.MailboxMessages, ParkedCalls: rq.st.cfg.Limits.ParkedCallsPerPrincipal,
+		Rewrite: rewrite,
+	})
+}
+
+// hop is request rq's call c to upstream up, to the relay.
+type hop struct {
+	rq *Request
+	c  *call
+	up *upstreamRef
+}
+
+func (x hop) Session(ctx context.Context) (session.Upstream, error) {
+	return x.rq.upstreamSession(ctx, x.up)
+}
+
+func (x hop) Call(ctx context.Context, id jsonrpc.ID, params json.RawMessage) (*upcall.Response, error) {
+	return x.rq.callWith(ctx, x.up, id, x.c.method, params, x.c.upHeader)
+}
+
+func (x hop) Observe(msg *jsonrpc.Message) { x.rq.h.observe(x.up, msg) }
+
+func (x hop) ExposeUpdated(ctx context.Context, msg *jsonrpc.Message) []byte {
+	rq, up := x.rq, x.up
+	return rq.exposeUpdated(ctx, rq.view, up, msg, func(uri string) bool { return rq.holds(up, uri) })
+}
+
+func (x hop) EnableLogs(ctx context.Context) { x.rq.enableLogs(ctx, x.up) }
+
+func (x hop) HoldShared(ctx context.Context, us session.Upstream) *listen.Hold {
+	rq := x.rq
+	return rq.h.listen.HoldShared(rq.withCaller(ctx), listenUpstream(x.up), us, PrincipalKey(rq), rq.principal.Tenant, &rq.st.cfg.Limits)
+}
+
+func (x hop) AwaitRoots(ctx context.Context) {
+	if rq := x.rq; rq.Session != nil && bytes.Contains(rq.Session.ClientCapabilities, []byte(`"roots"`)) {
+		rq.h.listen.Await(ctx, rq.Session.ID, x.up.cfg.Name)
 	}
 }
 
-// relayOnce sends one request of relay and relays what comes back until
-// its result, which it returns with the upstream session it went on. A
-// request for input it parks sets *parked and returns the input_required
-// result.
-func (rq *Request) relayOnce(ctx, callCtx context.Context, c *call, up *upstreamRef, id jsonrpc.ID, params json.RawMessage, parked *bool) (json.RawMessage, session.Upstream, error) {
-	if !rq.adm.Stateless && c.m.input && rq.Session != nil && bytes.Contains(rq.Session.ClientCapabilities, []byte(`"roots"`)) {
-		// The upstream may ask the client for its roots on its GET
-		// stream, which must be open first (see listen.Hub.Await).
-		rq.h.listen.Await(callCtx, rq.Session.ID, up.cfg.Name)
-	}
-	resp, err := rq.callWith(callCtx, up, id, c.method, params, c.upHeader)
-	if err != nil {
-		return nil, session.Upstream{}, relay.Error(up.cat.Prefix, err)
-	}
-	// What the call reads: its response, and the requests of the shared
-	// GET stream that are the call's (listen.Hub.HoldShared, shared.go).
-	var stream bridge.Stream = resp
-	if c.hold != nil && c.hold.Inbox != nil {
-		stream = merge(c.hold, resp)
-	}
-	defer func() {
-		if !*parked {
-			stream.Close()
-		}
-	}()
-	// A 2026-07-28 caller's call that may need a capability it did not
-	// declare is answered 400 (see CapabilityError), which only a response
-	// not yet begun can carry: its stream starts with the first event
-	// relayed instead of with the upstream's.
-	if resp.Streaming() && !(rq.adm.Stateless && c.m.input) {
-		c.out.Stream()
-	}
-	for {
-		msg, raw, err := stream.Next()
-		if err != nil {
-			return nil, resp.us, err
-		}
-		switch msg.Kind {
-		case jsonrpc.KindNotification:
-			rq.h.observe(up, msg)
-			if msg.Method == protocol.NotifyCancelled {
-				continue // about the upstream's own requests, of which we relay none
-			}
-			if msg.Method == protocol.NotifyResourceUpdated {
-				// A 2026-07-28 caller hears of updates only on the
-				// subscriptions/listen stream that subscribed
-				// (basic/patterns/subscriptions): the principal's shared
-				// upstream session subscribed to nothing of its.
-				if rq.adm.Stateless {
-					continue
-				}
-				if raw = rq.exposeUpdated(ctx, rq.view, up, msg, func(uri string) bool { return rq.holds(up, uri) }); raw == nil {
-					continue
-				}
-			}
-			if raw = rq.h.tasks.Note(ctx, rq.taskCaller(), up.cfg.Name, resp.us, msg, raw); raw == nil {
-				continue // about a task the caller does not hold
-			}
-			if msg.Method == protocol.NotifyMessage && rq.adm.Stateless && !(rq.adm.WantsLogs && relay.WantsLog(rq.adm.LogLevel, msg)) {
-				// 2026-07-28: no log messages for requests that did not
-				// ask for them (_meta logLevel), nor below the level
-				// they asked for.
-				continue
-			}
-			if err := c.out.Event(raw); err != nil {
-				return nil, resp.us, err // the client is gone
-			}
-		case jsonrpc.KindRequest:
-			rq.h.tasks.UpstreamRequest(ctx, rq.taskCaller(), up.cfg.Name, resp.us, msg)
-			who := rq.caller()
-			_, _, lacks := rq.h.bridge.Lacks(who, msg)
-			if c.cancelParked != nil && !lacks {
-				res, err := rq.h.bridge.Park(ctx, who, c.bridged(), up.client, stream, msg, c.cancelParked, rq.st.cfg.Limits.ParkedCallsPerPrincipal)
-				if le := (*bridge.LimitError)(nil); errors.As(err, &le) {
-					rq.h.LimitHit(ctx, rq, telemetry.LimitParkedCalls, c.method)
-				}
-				if err != nil {
-					return nil, resp.us, err
-				}
-				*parked = true
-				return res, resp.us, nil
-			}
-			rq.h.bridge.UpstreamRequest(ctx, who, c.out, up.client, resp.us, msg)
-			if need, sub, lacks := rq.h.bridge.Lacks(who, msg); rq.adm.Stateless && lacks {
-				// The upstream was refused above and hears no more of the
-				// call; the client is told what it lacks (2026-07-28
-				// basic/index, "Per-request protocol fields").
-				return nil, resp.us, &protocol.CapabilityError{Capability: need, Sub: sub}
-			}
-		case jsonrpc.KindResponse:
-			return msg.Result, resp.us, nil
-		case jsonrpc.KindErrorResponse:
-			return nil, resp.us, relay.Error(up.cat.Prefix, msg.Error)
-		}
-	}
+func (x hop) Caller() *bridge.Caller   { return x.rq.caller() }
+func (x hop) TaskCaller() tasks.Caller { return x.rq.taskCaller() }
+func (x hop) LimitHit(ctx context.Context, limit string) {
+	x.rq.h.LimitHit(ctx, x.rq, limit, x.c.method)
 }
 
 // exposeUpdated returns a notifications/resources/updated of upstream up
@@ -249,11 +117,6 @@ func (rq *Request) caller() *bridge.Caller {
 	return who
 }
 
-// bridged is the call, to the bridge.
-func (c *call) bridged() *bridge.Call {
-	return &bridge.Call{Method: c.method, Target: c.target, Out: c.out}
-}
-
 // ClientResponse routes a session client's answer to a request the
 // gateway forwarded to it (see bridge.Bridge.ClientResponse): back to the
 // upstream that asked, on the session's own upstream session, when the
@@ -284,19 +147,15 @@ func (rq *Request) enableLogs(ctx context.Context, up *upstreamRef) {
 		return
 	}
 	h := rq.h
-	key := up.cfg.Name + "\x00" + us.SessionID
-	if _, done := h.logsOn.Load(key); done {
+	if h.logging.On(up.cfg.Name, us.SessionID) {
 		return
 	}
 	if _, err := rq.roundTrip(ctx, up, protocol.MethodSetLevel, json.RawMessage(`{"level":"debug"}`)); err != nil {
 		h.log.Debug("logging/setLevel for a 2026-07-28 caller failed", "upstream", up.cfg.Name, "error", err)
 		return
 	}
-	h.logsOn.put(key, struct{}{}, maxLogsOn) // emptied when full: a session is sent its level again
+	h.logging.Set(up.cfg.Name, us.SessionID) // bounded: a session may be sent its level again
 }
-
-// maxLogsOn bounds the upstream sessions remembered as logging.
-const maxLogsOn = 4096
 
 // shapeUpstreamRequest is the bridge's Shape: the resource URIs inside an
 // upstream's sampling request, exposed in the gateway's namespace (see

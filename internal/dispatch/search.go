@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonx"
@@ -32,49 +31,23 @@ func (rq *Request) searchCall(ctx context.Context, c *call, name string, p *json
 		return nil, false, nil
 	}
 	c.target = name
-	var args *jsonx.Object
-	if a := p.Get("arguments"); len(a) > 0 && string(a) != "null" {
-		if args, err = jsonx.ParseValidObject(a); err != nil {
-			return nil, true, failTool("Invalid arguments for tool " + strconv.Quote(name) + ": arguments must be an object")
-		}
-	} else {
-		args = &jsonx.Object{}
-	}
-	if name == toolsearch.SearchTool {
+	sc, failure := toolsearch.ParseCall(ts, name, p)
+	if sc != nil && sc.Search {
 		c.original = name // for the audit log: no upstream's tool
-		q, _ := args.GetString("query")
-		if q == "" || len(q) > toolsearch.MaxQueryBytes {
-			return nil, true, failTool("Invalid arguments for tool " + strconv.Quote(name) + ": query must be a string of 1 to " + strconv.Itoa(toolsearch.MaxQueryBytes) + " bytes")
-		}
-		limit := ts.MaxResults
-		if l := args.Get("limit"); l != nil {
-			if n, err := strconv.Atoi(string(l)); err == nil && n >= 1 && n <= limit {
-				limit = n
-			}
-		}
+	}
+	if failure != "" {
+		return nil, true, failTool(failure)
+	}
+	if sc.Search {
 		e := rq.merged(ctx, catalog.Tools)
 		e.indexOnce.Do(func() { e.index = toolsearch.NewIndex(e.items) })
-		found := e.index.Search(q, limit)
+		found := e.index.Search(sc.Query, sc.Limit)
 		if rq.hasPolicy() {
 			found = rq.filterPolicy(ctx, protocol.MethodToolsList, catalog.Tools, found)
 		}
 		return toolsearch.Result(found), true, nil
 	}
-	target, _ := args.GetString("name")
-	if target == "" || toolsearch.IsOwn(target) {
-		return nil, true, failTool("Invalid arguments for tool " + strconv.Quote(name) + ": name must name one of your tools")
-	}
-	// A tools/call of target, with the caller's _meta: served as if the
-	// client had sent it, under every rule.
-	inner := &jsonx.Object{}
-	inner.SetString("name", target)
-	if a := args.Get("arguments"); a != nil {
-		inner.Set("arguments", a)
-	}
-	if m := p.Get("_meta"); m != nil {
-		inner.Set("_meta", m)
-	}
-	c.params = inner.Bytes()
+	c.params = sc.Params
 	res, err = callTool(ctx, rq, c)
 	return res, true, err
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/mcpgw/gateway/internal/announce"
 	"github.com/mcpgw/gateway/internal/audit"
@@ -23,21 +22,25 @@ import (
 	"github.com/mcpgw/gateway/internal/backend"
 	"github.com/mcpgw/gateway/internal/bridge"
 	"github.com/mcpgw/gateway/internal/budget"
+	"github.com/mcpgw/gateway/internal/capset"
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/guard"
 	"github.com/mcpgw/gateway/internal/identity"
+	"github.com/mcpgw/gateway/internal/instructions"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/own"
 	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/policy"
+	"github.com/mcpgw/gateway/internal/relay"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/subscribe"
 	"github.com/mcpgw/gateway/internal/tasks"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/tenant"
+	"github.com/mcpgw/gateway/internal/upcall"
 	"github.com/mcpgw/gateway/internal/upstream"
 	"github.com/mcpgw/gateway/internal/watch"
 )
@@ -93,35 +96,29 @@ type Server struct {
 	// list (see OnListChanged).
 	listChanged atomic.Pointer[func(st *State, upstream string, k catalog.Kind)]
 	inflight    inflight
-	sf          singleflight.Group
-	ids         atomic.Uint64
-	idPrefix    string // random, per process: see internalID
+	opener      *upcall.Opener // the sessions' upstream sessions: see openUpstream
+	ids         *upcall.IDs    // of the requests the gateway sends upstream
 
 	metrics *telemetry.Metrics
 	tracer  trace.Tracer
 	audit   *audit.Logger
 
-	healthMu sync.Mutex
-	health   map[string]error // upstream → last request's error
+	health upcall.Health // upstream → last request's error
 
-	capsMu   sync.Mutex
-	lastCaps map[string]json.RawMessage // upstream → capabilities last seen
-	// lastInstructions: upstream → its instructions last seen, cleaned
-	// (see instructions.go); at most config.MaxInstructionsBytes each.
-	lastInstructions map[string]string
-	capSets          clearingMap    // capabilities JSON → names, see capSet
-	announced        announce.Cache // clients' capabilities → what upstreams are told
-	logsOn           clearingMap    // upstream and session id → set to log: see enableLogs
+	seenCaps     capset.Seen         // upstream → capabilities last seen
+	capNames     capset.Cache        // capabilities JSON → names
+	instructions instructions.Memory // upstream → its instructions last seen
+	announced    announce.Cache      // clients' capabilities → what upstreams are told
+	logging      upcall.Logging      // upstream sessions set to log: see enableLogs
 
 	listen *listen.Hub       // messages outside a request: the upstream streams, the bus
 	subs   *subscribe.Keeper // session clients' resource subscriptions
 
 	own own.Group // goroutines that outlive a request: see owner.go
-	// expiries end expired sessions' upstream sessions (owner.go);
-	// expiryWarned says a full queue was logged since it last drained.
-	expiries     *own.Queue[*session.Record]
-	expiryWarned atomic.Bool
-	bridge       *bridge.Bridge // requests for input between revisions
+	// expiries end expired sessions' upstream sessions (owner.go).
+	expiries *upcall.Expiries
+	bridge   *bridge.Bridge // requests for input between revisions
+	relayer  *relay.Relayer // client requests relayed to upstreams: see relay.go
 
 	budgets *budget.Engine // rate limits and quotas: see budgets.go
 	guards  *budget.Guards // upstreams' concurrency gates and circuit breakers
@@ -190,37 +187,40 @@ func New(opts Options) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Server{
-		store:            opts.Backend.Sessions,
-		log:              log,
-		version:          cmp.Or(opts.Version, "dev"), // Implementation.version is required
-		httpc:            opts.HTTPClient,
-		authc:            opts.AuthClient,
-		lastCaps:         make(map[string]json.RawMessage),
-		lastInstructions: make(map[string]string),
-		idPrefix:         session.NewID()[:12],
+		store:   opts.Backend.Sessions,
+		log:     log,
+		version: cmp.Or(opts.Version, "dev"), // Implementation.version is required
+		httpc:   opts.HTTPClient,
+		authc:   opts.AuthClient,
+		ids:     upcall.NewIDs(session.NewID()[:12]),
 		// Set from the config by build.
 		processes: pipe.NewLimit(0),
 		metrics:   opts.Metrics,
 		tracer:    telemetry.Tracer(opts.TracerProvider),
 		audit:     opts.Audit,
 	}
+	h.opener = upcall.NewOpener(h.store, func(name string, res *upstream.InitResult) {
+		h.seenCaps.Remember(name, res.Session.Capabilities)
+		h.instructions.Remember(name, res.Instructions)
+	}, log)
 	h.budgets = budget.NewEngine(opts.Backend.Budgets, log, opts.Now)
 	h.budgets.OnQuota = opts.Metrics.QuotaUsed
 	h.guards = budget.NewGuards()
 	h.guards.Notify = h.circuitChanged
-	h.expiries = h.newExpiries()
+	h.expiries = upcall.NewExpiries(&h.own, func(rec *session.Record) { h.terminateUpstreams(context.Background(), h.state.Load(), rec) }, log)
 	h.listen = listen.New(listen.Options{Bus: opts.Backend.Bus, Go: h.own.Go, Metrics: opts.Metrics, Logger: log})
 	h.subs = subscribe.NewKeeper(h.store, h.listen, log)
 	h.watch = watch.New(log, func(up *upstreamRef) *upstream.Client { return up.client }, watchHooks{h})
-	h.tasks = tasks.New(opts.Backend.Tasks, log, h.internalID)
+	h.tasks = tasks.New(opts.Backend.Tasks, log, h.ids.Internal)
 	h.bridge = bridge.New(bridge.Options{
-		Mailbox: opts.Backend.Mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capSet, Own: &h.own, Shape: h.shapeUpstreamRequest,
+		Mailbox: opts.Backend.Mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capNames.Names, Own: &h.own, Shape: h.shapeUpstreamRequest,
 		Observe: func(name string, msg *jsonrpc.Message) {
 			if ks := catalog.ChangedKinds(msg.Method); ks != nil {
 				h.catalog.Stale(name, ks...)
 			}
 		},
 	})
+	h.relayer = &relay.Relayer{Bridge: h.bridge, Tasks: h.tasks, IDs: h.ids}
 	var err error
 	if h.broker, err = newBroker(opts.Config, opts.Backend.Vault, h); err != nil {
 		return nil, err
@@ -260,7 +260,7 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 			// DeepEqual also compares u.TLS's fingerprint, the hash of
 			// its files' contents: rotated files make a new client.
 			if old := prev.byName[u.Name]; old != nil && reflect.DeepEqual(old.cfg, u) &&
-				reflect.DeepEqual(prev.cfg.TenantCredentials(u.Name), tc) && (!usesSigner(cfg, &u) || prev.signer == st.signer) {
+				reflect.DeepEqual(prev.cfg.TenantCredentials(u.Name), tc) && (!identity.Uses(cfg, &u) || prev.signer == st.signer) {
 				st.upstreams = append(st.upstreams, old)
 				st.byName[u.Name] = old
 				st.creds = st.creds || old.creds != nil || u.IsStdio()
@@ -301,7 +301,7 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 				h.metrics.LimitRejection(processLimits[limit], tenant)
 			},
 			Credentials: creds,
-			Secrets:     credentialSecrets(&u, tc),
+			Secrets:     credentials.SecretsOf(&u, tc),
 			HTTPClient:  h.httpc,
 			Logger:      h.log, // the client adds its upstream's name
 			ClientInfo:  info,
@@ -439,30 +439,15 @@ func BoundTo(rec *session.Record, p *auth.Principal) bool {
 	return rec.Principal.Issuer == p.Issuer && rec.Principal.Subject == p.Subject && rec.Principal.Tenant == p.Tenant
 }
 
-// terminateTimeout bounds the termination of one session's upstream
-// sessions.
-const terminateTimeout = 5 * time.Second
-
-// terminateUpstreams ends a gateway session's upstream sessions, all at once
-// (one goroutine per upstream, waited for) and bounded in time, whatever
-// happens to ctx.
+// terminateUpstreams ends a gateway session's upstream sessions, all at
+// once and bounded in time, whatever happens to ctx (see upcall.Terminate).
 func (h *Server) terminateUpstreams(ctx context.Context, st *State, rec *session.Record) {
-	ctx = recordCaller(ctx, st, rec.Principal)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	for name, us := range rec.Upstreams {
-		up := st.byName[name]
-		if up == nil || us.SessionID == "" {
-			continue
+	upcall.Terminate(recordCaller(ctx, st, rec.Principal), rec.Upstreams, func(name string) *upstream.Client {
+		if up := st.byName[name]; up != nil {
+			return up.client
 		}
-		wg.Go(func() {
-			if err := up.client.Terminate(ctx, us); err != nil {
-				h.log.Warn("terminating upstream session", "upstream", name, "error", err)
-			}
-		})
-	}
-	wg.Wait()
+		return nil
+	}, h.log)
 }
 
 // processLimits are the limit labels of the bounds of stdio processes.

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
+	"github.com/mcpgw/gateway/internal/upcall"
 )
 
 // CreateError is a session store's refusal to create a session record:
@@ -109,7 +110,7 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 		} else {
 			h.log.Error("creating session", "error", failed)
 		}
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminateTimeout)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), upcall.TerminateTimeout)
 		_ = h.store.Delete(dctx, rec.ID)
 		cancel()
 		rec.Upstreams = opened

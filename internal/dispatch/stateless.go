@@ -2,13 +2,8 @@ package dispatch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
@@ -48,31 +43,8 @@ func PrincipalKey(rq *Request) string {
 // must not use them. Every replica finds the same one.
 func (h *Server) PrincipalRecord(ctx context.Context, rq *Request) (*session.Record, error) {
 	p := rq.principal
-	sum := sha256.Sum256([]byte(PrincipalKey(rq) + "\x00" + rq.announced().Key()))
-	id := StatelessPrefix + hex.EncodeToString(sum[:16])
-	rec, err := h.store.Get(ctx, id)
-	if err == nil {
-		if !BoundTo(rec, p) {
-			return nil, errors.New("stateless record bound to another principal")
-		}
-		return rec, nil
-	}
-	if !errors.Is(err, session.ErrNotFound) {
-		return nil, err
-	}
-	now := time.Now()
-	rec = &session.Record{
-		ID: id, ProtocolVersion: protocol.LatestStateless.String(), Created: now, LastSeen: now,
-		Principal: session.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant},
-	}
-	switch err := h.store.Create(ctx, rec); {
-	case err == nil:
-		return rec, nil
-	case errors.Is(err, session.ErrExists):
-		return h.store.Get(ctx, id) // another replica, or request, made it
-	default:
-		return nil, err
-	}
+	return session.PrincipalRecord(ctx, h.store, StatelessPrefix, PrincipalKey(rq)+"\x00"+rq.announced().Key(),
+		session.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant}, protocol.LatestStateless.String())
 }
 
 // decorate adds what every 2026-07-28 result carries: resultType, the
@@ -116,36 +88,4 @@ func discover(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 		res["instructions"] = in
 	}
 	return json.Marshal(res)
-}
-
-// stripProtocolMeta removes the protocol's own _meta keys from params: they
-// describe the client's hop to the gateway, not the gateway's hop to an
-// upstream, which speaks its own revision (a 2025-11-25 upstream that knows
-// 2026-07-28 would take them for a request of that revision). Every other
-// byte of params and _meta stays.
-func stripProtocolMeta(params json.RawMessage) json.RawMessage {
-	if len(params) == 0 || !strings.Contains(string(params), protocol.MetaPrefix) {
-		return params
-	}
-	p, err := jsonx.ParseValidObject(params)
-	if err != nil {
-		return params
-	}
-	meta, ok := p.Object("_meta")
-	if !ok {
-		return params
-	}
-	kept := meta.Members[:0]
-	for _, m := range meta.Members {
-		if !strings.HasPrefix(m.Name, protocol.MetaPrefix) {
-			kept = append(kept, m)
-		}
-	}
-	meta.Members = kept
-	if len(kept) == 0 {
-		p.Delete("_meta")
-	} else {
-		p.Set("_meta", meta.Bytes())
-	}
-	return p.Bytes()
 }

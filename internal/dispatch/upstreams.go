@@ -6,19 +6,13 @@ import (
 	"errors"
 	"maps"
 	"net/http"
-	"strconv"
-	"sync/atomic"
-	"time"
-
-	"sync"
-
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/instructions"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
-	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
+	"github.com/mcpgw/gateway/internal/upcall"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -31,9 +25,9 @@ import (
 // session it opened and uses the winner's.
 //
 // What initialize answers of an upstream not opened yet comes from what
-// this replica last saw of it (caps, instructions): its capabilities as
-// an earlier session reported them, else unknown, which hasCap takes for
-// offered; its instructions, else none.
+// this replica last saw of it (caps, and package instructions' memory):
+// its capabilities as an earlier session reported them, else unknown,
+// which hasCap takes for offered; its instructions, else none.
 
 // upstreams returns the tenant's upstreams, in config order. The slice is
 // shared: it must not be modified.
@@ -59,31 +53,18 @@ func (rq *Request) tenantUpstreams() *tenantUpstreams {
 // initialize (all but the lazy ones), all at once. Failures are logged and
 // leave the upstream out of the returned map.
 func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps json.RawMessage) map[string]session.Upstream {
-	var mu sync.Mutex
-	out := make(map[string]session.Upstream, len(ups))
-	var wg sync.WaitGroup
+	cs := make([]*upstream.Client, 0, len(ups))
 	for _, up := range ups {
-		if h.lazy(up) {
-			continue
+		if !h.lazy(up) {
+			cs = append(cs, up.client)
 		}
-		wg.Go(func() {
-			res, err := up.client.OpenAs(ctx, caps)
-			h.noteUpstream(up.cfg.Name, err)
-			if err != nil {
-				if !callerMustAct(err) {
-					h.log.Warn("upstream initialize failed", "upstream", up.cfg.Name, "error", err)
-				}
-				return
-			}
-			h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
-			h.rememberInstructions(up.cfg.Name, res.Instructions)
-			mu.Lock()
-			out[up.cfg.Name] = res.Session
-			mu.Unlock()
-		})
 	}
-	wg.Wait()
-	return out
+	return h.opener.OpenAll(ctx, cs, caps, func(name string, err error) {
+		h.noteUpstream(name, err)
+		if err != nil && !callerMustAct(err) {
+			h.log.Warn("upstream initialize failed", "upstream", name, "error", err)
+		}
+	})
 }
 
 // lazy reports whether the session with up is opened only by the first
@@ -102,16 +83,18 @@ func (h *Server) lazy(up *upstreamRef) bool {
 	if !up.cfg.IsStdio() {
 		return false
 	}
-	h.capsMu.Lock()
-	defer h.capsMu.Unlock()
-	_, known := h.lastCaps[up.cfg.Name]
+	_, known := h.seenCaps.Last(up.cfg.Name)
 	return known
 }
 
-func (h *Server) rememberCaps(name string, caps json.RawMessage) {
-	h.capsMu.Lock()
-	h.lastCaps[name] = caps
-	h.capsMu.Unlock()
+// instructions returns the gateway's instructions for ups (see package
+// instructions).
+func (rq *Request) instructions(ups []*upstreamRef) string {
+	in := make([]instructions.Upstream, len(ups))
+	for i, up := range ups {
+		in[i] = instructions.Upstream{Name: up.cfg.Name, Prefix: up.cat.Prefix, Config: up.cfg.Instructions}
+	}
+	return rq.h.instructions.Merge(in)
 }
 
 // caps returns what is known of an upstream's capabilities: from this
@@ -122,9 +105,8 @@ func (rq *Request) caps(up *upstreamRef) json.RawMessage {
 	if us, ok := rq.upstreamEntry(up.cfg.Name); ok {
 		return us.Capabilities
 	}
-	rq.h.capsMu.Lock()
-	defer rq.h.capsMu.Unlock()
-	return rq.h.lastCaps[up.cfg.Name]
+	caps, _ := rq.h.seenCaps.Last(up.cfg.Name)
+	return caps
 }
 
 // hasCap reports whether the upstream is known to offer capability name. An
@@ -135,61 +117,7 @@ func (rq *Request) hasCap(up *upstreamRef, name string) bool {
 	if caps == nil {
 		return true
 	}
-	return rq.h.capSet(caps)[name]
-}
-
-// The capSet cache: a capabilities object of at most capSetMaxBytes is
-// parsed once and kept, in a table of at most capSetMaxEntries that is
-// emptied when full. Upstreams' capabilities (as many values as upstream
-// versions) are its point; clients' (a 2026-07-28 request's _meta) come
-// through it too, and as a client may send a new value with every request,
-// neither their size nor their number may decide what it holds: at most
-// 2 MiB, and a client cycling values only costs the upstreams' entries a
-// parse each time the table is emptied.
-const (
-	capSetMaxBytes   = 4 << 10
-	capSetMaxEntries = 512
-)
-
-// capSet returns the names of the capabilities in caps, parsing each
-// distinct small capabilities object once (see capSetMaxBytes).
-func (h *Server) capSet(caps json.RawMessage) map[string]bool {
-	cacheable := len(caps) <= capSetMaxBytes
-	if cacheable {
-		if v, ok := h.capSets.Load(string(caps)); ok {
-			return v.(map[string]bool)
-		}
-	}
-	set := map[string]bool{}
-	if o, err := jsonx.ParseObject(caps); err == nil {
-		for _, m := range o.Members {
-			if string(m.Value) != "null" {
-				set[m.Name] = true
-			}
-		}
-	}
-	if cacheable {
-		h.capSets.put(string(caps), set, capSetMaxEntries)
-	}
-	return set
-}
-
-// A clearingMap is a sync.Map bounded by emptying it when an entry would
-// pass the bound, rather than evicting entries one by one: for entries that
-// are cheap to make again, where an order kept per hit would cost more than
-// an occasional refill.
-type clearingMap struct {
-	sync.Map
-	n atomic.Int64
-}
-
-// put stores v under k, emptying the map first when it holds max entries.
-func (m *clearingMap) put(k string, v any, max int64) {
-	if m.n.Add(1) > max {
-		m.Clear()
-		m.n.Store(1)
-	}
-	m.Store(k, v)
+	return rq.h.capNames.Names(caps)[name]
 }
 
 // modern reports whether the session's upstream session with up is of the
@@ -256,37 +184,10 @@ func (rq *Request) replaceUpstreams(m map[string]session.Upstream) {
 // openUpstream opens a new upstream session to replace the one with id prev
 // ("" when there is none) and stores it.
 func (rq *Request) openUpstream(ctx context.Context, up *upstreamRef, prev string) (session.Upstream, error) {
-	h := rq.h
-	key := rq.Session.ID + "\x00" + up.cfg.Name + "\x00" + prev
-	v, err, _ := h.sf.Do(key, func() (any, error) {
-		// Detached: the session outlives the request that happened to open
-		// it, and other requests may be waiting on this one.
-		ctx := context.WithoutCancel(ctx)
-		res, err := up.client.OpenAs(ctx, rq.announced().Caps())
-		if err != nil {
-			return nil, err
-		}
-		h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
-		h.rememberInstructions(up.cfg.Name, res.Instructions)
-		cur, err := h.store.SetUpstream(ctx, rq.Session.ID, up.cfg.Name, prev, res.Session)
-		switch {
-		case err == nil:
-			return res.Session, nil
-		case errors.Is(err, session.ErrConflict):
-			// Another replica got there first: use its session, end ours.
-			if tErr := up.client.Terminate(ctx, res.Session); tErr != nil {
-				h.log.Warn("terminating duplicate upstream session", "upstream", up.cfg.Name, "error", tErr)
-			}
-			return cur, nil
-		default:
-			_ = up.client.Terminate(ctx, res.Session)
-			return nil, err
-		}
-	})
+	us, err := rq.h.opener.Open(ctx, rq.Session.ID, up.client, rq.announced().Caps(), prev)
 	if err != nil {
 		return session.Upstream{}, err
 	}
-	us := v.(session.Upstream)
 	rq.setUpstream(up.cfg.Name, us)
 	return us, nil
 }
@@ -295,26 +196,24 @@ func (rq *Request) openUpstream(ctx context.Context, up *upstreamRef, prev strin
 // re-opening the upstream session as needed. It runs in a client span whose
 // context travels upstream in the headers and in params._meta; the span
 // ends, and the upstream request is counted, when the response is closed.
-func (rq *Request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage) (*tracedResponse, error) {
+func (rq *Request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage) (*upcall.Response, error) {
 	return rq.callWith(ctx, up, id, method, params, nil)
 }
 
 // callWith is call with the Mcp-Param-* headers of a tools/call, for a
 // 2026-07-28 upstream.
-func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage, hdr http.Header) (*tracedResponse, error) {
+func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage, hdr http.Header) (*upcall.Response, error) {
 	h := rq.h
-	start := time.Now()
-	ctx, span := telemetry.StartClientSpan(ctx, h.tracer, up.cfg.Name, method, "", telemetry.Tenant(rq.view.ID))
-	tr := &tracedResponse{h: h, up: up.cfg.Name, method: method, span: span, start: start}
+	ctx, tr := upcall.Begin(ctx, h.tracer, h.metrics, up.cfg.Name, method, rq.view.ID)
 	done, err := rq.guard(ctx, up)
 	if err != nil {
-		tr.finish(err)
+		tr.Finish(err)
 		return nil, err
 	}
-	tr.guarded = done
+	tr.Done = done
 	us, err := rq.upstreamSession(ctx, up)
 	if err != nil {
-		tr.finish(err)
+		tr.Finish(err)
 		return nil, err
 	}
 	send := func(us session.Upstream) (*upstream.Response, error) {
@@ -328,107 +227,28 @@ func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID,
 	if errors.Is(err, upstream.ErrSessionExpired) {
 		h.log.Info("upstream session expired; opening a new one", "upstream", up.cfg.Name)
 		if us, err = rq.openUpstream(ctx, up, us.SessionID); err != nil {
-			tr.finish(err)
+			tr.Finish(err)
 			return nil, err
 		}
 		resp, err = send(us)
 	}
 	if err != nil {
 		h.noteUpstream(up.cfg.Name, err)
-		tr.finish(err)
+		tr.Finish(err)
 		return nil, err
 	}
 	h.noteUpstream(up.cfg.Name, nil)
-	tr.Response = resp
-	tr.us = us
+	tr.Start(resp, us)
 	return tr, nil
 }
 
 // upstreamParams shapes a client's params for the revision the upstream
-// session speaks. The protocol's _meta keys describe a hop: a 2025-11-25
-// upstream gets none of them (one that knows 2026-07-28 would take them for
-// a request of that revision); a 2026-07-28 upstream gets the client's own
-// when the client speaks that revision too, else the gateway fills them in
-// from the client's session (2026-07-28 basic/versioning: every request
-// carries its version, client info and capabilities).
+// session speaks (see upcall.Params).
 func (rq *Request) upstreamParams(us session.Upstream, params json.RawMessage) json.RawMessage {
-	if !upstream.IsModern(us) {
-		if rq.adm.Stateless {
-			return stripProtocolMeta(params)
-		}
-		return params
+	if rq.adm.Stateless || rq.Session == nil {
+		return upcall.Params(us, params, rq.adm.Stateless, nil, nil)
 	}
-	if rq.adm.Stateless {
-		return params
-	}
-	return upstream.WithModernMeta(params, rq.Session.ClientInfo, rq.Session.ClientCapabilities)
-}
-
-// tracedResponse is an upstream response in its client span.
-type tracedResponse struct {
-	*upstream.Response
-	h      *Server
-	up     string
-	method string
-	span   trace.Span
-	start  time.Time
-	err    error // the final error response or failure, if any
-	done   bool
-	us     session.Upstream // the upstream session the request went on
-	// guarded, if set, releases the request's concurrency slot and
-	// reports its outcome to the circuit breaker.
-	guarded func(error)
-}
-
-// Session is the upstream session the request went on.
-func (r *tracedResponse) Session() session.Upstream { return r.us }
-
-// Next is upstream.Response.Next, noting how the request ended.
-func (r *tracedResponse) Next() (*jsonrpc.Message, []byte, error) {
-	msg, raw, err := r.Response.Next()
-	switch {
-	case err != nil:
-		r.err = err
-	case msg.Kind == jsonrpc.KindErrorResponse:
-		r.err = msg.Error
-	}
-	return msg, raw, err
-}
-
-// Close closes the response and ends the span.
-func (r *tracedResponse) Close() error {
-	err := r.Response.Close()
-	r.finish(r.err)
-	return err
-}
-
-func (r *tracedResponse) finish(err error) {
-	if r.done {
-		return
-	}
-	r.done = true
-	if r.guarded != nil {
-		r.guarded(err)
-	}
-	outcome := telemetry.OutcomeOK
-	var je *jsonrpc.Error
-	switch {
-	case err == nil:
-	case errors.As(err, &je):
-		outcome = telemetry.OutcomeError
-		telemetry.SetJSONRPCError(r.span, je.Code, je.Message)
-	case errors.Is(err, context.DeadlineExceeded):
-		outcome = telemetry.OutcomeTimeout
-		telemetry.SetError(r.span, err)
-	case errors.Is(err, context.Canceled):
-		outcome = telemetry.OutcomeCancelled
-		telemetry.SetError(r.span, err)
-	default:
-		outcome = telemetry.OutcomeError
-		telemetry.SetError(r.span, err)
-	}
-	r.h.metrics.ObserveUpstream(r.up, r.method, outcome, time.Since(r.start))
-	r.span.End()
+	return upcall.Params(us, params, false, rq.Session.ClientInfo, rq.Session.ClientCapabilities)
 }
 
 // noteUpstream records how the last request to an upstream went, for
@@ -437,12 +257,7 @@ func (h *Server) noteUpstream(name string, err error) {
 	if callerMustAct(err) {
 		return // says nothing of the upstream: see callerMustAct
 	}
-	h.healthMu.Lock()
-	defer h.healthMu.Unlock()
-	if h.health == nil {
-		h.health = make(map[string]error)
-	}
-	h.health[name] = err
+	h.health.Note(name, err)
 }
 
 // UpstreamProblems returns, when every upstream that was tried failed on
@@ -450,71 +265,22 @@ func (h *Server) noteUpstream(name string, err error) {
 // answers (or none was tried yet).
 func (h *Server) UpstreamProblems() []string {
 	st := h.state.Load()
-	h.healthMu.Lock()
-	defer h.healthMu.Unlock()
-	var problems []string
-	for _, up := range st.upstreams {
-		err, tried := h.health[up.cfg.Name]
-		if !tried || err == nil {
-			return nil
-		}
-		problems = append(problems, "upstream "+up.cfg.Name+": "+err.Error())
+	names := make([]string, len(st.upstreams))
+	for i, up := range st.upstreams {
+		names[i] = up.cfg.Name
 	}
-	return problems
+	return h.health.Problems(names)
 }
-
-// internalID returns a fresh id for a request the gateway itself sends
-// upstream. Client requests travel as "c.<id>" (see forwardID), so the two
-// never collide. Replicas share upstream sessions through the store, so the
-// ids are unique across replicas too: a random per-process part, then a
-// counter.
-func (h *Server) internalID() jsonrpc.ID { return h.newID("g.") }
-
-// statelessID returns the id a 2026-07-28 client's request travels upstream
-// with: unique, as internalID's, and told apart from them.
-func (h *Server) statelessID() jsonrpc.ID { return h.newID("s.") }
-
-// newID returns kind, the random per-process part, then a counter.
-func (h *Server) newID(kind string) jsonrpc.ID {
-	return jsonrpc.StringID(kind + h.idPrefix + "." + strconv.FormatUint(h.ids.Add(1), 10))
-}
-
-// forwardID is the id a session client's request travels upstream with. It is a pure
-// function of the client's id, so any replica can name the upstream request
-// (to cancel it, for one) without shared state.
-func forwardID(id jsonrpc.ID) jsonrpc.ID { return jsonrpc.StringID("c." + id.String()) }
 
 // roundTrip sends a request the gateway itself needs answered and returns
 // the result, ignoring any notifications on the way.
 func (rq *Request) roundTrip(ctx context.Context, up *upstreamRef, method string, params json.RawMessage) (json.RawMessage, error) {
-	resp, err := rq.call(ctx, up, rq.h.internalID(), method, params)
+	resp, err := rq.call(ctx, up, rq.h.ids.Internal(), method, params)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Close()
-	return resultOf(resp.Next, func(msg *jsonrpc.Message) { rq.h.observe(up, msg) })
-}
-
-// resultOf reads an upstream's answer up to its result, which it returns
-// (or the error response, as the error). Notifications on the way go to
-// note, if set; requests are ignored.
-func resultOf(next func() (*jsonrpc.Message, []byte, error), note func(*jsonrpc.Message)) (json.RawMessage, error) {
-	for {
-		msg, _, err := next()
-		if err != nil {
-			return nil, err
-		}
-		switch msg.Kind {
-		case jsonrpc.KindResponse:
-			return msg.Result, nil
-		case jsonrpc.KindErrorResponse:
-			return nil, msg.Error
-		case jsonrpc.KindNotification:
-			if note != nil {
-				note(msg)
-			}
-		}
-	}
+	return upcall.ResultOf(resp.Next, func(msg *jsonrpc.Message) { rq.h.observe(up, msg) })
 }
 
 // fetchList returns all items of kind k from up, following nextCursor
@@ -522,22 +288,6 @@ func resultOf(next func() (*jsonrpc.Message, []byte, error), note func(*jsonrpc.
 func (rq *Request) fetchList(ctx context.Context, up *upstreamRef, k catalog.Kind, b catalog.Bounds) ([]json.RawMessage, bool, error) {
 	return catalog.Paginate(up.cfg.Name, k, b, func(params json.RawMessage) (json.RawMessage, error) {
 		return rq.roundTrip(ctx, up, k.Info().ListMethod, params)
-	})
-}
-
-// listOn lists every item of kind k of an upstream on session us, outside
-// any client's request (gateway explain, the watch): request ids are
-// idPrefix.1, idPrefix.2, … one per page.
-func listOn(ctx context.Context, c *upstream.Client, us session.Upstream, k catalog.Kind, idPrefix string, b catalog.Bounds) ([]json.RawMessage, bool, error) {
-	n := 0
-	return catalog.Paginate(c.Name(), k, b, func(params json.RawMessage) (json.RawMessage, error) {
-		n++
-		resp, err := c.Call(ctx, us, jsonrpc.StringID(idPrefix+"."+strconv.Itoa(n)), k.Info().ListMethod, params)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Close()
-		return resp.Result()
 	})
 }
 

@@ -77,7 +77,7 @@ func (h *Server) consentAnswer(ctx context.Context, rq *Request, c *call, err er
 	}
 	caps := rq.caller().Caps
 	urlMode := false
-	if h.capSet(caps)["elicitation"] {
+	if h.capNames.Names(caps)["elicitation"] {
 		var el struct {
 			Elicitation struct {
 				URL json.RawMessage `json:"url"`

@@ -8,6 +8,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/upcall"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
@@ -31,8 +32,8 @@ func (h *Server) syncWatches(st *State) {
 type watchHooks struct{ h *Server }
 
 func (w watchHooks) Opened(up *upstreamRef, res *upstream.InitResult) {
-	w.h.rememberCaps(up.cfg.Name, res.Session.Capabilities)
-	w.h.rememberInstructions(up.cfg.Name, res.Instructions)
+	w.h.seenCaps.Remember(up.cfg.Name, res.Session.Capabilities)
+	w.h.instructions.Remember(up.cfg.Name, res.Instructions)
 }
 
 func (w watchHooks) Notified(ctx context.Context, up *upstreamRef, us session.Upstream, msg *jsonrpc.Message) {
@@ -61,7 +62,7 @@ func (h *Server) refresh(ctx context.Context, up *upstreamRef, us session.Upstre
 			continue // told already
 		}
 		_, err := h.catalog.Get(ctx, &up.cat, k, catalog.Scope{}, func(ctx context.Context, b catalog.Bounds) ([]json.RawMessage, bool, error) {
-			return listOn(ctx, up.client, us, k, "watch", b)
+			return upcall.ListOn(ctx, up.client, us, k, "watch", b)
 		})
 		if err != nil {
 			h.log.Debug("refreshing a changed list", "upstream", up.cfg.Name, "list", k.Info().ListMethod, "error", err)

@@ -60,7 +60,7 @@ func sseStreamsOpen(t *testing.T, g interface{ AdminHandler() http.Handler }) in
 // during the call (server-everything's get-roots-list) gets its roots
 // asked within the call: the gateway holds the shared upstream session's
 // GET stream while calls are in flight on it, and a request arriving there
-// while one call holds it is that call's (see dispatch/shared.go), bridged
+// while one call holds it is that call's (see upcall.Merge), bridged
 // to the client in the call's input_required result. Four calls in a row,
 // each answered with the client's root, never after the upstream timeout.
 func TestRootsOnTheStandaloneStreamStateless(t *testing.T) {

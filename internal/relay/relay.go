@@ -1,8 +1,13 @@
-// Package relay is the relay of an upstream's answer to the client, as
-// far as it has moved out of internal/dispatch (issue 28): what an
-// upstream's error becomes for the client (Error), and which of the
-// upstream's log messages a 2026-07-28 request hears (WantsLog). The
-// relay loop itself (dispatch/relay.go) is still dispatch's.
+// Package relay is the relay of an upstream's answer to the client: the
+// loop that forwards a client request to its upstream and relays what
+// comes back (Relayer.Relay: notifications as they arrive, requests for
+// input bridged between the revisions, a 2026-07-28 caller's call parked
+// for its retry, then the result), reaching the request through the
+// narrow Hop interface that internal/dispatch implements; what an
+// upstream's error becomes for the client (Error), which of the
+// upstream's log messages a 2026-07-28 request hears (WantsLog), and how a
+// request's end counts for the upstream's circuit breaker (BreakerOutcome)
+// and in the audit log (FailureReason).
 package relay
 
 import (
