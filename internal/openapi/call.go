@@ -94,7 +94,8 @@ func (a *API) request(ctx context.Context, op *operation, args json.RawMessage, 
 		obj = &jsonx.Object{}
 	} else {
 		var err error
-		if obj, err = jsonx.ParseObject(args); err != nil {
+		// args is part of a message validated whole.
+		if obj, err = jsonx.ParseValidObject(args); err != nil {
 			return nil, &argError{"The arguments must be a JSON object with distinct names."}
 		}
 	}
@@ -375,7 +376,7 @@ func result(op *operation, resp *http.Response, body []byte) json.RawMessage {
 		return textResult(fmt.Sprintf("(no content; HTTP %d)", resp.StatusCode), nil)
 	}
 	switch {
-	case isJSON && json.Valid(body):
+	case isJSON && jsonx.Valid(body):
 		var structured json.RawMessage
 		if op.structured && bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
 			structured = body

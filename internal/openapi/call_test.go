@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -321,15 +322,19 @@ func BenchmarkCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	rt := a.Transport(&http.Client{}, 1<<20)
-	msg := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"createItem","arguments":{"body":{"name":"` + strings.Repeat("x", 100) + `"}}}}`
-	b.ReportAllocs()
-	for b.Loop() {
-		req, _ := http.NewRequest(http.MethodPost, "http://upstream.invalid/mcp", strings.NewReader(msg))
-		resp, err := rt.RoundTrip(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+	for _, size := range []int{100, 10240} {
+		b.Run(strconv.Itoa(size)+"B", func(b *testing.B) {
+			msg := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"createItem","arguments":{"body":{"name":"` + strings.Repeat("x", size) + `"}}}}`
+			b.ReportAllocs()
+			for b.Loop() {
+				req, _ := http.NewRequest(http.MethodPost, "http://upstream.invalid/mcp", strings.NewReader(msg))
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
 	}
 }

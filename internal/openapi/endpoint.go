@@ -105,18 +105,21 @@ func (e *endpoint) serve(req *http.Request, msg *jsonrpc.Message) (json.RawMessa
 	case protocol.MethodToolsList:
 		return e.list, nil, nil
 	case protocol.MethodToolsCall:
-		var p struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		}
-		if err := json.Unmarshal(msg.Params, &p); err != nil {
+		// The message was validated whole by Decode: its members are
+		// read in place, the arguments never decoded here.
+		p, err := jsonx.ParseValidObject(msg.Params)
+		if err != nil {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err), nil
 		}
-		op := a.ops[p.Name]
-		if op == nil {
-			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Unknown tool: %s", strconv.Quote(truncate(p.Name, 128))), nil
+		var name string
+		if raw := p.Get("name"); len(raw) > 0 && raw[0] == '"' {
+			name, _ = jsonx.Unquote(raw)
 		}
-		res, err := a.call(req.Context(), e.rest, e.maxBody, op, p.Arguments, req.Header)
+		op := a.ops[name]
+		if op == nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Unknown tool: %s", strconv.Quote(truncate(name, 128))), nil
+		}
+		res, err := a.call(req.Context(), e.rest, e.maxBody, op, p.Get("arguments"), req.Header)
 		return res, nil, err
 	}
 	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s", strconv.Quote(truncate(msg.Method, 128))), nil
