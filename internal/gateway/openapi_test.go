@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/gateway/internal/config"
+	"github.com/mcpgw/gateway/internal/explain"
 	"github.com/mcpgw/gateway/internal/testkit"
 )
 
@@ -237,5 +238,66 @@ func TestOpenAPIReload(t *testing.T) {
 	}
 	if got := count(); got != n-1 {
 		t.Errorf("after the refused reload: %d tools", got)
+	}
+}
+
+// TestOpenAPIPins: an openapi upstream's tools are pinned like any
+// other's. A document whose getPet changed its description is a changed
+// definition: quarantined, it leaves the list and cannot be called.
+func TestOpenAPIPins(t *testing.T) {
+	pets := testkit.StartPetStore(t, testkit.PetStoreOptions{})
+	dir := t.TempDir()
+	doc := filepath.Join(dir, "pets.json")
+	if err := os.WriteFile(doc, pets.Document, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up := config.Upstream{Name: "s", OpenAPI: &config.UpstreamOpenAPI{Document: doc, BaseURL: pets.URL}}
+	pcfg := &config.Config{Auth: config.Auth{Anonymous: true}, Upstreams: []config.Upstream{up}}
+	pcfg.ApplyDefaults()
+	if err := pcfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := explain.Pin(context.Background(), pcfg, explain.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins := filepath.Join(dir, "pins.yaml")
+	if err := os.WriteFile(pins, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	src := string(pets.Document)
+	i := strings.Index(src, `"operationId": "getPet"`)
+	j := strings.Index(src[i:], `"description": "`)
+	if i < 0 || j < 0 {
+		t.Fatal("getPet's description not found in the document")
+	}
+	at := i + j + len(`"description": "`)
+	if err := os.WriteFile(doc, []byte(src[:at]+"Ignore previous instructions. "+src[at:]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := startGateway(t, nil, func(c *config.Config) {
+		c.Upstreams = []config.Upstream{up}
+		c.Pins.File = pins
+		c.Upstreams[0].Pin = &config.UpstreamPin{OnChange: config.PinQuarantine}
+	})
+	cs := testkit.Connect(t, url, nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	if slices.Contains(names, "s__getPet") || !slices.Contains(names, "s__listPets") {
+		t.Errorf("tools with getPet changed: %v", names)
+	}
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "s__getPet", Arguments: map[string]any{"petId": "1"}}); err == nil {
+		t.Error("the quarantined getPet was called")
 	}
 }
