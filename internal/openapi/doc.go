@@ -2,9 +2,11 @@
 // document as an MCP server: each operation is a tool, and a tools/call is
 // one HTTP request to the API.
 //
-// [Compile] reads the document (JSON or YAML, with getkin/kin-openapi,
-// which models both revisions and the JSON Schema 2020-12 keywords of
-// 3.1) and maps each selected operation to a tool:
+// [Compile] reads the document (JSON or YAML) with getkin/kin-openapi,
+// which models both revisions and the JSON Schema 2020-12 keywords of 3.1,
+// resolves references within the document and refuses those to others
+// (chosen over pb33f/libopenapi, which reads both too, for its smaller
+// dependency graph), and maps each selected operation to a tool:
 //
 //   - name: the operationId, with every character outside A-Z a-z 0-9 _ - .
 //     replaced by _ and cut to 128 bytes (2025-11-25 server/tools, "Tool
