@@ -137,10 +137,10 @@ func TestCallBuildsRequest(t *testing.T) {
 	}
 
 	for args, want := range map[string]string{
-		`{"itemId":".."}`:                           "must not be empty, . or ..",
-		`{}`:                                        `Missing required argument "itemId"`,
-		`{"itemId":"1","other":1}`:                  `Unknown argument "other"`,
-		`{"itemId":"1","fields":[{"a":1}]}`:         "holds only strings",
+		`{"itemId":".."}`:                   "must not be empty, . or ..",
+		`{}`:                                `Missing required argument "itemId"`,
+		`{"itemId":"1","other":1}`:          `Unknown argument "other"`,
+		`{"itemId":"1","fields":[{"a":1}]}`: "holds only strings",
 		`{"itemId":"1","X-Tenant-Hint":"a\r\nb: c"}`: "not a valid header value",
 	} {
 		res := callResult(t, rt, "get_item_", args, nil)

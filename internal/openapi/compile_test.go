@@ -188,7 +188,7 @@ func TestCompileErrors(t *testing.T) {
 		"relative":  {doc: `{"openapi":"3.1.0","info":{"title":"x","version":"1"},"servers":[{"url":"/api"}],"paths":{}}`, opts: Options{DocumentURL: "api.json"}, want: "is relative"},
 		"swagger":   {doc: `{"swagger":"2.0","info":{"title":"x","version":"1"},"paths":{}}`, want: "only 3.0 and 3.1"},
 		"not json":  {doc: `{{`, want: "not an OpenAPI document"},
-		"external":  {doc: strings.Replace(storeDoc, `"#/components/schemas/Item"}}}},
+		"external": {doc: strings.Replace(storeDoc, `"#/components/schemas/Item"}}}},
         "responses": {"201"`, `"other.json#/Item"}}}},
         "responses": {"201"`, 1), want: ""},
 	} {
