@@ -19,7 +19,8 @@
 // internal/relay's (relay.go implements its Hop), one request to an
 // upstream (its id, span, answer, the upstream session opened or ended
 // for it) internal/upcall's, the upstreams' instructions
-// internal/instructions', what is known of capabilities internal/capset's;
+// internal/instructions', what is known of capabilities internal/capset's, the
+// JSON-RPC code and HTTP status of a method's error internal/rpcerr's;
 // the guards, the policy rules and a tenant's presentation are applied to
 // a request by internal/guard, internal/policy and internal/catalog.
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/protocol"
+	"github.com/mcpgw/gateway/internal/rpcerr"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/subscribe"
 	"github.com/mcpgw/gateway/internal/tasks"
@@ -41,7 +42,7 @@ type call struct {
 }
 
 // A methodFunc serves one MCP method. It returns the result, or an error
-// that toJSONRPCError turns into the response's error object. Notifications
+// that rpcerr.Map turns into the response's error object. Notifications
 // it relays on the way go straight to c.out.
 type methodFunc func(ctx context.Context, rq *Request, c *call) (json.RawMessage, error)
 
@@ -120,13 +121,13 @@ func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, o
 			// basic/utilities/cancellation). End the stream without one.
 			return nil
 		}
-		e := h.toJSONRPCError(ctx, msg.Method, err)
+		e := rpcerr.Map(ctx, h.log, msg.Method, err)
 		if rq.adm.Stateless && e.Code == protocol.CodeResourceNotFound {
 			// 2026-07-28 changelog, minor change 6.
 			e = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message, Data: e.Data}
 		}
 		if rq.adm.Stateless {
-			if status := statelessStatus(e.Code); status != http.StatusOK && out.Refuse(msg.ID, &ErrorAnswer{Err: e, Status: status}) {
+			if status := rpcerr.Status(e.Code); status != http.StatusOK && out.Refuse(msg.ID, &rpcerr.Answer{Err: e, Status: status}) {
 				return nil
 			}
 		}
@@ -248,7 +249,7 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 		}
 	}
 	if need := rq.view.RequiredScopes(up.cfg.Name, orig); !rq.principal.HasScopes(need...) {
-		return nil, &ScopeError{Scopes: append(slices.Clone(rq.st.cfg.Auth.RequiredScopes), need...)}
+		return nil, &rpcerr.ScopeError{Scopes: append(slices.Clone(rq.st.cfg.Auth.RequiredScopes), need...)}
 	}
 	// Before relay, which spends the budgets: a call refused here costs
 	// the tenant nothing and never reaches the upstream.
@@ -486,7 +487,7 @@ func (f *inflight) cancel(key string) bool {
 	cancel, ok := f.m[key]
 	f.mu.Unlock()
 	if ok {
-		cancel(errCancelledByClient)
+		cancel(rpcerr.ErrCancelledByClient)
 	}
 	return ok
 }

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"encoding/json"
-	"errors"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 )
@@ -14,7 +13,7 @@ import (
 type Out interface {
 	// Event sends a message before the response (a notification, or a
 	// request to the client), switching the answer to a stream. An error
-	// means the client is gone, and wraps ErrClientGone.
+	// means the client is gone, and wraps rpcerr.ErrClientGone.
 	Event(msg []byte) error
 	// Stream switches the answer to a stream before any event: the
 	// upstream streams its answer, and so does the gateway.
@@ -33,7 +32,3 @@ type Out interface {
 	// JSON-RPC error response.
 	Refuse(id jsonrpc.ID, err error) bool
 }
-
-// ErrClientGone is what a write to a client that went away fails with
-// (wrapped, with the write's own error): see [Out.Event] and [ClientGone].
-var ErrClientGone = errors.New("the client is gone")

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/relay"
+	"github.com/mcpgw/gateway/internal/rpcerr"
 	"github.com/mcpgw/gateway/internal/telemetry"
 )
 
@@ -103,7 +104,7 @@ func answered(next methodFunc) methodFunc {
 // cancelled reports whether a request ended because its client cancelled
 // it or went away.
 func cancelled(ctx context.Context, err error) bool {
-	return errors.Is(context.Cause(ctx), errCancelledByClient) || ClientGone(ctx, err)
+	return errors.Is(context.Cause(ctx), rpcerr.ErrCancelledByClient) || rpcerr.ClientGone(ctx, err)
 }
 
 // observeRequest records how a request went: its span's status, the request and
@@ -145,7 +146,7 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, res j
 		c.upstream, c.original = re.DeniedBy, re.DeniedName
 		h.metrics.PolicyDenial(rq.view.ID, re.DeniedBy, re.Kind.Info().Noun)
 		telemetry.SetJSONRPCError(span, jsonrpc.CodeInvalidParams, "denied by policy")
-	case errors.As(err, new(*ScopeError)):
+	case errors.As(err, new(*rpcerr.ScopeError)):
 		outcome, decision = telemetry.OutcomeDenied, audit.DecisionDeny
 		h.metrics.PolicyDenial(rq.view.ID, c.upstream, "scope")
 		telemetry.SetError(span, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
+	"github.com/mcpgw/gateway/internal/rpcerr"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upcall"
@@ -105,7 +106,7 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 	wg.Wait()
 	if failed != nil {
 		// Never hand out an id whose record could not be completed.
-		if ClientGone(ctx, failed) {
+		if rpcerr.ClientGone(ctx, failed) {
 			h.log.Debug("creating session: client gone", "error", failed)
 		} else {
 			h.log.Error("creating session", "error", failed)

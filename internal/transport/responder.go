@@ -13,9 +13,9 @@ import (
 
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/catalog"
-	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/protocol"
+	"github.com/mcpgw/gateway/internal/rpcerr"
 )
 
 // A responder writes the answer to one POSTed request: either one
@@ -197,7 +197,7 @@ func (r *responder) gone(err error) error {
 		r.log.detach()
 		return nil
 	}
-	return fmt.Errorf("%w: %w", dispatch.ErrClientGone, err)
+	return fmt.Errorf("%w: %w", rpcerr.ErrClientGone, err)
 }
 
 // Retry writes an SSE block with only a retry field, d in milliseconds,
@@ -217,11 +217,11 @@ func (r *responder) Retry(d time.Duration) error {
 	r.buf = strconv.AppendInt(r.buf, d.Milliseconds(), 10)
 	r.buf = append(r.buf, "\n\n"...)
 	if _, err := r.w.Write(r.buf); err != nil {
-		return fmt.Errorf("%w: %w", dispatch.ErrClientGone, err)
+		return fmt.Errorf("%w: %w", rpcerr.ErrClientGone, err)
 	}
 	r.flushedLocked()
 	if err := r.rc.Flush(); err != nil {
-		return fmt.Errorf("%w: %w", dispatch.ErrClientGone, err)
+		return fmt.Errorf("%w: %w", rpcerr.ErrClientGone, err)
 	}
 	return nil
 }
@@ -419,9 +419,9 @@ func (r *responder) Refuse(id jsonrpc.ID, err error) bool {
 		return false
 	}
 	var hm *catalog.HeaderMismatchError
-	var se *dispatch.ScopeError
+	var se *rpcerr.ScopeError
 	var ce *protocol.CapabilityError
-	var ea *dispatch.ErrorAnswer
+	var ea *rpcerr.Answer
 	switch {
 	case errors.As(err, &ea):
 		// A 2026-07-28 error answer with the status its code has.

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/protocol"
+	"github.com/mcpgw/gateway/internal/rpcerr"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/share"
 	"github.com/mcpgw/gateway/internal/telemetry"
@@ -445,7 +446,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, rq *dispat
 // storeFailed logs a failure of the session store, unless it only says
 // that the client went away.
 func (h *Handler) storeFailed(r *http.Request, msg string, err error) {
-	if dispatch.ClientGone(r.Context(), err) {
+	if rpcerr.ClientGone(r.Context(), err) {
 		h.log.Debug(msg+": client gone", "error", err)
 		return
 	}

@@ -1,8 +1,13 @@
-package dispatch
+// Package rpcerr is where a method's error becomes the client's: the one
+// place internal errors get their JSON-RPC code ([Map]), the HTTP status a
+// 2026-07-28 error answer has ([Status]), and the errors that say the
+// client went away or lacks a scope.
+package rpcerr
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -16,11 +21,13 @@ import (
 	"github.com/mcpgw/gateway/internal/upstream"
 )
 
-// How a method's error becomes the client's: the one place internal
-// errors get their JSON-RPC code (toJSONRPCError), and their short reason
-// in the audit log (relay.FailureReason).
+// ErrCancelledByClient is the cause of a request's context when its client
+// cancelled it (notifications/cancelled).
+var ErrCancelledByClient = errors.New("request cancelled by the client")
 
-var errCancelledByClient = errors.New("request cancelled by the client")
+// ErrClientGone is what a write to a client that went away fails with
+// (wrapped, with the write's own error): see [ClientGone].
+var ErrClientGone = errors.New("the client is gone")
 
 // ClientGone reports whether a request failed because its client went
 // away: the request's context was cancelled (net/http does so when the
@@ -40,23 +47,23 @@ func (e *ScopeError) Error() string {
 	return "Insufficient scope: this tool requires " + strings.Join(e.Scopes, " ")
 }
 
-// toJSONRPCError maps a method's error to the error object sent to the
-// client. It is the one place where internal errors get their wire code.
-func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *jsonrpc.Error {
+// Map maps the error of a request for method to the error object sent to
+// the client. An error that is no known kind is logged to log, at debug
+// level when the client went away; a nil log means no logging.
+func Map(ctx context.Context, log *slog.Logger, method string, err error) *jsonrpc.Error {
 	var je *jsonrpc.Error
 	var re *catalog.ResolveError
 	var ue *upstream.Error
 	var ref *budget.Refusal
 	var ce *protocol.CapabilityError
 	var pr *policy.Refusal
+	var gb *guard.BlockError
 	switch {
 	case errors.As(err, &ce):
 		return ce.RPCError()
 	case errors.As(err, &pr) && pr.Unknown == nil:
 		return pr.RPCError()
-	case errors.As(err, new(*guard.BlockError)):
-		var gb *guard.BlockError
-		errors.As(err, &gb)
+	case errors.As(err, &gb):
 		return gb.RPCError()
 	case errors.As(err, new(*ScopeError)):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
@@ -76,39 +83,43 @@ func (h *Server) toJSONRPCError(ctx context.Context, method string, err error) *
 			return e // the upstream's own answer (see relay.Error)
 		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: ue.Error()}
-	case errors.Is(context.Cause(ctx), errCancelledByClient):
+	case errors.Is(context.Cause(ctx), ErrCancelledByClient):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request cancelled"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request timed out"}
 	case ClientGone(ctx, err):
-		h.log.Debug("client gone", "rpc_method", method, "error", err)
+		if log != nil {
+			log.Debug("client gone", "rpc_method", method, "error", err)
+		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Request cancelled"}
 	default:
-		h.log.Error("request failed", "rpc_method", method, "error", err)
+		if log != nil {
+			log.Error("request failed", "rpc_method", method, "error", err)
+		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error"}
 	}
 }
 
-// An ErrorAnswer is a JSON-RPC error a 2026-07-28 request is answered
-// with, and the HTTP status that revision gives it (see statelessStatus):
-// the transport writes both while nothing of the answer was sent.
-type ErrorAnswer struct {
+// An Answer is a JSON-RPC error a 2026-07-28 request is answered with, and
+// the HTTP status that revision gives it (see [Status]): the transport
+// writes both while nothing of the answer was sent.
+type Answer struct {
 	Err    *jsonrpc.Error
 	Status int
 }
 
-func (e *ErrorAnswer) Error() string { return e.Err.Error() }
+func (e *Answer) Error() string { return e.Err.Error() }
 
-// statelessStatus is the HTTP status of a 2026-07-28 error answer with
-// code, whether the error is the gateway's or an upstream's (relayed
-// whatever status the upstream used, and whichever revision it speaks):
+// Status is the HTTP status of a 2026-07-28 error answer with code,
+// whether the error is the gateway's or an upstream's (relayed whatever
+// status the upstream used, and whichever revision it speaks):
 // basic/transports/streamable-http, "Protocol Version Header": a method not
 // implemented (-32601) is 404, -32022 and -32020 are 400; basic/index,
 // "Per-request protocol fields": -32021 and a malformed request's -32602
 // are 400. Every -32602 is 400 (as the reference SDK answers them), so
 // that a name is refused alike whether the gateway hid it or the upstream
 // does not know it. Any other error is 200, as a session's are.
-func statelessStatus(code int64) int {
+func Status(code int64) int {
 	switch code {
 	case jsonrpc.CodeMethodNotFound:
 		return http.StatusNotFound
