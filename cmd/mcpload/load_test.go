@@ -63,7 +63,12 @@ func TestLoadEchoServer(t *testing.T) {
 		cfg := testConfig(ts.URL + echoserver.Path)
 		cfg.Mode, cfg.ListRatio, cfg.ExpectTools, cfg.Payload, cfg.Duration = modeMix, 0.25, 21, 10<<10, 500*time.Millisecond
 		rep := runTest(t, cfg)
-		if rep.Errors != 0 || rep.OK == 0 || rep.Lists == 0 || rep.Calls == 0 || rep.ToolsListed != 21 {
+		if rep.Errors != 0 || rep.OK == 0 || rep.Calls == 0 {
+			t.Errorf("report: %+v", rep)
+		}
+		// A client's every fourth request is a list: on a loaded machine
+		// half a second may hold fewer.
+		if rep.Requests >= 4*int64(rep.Clients)+int64(rep.Clients) && (rep.Lists == 0 || rep.ToolsListed != 21) {
 			t.Errorf("report: %+v", rep)
 		}
 	})
