@@ -2,12 +2,14 @@ package openapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -265,7 +267,7 @@ func text(v any) string {
 // sortedPairs are an object's members, by name.
 func sortedPairs(m map[string]any) [][2]string {
 	out := make([][2]string, 0, len(m))
-	for _, k := range slices.Sorted(mapKeys(m)) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, [2]string{k, text(m[k])})
 	}
 	return out
@@ -395,7 +397,7 @@ func result(op *operation, resp *http.Response, body []byte) json.RawMessage {
 			return textResult(string(body), nil)
 		}
 	}
-	return textResult(fmt.Sprintf("(%d bytes of %s)", len(body), cmpOr(mt, "unknown type")), nil)
+	return textResult(fmt.Sprintf("(%d bytes of %s)", len(body), cmp.Or(mt, "unknown type")), nil)
 }
 
 // textResult is a tool result of one text block, with structured content

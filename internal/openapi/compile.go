@@ -1,11 +1,13 @@
 package openapi
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -142,13 +144,7 @@ func Compile(doc []byte, opts Options) (*API, error) {
 	c := &compiler{api: a, tree: tree, maxBytes: opts.MaxSchemaBytes, byName: make(map[string]string)}
 	if t.Paths != nil {
 		paths := t.Paths.Map()
-		for _, path := range slices.Sorted(func(yield func(string) bool) {
-			for p := range paths {
-				if !yield(p) {
-					return
-				}
-			}
-		}) {
+		for _, path := range slices.Sorted(maps.Keys(paths)) {
 			item := paths[path]
 			ops := item.Operations()
 			for _, m := range methods {
@@ -350,7 +346,7 @@ func (c *compiler) operation(method, path string, item *openapi3.PathItem, op *o
 				required = append(required, "body")
 			}
 		} else if rb.Value.Required {
-			c.warnf("%s: skipped: its request body is required and is not JSON (%s)", where, strings.Join(slices.Sorted(mapKeys(rb.Value.Content)), ", "))
+			c.warnf("%s: skipped: its request body is required and is not JSON (%s)", where, strings.Join(slices.Sorted(maps.Keys(rb.Value.Content)), ", "))
 			return nil
 		} else {
 			c.warnf("%s: its request body is left out: it is not JSON", where)
@@ -365,7 +361,7 @@ func (c *compiler) operation(method, path string, item *openapi3.PathItem, op *o
 	if op.Summary != "" {
 		tool["title"] = op.Summary
 	}
-	if d := cmpOr(op.Description, op.Summary); d != "" {
+	if d := cmp.Or(op.Description, op.Summary); d != "" {
 		tool["description"] = d
 	}
 	if out, ok, err := c.output(op, where); err != nil {
@@ -395,7 +391,7 @@ func (c *compiler) output(op *openapi3.Operation, where string) (any, bool, erro
 		return nil, false, nil
 	}
 	rs := op.Responses.Map()
-	codes := slices.Sorted(mapKeys(rs))
+	codes := slices.Sorted(maps.Keys(rs))
 	for _, code := range codes {
 		if !(len(code) == 3 && code[0] == '2') && code != "2XX" {
 			continue
@@ -472,7 +468,7 @@ func jsonMedia(content openapi3.Content) *openapi3.MediaType {
 	if mt := content.Get("application/json"); mt != nil {
 		return mt
 	}
-	for _, k := range slices.Sorted(mapKeys(content)) {
+	for _, k := range slices.Sorted(maps.Keys(content)) {
 		base, _, _ := strings.Cut(strings.ToLower(k), ";")
 		if strings.HasSuffix(strings.TrimSpace(base), "+json") {
 			return content[k]
@@ -575,23 +571,6 @@ func selected(include, exclude []selector, method, path string, op *openapi3.Ope
 		}
 	}
 	return true
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // truncate cuts s to at most n bytes, at a rune boundary.

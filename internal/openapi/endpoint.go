@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -126,7 +127,7 @@ func (e *endpoint) serve(req *http.Request, msg *jsonrpc.Message) (json.RawMessa
 }
 
 func (a *API) serverInfo() map[string]string {
-	return map[string]string{"name": a.name, "version": cmpOr(a.version, "0")}
+	return map[string]string{"name": a.name, "version": cmp.Or(a.version, "0")}
 }
 
 // respond is an in-process HTTP response to req.

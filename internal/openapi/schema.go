@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -149,7 +150,7 @@ func convert(m map[string]any) {
 		case string:
 			m["type"] = []any{t, "null"}
 		case []any:
-			if !containsAny(t, "null") {
+			if !slices.Contains(t, any("null")) {
 				m["type"] = append(t, "null")
 			}
 		}
@@ -162,15 +163,6 @@ func convert(m map[string]any) {
 	for _, k := range openAPIOnly {
 		delete(m, k)
 	}
-}
-
-func containsAny(s []any, v any) bool {
-	for _, e := range s {
-		if e == v {
-			return true
-		}
-	}
-	return false
 }
 
 // resolve follows a local JSON pointer reference ("#/components/...").
