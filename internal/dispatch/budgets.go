@@ -17,7 +17,7 @@ import (
 // at the edge an HTTP 429; each is counted and audited.
 
 // plan returns the tenant's budgets.
-func (rq *Request) plan() *budget.Plan { return rq.st.plans.Tenant(rq.view.ID) }
+func (rq *Request) plan() *budget.Plan { return rq.st.Plans.Tenant(rq.view.ID) }
 
 func (rq *Request) budgetWho() budget.Who {
 	return budget.Who{Tenant: rq.principal.Tenant, Issuer: rq.principal.Issuer, Subject: rq.principal.Subject}
@@ -47,7 +47,7 @@ func (rq *Request) spend(ctx context.Context, c *call, up *upstreamRef) error {
 	if c.m.target == targetTool {
 		tool = c.original
 	}
-	if ref := rq.h.budgets.Call(ctx, p, rq.budgetWho(), up.cfg.Name, tool); ref != nil {
+	if ref := rq.h.budgets.Call(ctx, p, rq.budgetWho(), up.Cfg.Name, tool); ref != nil {
 		return ref
 	}
 	return nil
@@ -58,16 +58,16 @@ func (rq *Request) spend(ctx context.Context, c *call, up *upstreamRef) error {
 // its error.
 func (rq *Request) guard(ctx context.Context, up *upstreamRef) (func(error), error) {
 	var report func(budget.Outcome)
-	if up.breaker != nil {
+	if up.Breaker != nil {
 		var err error
-		if report, err = up.breaker.Allow(); err != nil {
+		if report, err = up.Breaker.Allow(); err != nil {
 			return nil, err
 		}
 	}
 	var release func()
-	if up.gate != nil {
+	if up.Gate != nil {
 		var err error
-		if release, err = up.gate.Acquire(ctx, rq.view.ID, PrincipalKey(rq)); err != nil {
+		if release, err = up.Gate.Acquire(ctx, rq.view.ID, PrincipalKey(rq)); err != nil {
 			if report != nil {
 				report(budget.Unknown)
 			}
@@ -98,10 +98,10 @@ func (h *Server) circuitChanged(name string, open bool) {
 // closed, for /readyz.
 func (h *Server) CircuitNotes() []string {
 	var notes []string
-	for _, up := range h.state.Load().upstreams {
-		if up.breaker != nil {
-			if s := up.breaker.State(); s != "closed" {
-				notes = append(notes, "upstream "+up.cfg.Name+": circuit "+s)
+	for _, up := range h.state.Load().Upstreams {
+		if up.Breaker != nil {
+			if s := up.Breaker.State(); s != "closed" {
+				notes = append(notes, "upstream "+up.Cfg.Name+": circuit "+s)
 			}
 		}
 	}

@@ -32,24 +32,24 @@ type UpstreamState struct {
 // force, in config order.
 func (h *Server) UpstreamStates() []UpstreamState {
 	st := h.state.Load()
-	out := make([]UpstreamState, 0, len(st.upstreams))
-	for _, up := range st.upstreams {
-		s := UpstreamState{Name: up.cfg.Name}
-		s.LastError, s.Tried = h.health.Last(up.cfg.Name)
+	out := make([]UpstreamState, 0, len(st.Upstreams))
+	for _, up := range st.Upstreams {
+		s := UpstreamState{Name: up.Cfg.Name}
+		s.LastError, s.Tried = h.health.Last(up.Cfg.Name)
 		out = append(out, s)
 	}
 	lists := h.catalog.ListStats()
-	for i, up := range st.upstreams {
-		out[i].Lists = lists[up.cfg.Name]
-		if ps, ok := up.client.PipeStats(); ok && up.cfg.IsStdio() {
+	for i, up := range st.Upstreams {
+		out[i].Lists = lists[up.Cfg.Name]
+		if ps, ok := up.Client.PipeStats(); ok && up.Cfg.IsStdio() {
 			out[i].Processes = &ps
 		}
-		if up.breaker != nil {
-			out[i].Circuit = up.breaker.State()
+		if up.Breaker != nil {
+			out[i].Circuit = up.Breaker.State()
 		}
-		if up.gate != nil {
-			out[i].InFlight = up.gate.InFlight()
-			out[i].Waiting, _ = up.gate.Waiting("")
+		if up.Gate != nil {
+			out[i].InFlight = up.Gate.InFlight()
+			out[i].Waiting, _ = up.Gate.Waiting("")
 		}
 	}
 	return out

@@ -33,8 +33,8 @@ func (h *Server) compileGuards(cfg *config.Config) (*guard.Engine, error) {
 // set: it returns the arguments to send (redacted, or as they were) or
 // the block.
 func (rq *Request) guardArguments(ctx context.Context, c *call, up *upstreamRef, orig string, args json.RawMessage) (json.RawMessage, error) {
-	return rq.st.guards.Inspect(ctx, guard.Arguments, guard.Input{
-		Tenant: rq.view.ID, Subject: rq.principal.Subject, Upstream: up.cfg.Name, Tool: orig, Method: c.method,
+	return rq.st.Guards.Inspect(ctx, guard.Arguments, guard.Input{
+		Tenant: rq.view.ID, Subject: rq.principal.Subject, Upstream: up.Cfg.Name, Tool: orig, Method: c.method,
 	}, args)
 }
 
@@ -45,12 +45,12 @@ func (rq *Request) guardResult(ctx context.Context, c *call, k catalog.Kind, up 
 	if k == catalog.Tools {
 		tool, item = orig, ""
 	}
-	return rq.st.guards.Inspect(ctx, guard.Results, guard.Input{
-		Tenant: rq.view.ID, Subject: rq.principal.Subject, Upstream: up.cfg.Name, Tool: tool, Item: item, Method: c.method,
+	return rq.st.Guards.Inspect(ctx, guard.Results, guard.Input{
+		Tenant: rq.view.ID, Subject: rq.principal.Subject, Upstream: up.Cfg.Name, Tool: tool, Item: item, Method: c.method,
 	}, res)
 }
 
 // GuardNotes returns, for /readyz, the definitions guards blocked under
 // the config in force: hidden and uncallable for the tenant named, the
 // rest served.
-func (h *Server) GuardNotes() []string { return h.Current().guards.Notes() }
+func (h *Server) GuardNotes() []string { return h.Current().Guards.Notes() }

@@ -21,7 +21,7 @@ import (
 func (h *Server) signerFor(cfg *config.Config, prev *State) (*identity.Signer, string, error) {
 	var made identity.Made
 	if prev != nil {
-		made = identity.Made{Signer: prev.signer, Config: prev.cfg, KeysSum: prev.keysSum}
+		made = identity.Made{Signer: prev.Signer, Config: prev.Cfg, KeysSum: prev.KeysSum}
 	}
 	made, err := identity.ForConfig(cfg, made, h.log)
 	return made.Signer, made.KeysSum, err
@@ -32,7 +32,7 @@ func (h *Server) signerFor(cfg *config.Config, prev *State) (*identity.Signer, s
 // them.
 func (h *Server) JWKS() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s := h.state.Load().signer; s != nil {
+		if s := h.state.Load().Signer; s != nil {
 			s.Handler().ServeHTTP(w, r)
 			return
 		}
@@ -56,7 +56,7 @@ func (rq *Request) identityOf(ctx context.Context) *credentials.Caller {
 // withCaller returns ctx carrying rq's caller, when some upstream's
 // credentials depend on it.
 func (rq *Request) withCaller(ctx context.Context) context.Context {
-	if !rq.st.creds {
+	if !rq.st.PerRequest {
 		return ctx
 	}
 	return credentials.With(ctx, rq.identityOf(ctx))
@@ -65,7 +65,7 @@ func (rq *Request) withCaller(ctx context.Context) context.Context {
 // partition names the identity rq reaches up with ("" when every caller
 // reaches it as the same one).
 func (rq *Request) partition(up *upstreamRef) string {
-	if up.creds == nil {
+	if up.Creds == nil {
 		return ""
 	}
 	who := rq.who
@@ -73,15 +73,15 @@ func (rq *Request) partition(up *upstreamRef) string {
 		p := rq.principal
 		who = &credentials.Caller{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant}
 	}
-	return up.creds.Partition(who)
+	return up.Creds.Partition(who)
 }
 
 // mode is how rq reaches up, for the audit log: "" for static headers.
 func (rq *Request) mode(up *upstreamRef) string {
-	if up == nil || up.creds == nil || rq.who == nil {
+	if up == nil || up.Creds == nil || rq.who == nil {
 		return ""
 	}
-	if m := up.creds.Mode(rq.who); m != credentials.ModeStatic {
+	if m := up.Creds.Mode(rq.who); m != credentials.ModeStatic {
 		return m
 	}
 	return ""
@@ -91,7 +91,7 @@ func (rq *Request) mode(up *upstreamRef) string {
 // (without a token: token exchange cannot act for it), for the gateway's
 // own requests on the record's upstream sessions (terminating them).
 func recordCaller(ctx context.Context, st *State, p session.Principal) context.Context {
-	if !st.creds {
+	if !st.PerRequest {
 		return ctx
 	}
 	return credentials.With(ctx, &credentials.Caller{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant})

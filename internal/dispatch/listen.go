@@ -34,7 +34,7 @@ func (h *Server) Listen(ctx context.Context, rq *Request) (msgs <-chan []byte, s
 			Session: rq.Session.ID, Caps: rq.Session.ClientCapabilities,
 		},
 		Roots:  h.capNames.Names(rq.Session.ClientCapabilities)["roots"],
-		Limits: &rq.st.cfg.Limits,
+		Limits: &rq.st.Cfg.Limits,
 	})
 }
 
@@ -42,11 +42,11 @@ func (h *Server) Listen(ctx context.Context, rq *Request) (msgs <-chan []byte, s
 // upstream reached as each caller has no stream of the gateway's own (its
 // lists go by the TTL).
 func (up *upstreamRef) watched() bool {
-	return up.cfg.Watches() && (up.creds == nil || !up.creds.NeedsCaller(&credentials.Caller{}))
+	return up.Cfg.Watches() && (up.Creds == nil || !up.Creds.NeedsCaller(&credentials.Caller{}))
 }
 
 func listenUpstream(up *upstreamRef) listen.Upstream {
-	return listen.Upstream{Name: up.cfg.Name, Client: up.client, Stdio: up.cfg.IsStdio(), Watched: up.watched(), Ref: up}
+	return listen.Upstream{Name: up.Cfg.Name, Client: up.Client, Stdio: up.Cfg.IsStdio(), Watched: up.watched(), Ref: up}
 }
 
 // listenSession is the session of a GET stream's request rq, to
@@ -65,10 +65,10 @@ func (s listenSession) Upstreams() []listen.Upstream {
 func (s listenSession) Current(name string) (listen.Upstream, bool) {
 	st := s.rq.h.Current()
 	v, err := st.tenants.Get(s.rq.principal.Tenant)
-	if err != nil || !v.Allows(name) || st.byName[name] == nil {
+	if err != nil || !v.Allows(name) || st.ByName[name] == nil {
 		return listen.Upstream{}, false
 	}
-	return listenUpstream(st.byName[name]), true
+	return listenUpstream(st.ByName[name]), true
 }
 
 func (s listenSession) Version() any { return s.rq.h.Current() }
@@ -128,20 +128,20 @@ func (rq *Request) markListen(ctx context.Context, up *upstreamRef) {
 	if rq.adm.Stateless || rq.Session == nil {
 		return
 	}
-	us, ok := rq.upstreamEntry(up.cfg.Name)
+	us, ok := rq.upstreamEntry(up.Cfg.Name)
 	if !ok || us.Listen || us.SessionID == "" || upstream.IsModern(us) {
 		return
 	}
 	h := rq.h
 	us.Listen = true
-	cur, err := h.store.SetUpstream(context.WithoutCancel(ctx), rq.Session.ID, up.cfg.Name, us.SessionID, us)
+	cur, err := h.store.SetUpstream(context.WithoutCancel(ctx), rq.Session.ID, up.Cfg.Name, us.SessionID, us)
 	if err != nil {
 		// A conflict: the upstream session was replaced meanwhile, and the
 		// new one has not heard this subscription.
-		h.log.Debug("listen: marking the upstream session", "upstream", up.cfg.Name, "error", err)
+		h.log.Debug("listen: marking the upstream session", "upstream", up.Cfg.Name, "error", err)
 		return
 	}
-	rq.setUpstream(up.cfg.Name, cur)
+	rq.setUpstream(up.Cfg.Name, cur)
 	if err := h.listen.Wake(context.WithoutCancel(ctx), rq.Session.ID); err != nil {
 		h.log.Debug("listen: waking the session's stream", "error", err)
 	}

@@ -53,7 +53,7 @@ func (rq *Request) merged(ctx context.Context, k catalog.Kind) *mergedEntry {
 	for i, up := range tu.refs {
 		// An upstream whose circuit is open is left out: its items
 		// could not be used.
-		if rq.hasCap(up, info.Capability) && !up.breaker.Open() {
+		if rq.hasCap(up, info.Capability) && !up.Breaker.Open() {
 			ups = append(ups, tu.cats[i])
 		}
 	}
@@ -84,7 +84,7 @@ func (rq *Request) merged(ctx context.Context, k catalog.Kind) *mergedEntry {
 			return e
 		}
 	}
-	items := rq.st.guards.Definitions(ctx, rq.view.ID, k, rq.h.catalog.Merge(k, ups, ls, rq))
+	items := rq.st.Guards.Definitions(ctx, rq.view.ID, k, rq.h.catalog.Merge(k, ups, ls, rq))
 	var body []byte
 	if k == catalog.Tools {
 		for i := range items {

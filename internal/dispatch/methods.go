@@ -96,7 +96,7 @@ func (h *Server) Dispatch(ctx context.Context, rq *Request, msg *jsonrpc.Message
 // up (see LookupMethod).
 func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, out Out, m *Method) []byte {
 	ctx = rq.withCaller(ctx)
-	ctx, cancel := context.WithTimeout(ctx, rq.st.cfg.Server.RequestTimeout.D())
+	ctx, cancel := context.WithTimeout(ctx, rq.st.Cfg.Server.RequestTimeout.D())
 	defer cancel()
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	defer cancelCause(nil)
@@ -167,8 +167,8 @@ func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Mes
 		defer cancel()
 		var wg sync.WaitGroup
 		for name, us := range rq.upstreamSessions() {
-			if up := rq.st.byName[name]; up != nil {
-				wg.Go(func() { _ = up.client.Notify(ctx, us, protocol.NotifyCancelled, params) })
+			if up := rq.st.ByName[name]; up != nil {
+				wg.Go(func() { _ = up.Client.Notify(ctx, us, protocol.NotifyCancelled, params) })
 			}
 		}
 		wg.Wait()
@@ -183,8 +183,8 @@ func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Mes
 		defer cancel()
 		var wg sync.WaitGroup
 		for name, us := range rq.upstreamSessions() {
-			if up := rq.st.byName[name]; up != nil && up.client.PerSession() && !upstream.IsModern(us) {
-				wg.Go(func() { _ = up.client.Notify(ctx, us, msg.Method, nil) })
+			if up := rq.st.ByName[name]; up != nil && up.Client.PerSession() && !upstream.IsModern(us) {
+				wg.Go(func() { _ = up.Client.Notify(ctx, us, msg.Method, nil) })
 			}
 		}
 		wg.Wait()
@@ -229,14 +229,14 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	if err == nil {
 		err = pinned(up, catalog.Tools, it, name)
 	}
-	if err == nil && rq.st.guards.DefinitionBlocked(ctx, rq.view.ID, catalog.Tools, it) {
+	if err == nil && rq.st.Guards.DefinitionBlocked(ctx, rq.view.ID, catalog.Tools, it) {
 		err = &catalog.ResolveError{Kind: catalog.Tools, Name: name}
 	}
 	if err != nil {
 		return nil, err
 	}
 	orig := it.Original
-	c.upstream, c.original = up.cfg.Name, orig
+	c.upstream, c.original = up.Cfg.Name, orig
 	// Hidden by the principal's rules: unknown, before any other check
 	// could tell it exists.
 	if err := rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Tools, up, name, orig, nil, false); err != nil {
@@ -248,8 +248,8 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 			return nil, &catalog.HeaderMismatchError{Msg: msg}
 		}
 	}
-	if need := rq.view.RequiredScopes(up.cfg.Name, orig); !rq.principal.HasScopes(need...) {
-		return nil, &rpcerr.ScopeError{Scopes: append(slices.Clone(rq.st.cfg.Auth.RequiredScopes), need...)}
+	if need := rq.view.RequiredScopes(up.Cfg.Name, orig); !rq.principal.HasScopes(need...) {
+		return nil, &rpcerr.ScopeError{Scopes: append(slices.Clone(rq.st.Cfg.Auth.RequiredScopes), need...)}
 	}
 	// Before relay, which spends the budgets: a call refused here costs
 	// the tenant nothing and never reaches the upstream.
@@ -280,10 +280,10 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	// The resource URIs inside the result are exposed, so that the client
 	// can read them back through the gateway (see catalog/uris.go for
 	// every place the schema has one).
-	prefix := up.cat.Prefix
+	prefix := up.Cat.Prefix
 	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
 		if tasks.MayBeCreated(res) {
-			us, _ := rq.upstreamEntry(up.cfg.Name)
+			us, _ := rq.upstreamEntry(up.Cfg.Name)
 			if out, ok, err := rq.h.tasks.Created(ctx, taskRequest{rq, c}, rq.taskUpstream(up), us, res); ok {
 				return out, err
 			}
@@ -312,18 +312,18 @@ func getPrompt(ctx context.Context, rq *Request, c *call) (json.RawMessage, erro
 	if err == nil {
 		err = pinned(up, catalog.Prompts, it, name)
 	}
-	if err == nil && rq.st.guards.DefinitionBlocked(ctx, rq.view.ID, catalog.Prompts, it) {
+	if err == nil && rq.st.Guards.DefinitionBlocked(ctx, rq.view.ID, catalog.Prompts, it) {
 		err = &catalog.ResolveError{Kind: catalog.Prompts, Name: name}
 	}
 	if err != nil {
 		return nil, err
 	}
-	c.upstream, c.original = up.cfg.Name, it.Original
+	c.upstream, c.original = up.Cfg.Name, it.Original
 	if err := rq.decidePolicy(ctx, c, policy.PhaseCall, catalog.Prompts, up, name, it.Original, p.Get("arguments"), false); err != nil {
 		return nil, err
 	}
 	p.SetString("name", it.Original)
-	prefix := up.cat.Prefix
+	prefix := up.Cat.Prefix
 	orig := it.Original
 	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
 		res, err := rq.guardResult(ctx, c, catalog.Prompts, up, orig, res)
@@ -338,7 +338,7 @@ func getPrompt(ctx context.Context, rq *Request, c *call) (json.RawMessage, erro
 // the snapshot in force (a walk that raced a reload): it is quarantined
 // now, so as unknown as it is listed.
 func pinned(up *upstreamRef, k catalog.Kind, it *catalog.Item, name string) error {
-	if !catalog.PinAllows(up.cfg.Pin, k, it) {
+	if !catalog.PinAllows(up.Cfg.Pin, k, it) {
 		return &catalog.ResolveError{Kind: k, Name: name}
 	}
 	return nil
@@ -356,7 +356,7 @@ func readResource(ctx context.Context, rq *Request, c *call) (json.RawMessage, e
 	if err != nil {
 		return nil, err
 	}
-	c.upstream, c.original = up.cfg.Name, orig
+	c.upstream, c.original = up.Cfg.Name, orig
 	if err := rq.decidePolicy(ctx, c, policy.PhaseCall, catalog.Resources, up, uri, orig, nil, false); err != nil {
 		return nil, err
 	}
@@ -366,7 +366,7 @@ func readResource(ctx context.Context, rq *Request, c *call) (json.RawMessage, e
 		if err != nil {
 			return nil, err
 		}
-		return catalog.ExposeReadResult(res, up.cat.Prefix)
+		return catalog.ExposeReadResult(res, up.Cat.Prefix)
 	})
 }
 
@@ -437,7 +437,7 @@ func setLevel(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 		wg.Go(func() {
 			_, errs[i] = rq.roundTrip(ctx, up, c.method, c.params)
 			if errs[i] != nil {
-				rq.h.log.Warn("logging/setLevel failed", "upstream", up.cfg.Name, "error", errs[i])
+				rq.h.log.Warn("logging/setLevel failed", "upstream", up.Cfg.Name, "error", errs[i])
 				return
 			}
 			// Log messages come on the upstream's GET stream (see

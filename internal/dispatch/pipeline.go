@@ -209,9 +209,9 @@ func (h *Server) observeRequest(ctx context.Context, rq *Request, c *call, res j
 		r.Outcome = audit.OutcomeError
 		r.Reason = relay.FailureReason(err)
 	}
-	if up := rq.st.byName[c.upstream]; up != nil {
+	if up := rq.st.ByName[c.upstream]; up != nil {
 		if c.arguments != nil {
-			r.Arguments = audit.ReduceArguments(up.cfg.AuditArguments, c.arguments)
+			r.Arguments = audit.ReduceArguments(up.Cfg.AuditArguments, c.arguments)
 		}
 		r.Credentials = rq.mode(up)
 	}

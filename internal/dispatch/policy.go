@@ -55,7 +55,7 @@ func (rq *Request) policyPrincipal() *policy.Principal {
 }
 
 // hasPolicy reports whether rules apply to any of the tenant's upstreams.
-func (rq *Request) hasPolicy() bool { return rq.st.policy.HasRulesAny(rq.view.ID, rq.view.Upstreams) }
+func (rq *Request) hasPolicy() bool { return rq.st.Policy.HasRulesAny(rq.view.ID, rq.view.Upstreams) }
 
 func policySource(d *policy.Decision) string {
 	switch d.By {
@@ -70,7 +70,7 @@ func policySource(d *policy.Decision) string {
 // filterPolicy returns items, the tenant's merged list of kind k, without
 // what the principal's list-phase rules hide (see policy.Engine.Filter).
 func (rq *Request) filterPolicy(ctx context.Context, method string, k catalog.Kind, items []catalog.Item) []catalog.Item {
-	return rq.st.policy.Filter(ctx, rq.view.ID, rq.policyPrincipal(), method, k, items, func(d *policy.Decision) {
+	return rq.st.Policy.Filter(ctx, rq.view.ID, rq.policyPrincipal(), method, k, items, func(d *policy.Decision) {
 		rq.h.metrics.PolicyDecision(rq.view.ID, policySource(d), d.Allow)
 	})
 }
@@ -82,13 +82,13 @@ func (rq *Request) filterPolicy(ctx context.Context, method string, k catalog.Ki
 // item is visible (completion/complete, resources/subscribe). nil means
 // go on. listed says the list phase was asked already (and allowed).
 func (rq *Request) decidePolicy(ctx context.Context, c *call, phase policy.Phase, k catalog.Kind, up *upstreamRef, name, orig string, args json.RawMessage, listed bool) error {
-	e := rq.st.policy
-	if e == nil || !e.HasRules(rq.view.ID, up.cfg.Name) {
+	e := rq.st.Policy
+	if e == nil || !e.HasRules(rq.view.ID, up.Cfg.Name) {
 		return nil
 	}
 	start := time.Now()
 	d := e.Decide(ctx, &policy.Input{Principal: rq.policyPrincipal(), Phase: phase, Method: c.method, Kind: k.Policy(),
-		Upstream: up.cfg.Name, Name: name, Original: orig, Arguments: args, ListDecided: listed})
+		Upstream: up.Cfg.Name, Name: name, Original: orig, Arguments: args, ListDecided: listed})
 	rq.h.metrics.PolicyDecision(rq.view.ID, policySource(&d), d.Allow)
 	if d.Err != nil {
 		rq.h.log.DebugContext(ctx, "policy rule failed", "tenant", rq.view.ID, "rule", d.Rule(), "error", d.Err, "took", time.Since(start))

@@ -23,11 +23,11 @@ func (rq *Request) present(items []catalog.Item) []catalog.Item {
 // unknown still look the same.
 func (rq *Request) resolveTool(ctx context.Context, name string) (*upstreamRef, *catalog.Item, error) {
 	if t, ok := rq.view.Alias(name); ok {
-		ref := rq.st.byName[t.Upstream]
+		ref := rq.st.ByName[t.Upstream]
 		if ref == nil {
 			return nil, nil, &catalog.ResolveError{Kind: catalog.Tools, Name: name}
 		}
-		up, it, err := rq.resolve(ctx, catalog.Tools, catalog.Tools.Expose(ref.cat.Prefix, t.Original))
+		up, it, err := rq.resolve(ctx, catalog.Tools, catalog.Tools.Expose(ref.Cat.Prefix, t.Original))
 		var re *catalog.ResolveError
 		switch {
 		case errors.As(err, &re):
@@ -45,7 +45,7 @@ func (rq *Request) resolveTool(ctx context.Context, name string) (*upstreamRef, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if p, ok := rq.view.Presentation(up.cfg.Name, it.Original); ok && p.Alias != "" {
+	if p, ok := rq.view.Presentation(up.Cfg.Name, it.Original); ok && p.Alias != "" {
 		return nil, nil, &catalog.ResolveError{Kind: catalog.Tools, Name: name}
 	}
 	return up, it, nil
@@ -55,7 +55,7 @@ func (rq *Request) resolveTool(ctx context.Context, name string) (*upstreamRef, 
 // of the tool upstream up calls orig, on p (the call's params). A call
 // that sets one itself gets a tool failure, returned; nil means go on.
 func (rq *Request) fixArguments(up *upstreamRef, orig string, p *jsonx.Object, c *call) error {
-	pr, ok := rq.view.Presentation(up.cfg.Name, orig)
+	pr, ok := rq.view.Presentation(up.Cfg.Name, orig)
 	if !ok || len(pr.FixedArguments) == 0 {
 		return nil
 	}

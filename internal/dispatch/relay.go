@@ -29,8 +29,8 @@ func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params j
 	return rq.h.relayer.Relay(ctx, hop{rq, c, up}, &relay.Request{
 		ID: c.id, Method: c.method, Target: c.target, Params: params, Input: c.m.input, Out: c.out,
 		Stateless: rq.adm.Stateless, WantsLogs: rq.adm.WantsLogs, LogLevel: rq.adm.LogLevel,
-		Upstream: up.client, Prefix: up.cat.Prefix,
-		MailboxMessages: rq.st.cfg.Sessions.MailboxMessages, ParkedCalls: rq.st.cfg.Limits.ParkedCallsPerPrincipal,
+		Upstream: up.Client, Prefix: up.Cat.Prefix,
+		MailboxMessages: rq.st.Cfg.Sessions.MailboxMessages, ParkedCalls: rq.st.Cfg.Limits.ParkedCallsPerPrincipal,
 		Rewrite: rewrite,
 	})
 }
@@ -61,12 +61,12 @@ func (x hop) EnableLogs(ctx context.Context) { x.rq.enableLogs(ctx, x.up) }
 
 func (x hop) HoldShared(ctx context.Context, us session.Upstream) *listen.Hold {
 	rq := x.rq
-	return rq.h.listen.HoldShared(rq.withCaller(ctx), listenUpstream(x.up), us, PrincipalKey(rq), rq.principal.Tenant, &rq.st.cfg.Limits)
+	return rq.h.listen.HoldShared(rq.withCaller(ctx), listenUpstream(x.up), us, PrincipalKey(rq), rq.principal.Tenant, &rq.st.Cfg.Limits)
 }
 
 func (x hop) AwaitRoots(ctx context.Context) {
 	if rq := x.rq; rq.Session != nil && bytes.Contains(rq.Session.ClientCapabilities, []byte(`"roots"`)) {
-		rq.h.listen.Await(ctx, rq.Session.ID, x.up.cfg.Name)
+		rq.h.listen.Await(ctx, rq.Session.ID, x.up.Cfg.Name)
 	}
 }
 
@@ -90,12 +90,12 @@ func (rq *Request) exposeUpdated(ctx context.Context, view *tenant.View, up *ups
 		return nil
 	}
 	orig, ok := p.GetString("uri")
-	if !ok || !held(orig) || !view.Decide(tenant.Resource, up.cfg.Name, orig).Allowed {
+	if !ok || !held(orig) || !view.Decide(tenant.Resource, up.Cfg.Name, orig).Allowed {
 		return nil
 	}
-	exposed := catalog.ExposedURI(up.cat.Prefix, orig)
+	exposed := catalog.ExposedURI(up.Cat.Prefix, orig)
 	owner, back, err := rq.resolveURI(ctx, catalog.Resources, exposed)
-	if err != nil || owner.cfg.Name != up.cfg.Name || back != orig {
+	if err != nil || owner.Cfg.Name != up.Cfg.Name || back != orig {
 		return nil
 	}
 	p.SetString("uri", exposed)
@@ -124,12 +124,12 @@ func (rq *Request) caller() *bridge.Caller {
 func (h *Server) ClientResponse(ctx context.Context, rq *Request, msg *jsonrpc.Message) {
 	ctx = rq.withCaller(ctx)
 	h.bridge.ClientResponse(ctx, rq.caller(), msg, func(name string) (bridge.Upstream, session.Upstream, bool) {
-		up := rq.st.byName[name]
+		up := rq.st.ByName[name]
 		if up == nil || !slices.Contains(rq.view.Upstreams, name) {
 			return nil, session.Upstream{}, false
 		}
 		us, ok := rq.upstreamEntry(name)
-		return up.client, us, ok
+		return up.Client, us, ok
 	})
 }
 
@@ -147,14 +147,14 @@ func (rq *Request) enableLogs(ctx context.Context, up *upstreamRef) {
 		return
 	}
 	h := rq.h
-	if h.logging.On(up.cfg.Name, us.SessionID) {
+	if h.logging.On(up.Cfg.Name, us.SessionID) {
 		return
 	}
 	if _, err := rq.roundTrip(ctx, up, protocol.MethodSetLevel, json.RawMessage(`{"level":"debug"}`)); err != nil {
-		h.log.Debug("logging/setLevel for a 2026-07-28 caller failed", "upstream", up.cfg.Name, "error", err)
+		h.log.Debug("logging/setLevel for a 2026-07-28 caller failed", "upstream", up.Cfg.Name, "error", err)
 		return
 	}
-	h.logging.Set(up.cfg.Name, us.SessionID) // bounded: a session may be sent its level again
+	h.logging.Set(up.Cfg.Name, us.SessionID) // bounded: a session may be sent its level again
 }
 
 // shapeUpstreamRequest is the bridge's Shape: the resource URIs inside an
@@ -164,9 +164,9 @@ func (h *Server) shapeUpstreamRequest(name, method string, params json.RawMessag
 	if method != protocol.MethodCreateMessage {
 		return params
 	}
-	up := h.state.Load().byName[name]
+	up := h.state.Load().ByName[name]
 	if up == nil {
 		return params
 	}
-	return catalog.ExposeSamplingParams(params, up.cat.Prefix)
+	return catalog.ExposeSamplingParams(params, up.Cat.Prefix)
 }

@@ -101,8 +101,8 @@ func (h *Server) SetConfig(gen *Generation, publish func(*State)) (prev, next *S
 	prev = h.state.Load()
 	next = h.build(gen, prev)
 	h.catalog.Configure(gen.cfg)
-	for name, old := range prev.byName {
-		if next.byName[name] != old {
+	for name, old := range prev.ByName {
+		if next.ByName[name] != old {
 			h.catalog.Invalidate(name, catalog.Tools, catalog.Prompts, catalog.Resources, catalog.Templates)
 		}
 	}
@@ -112,19 +112,19 @@ func (h *Server) SetConfig(gen *Generation, publish func(*State)) (prev, next *S
 	}
 	h.syncWatches(next)
 
-	if old := prev.pdpCreds; old != nil && old != next.pdpCreds {
+	if old := prev.PDPCreds; old != nil && old != next.PDPCreds {
 		if !h.own.Go(func(context.Context) { old.Close() }) {
 			old.Close()
 		}
 	}
-	for name, old := range prev.byName {
-		if next.byName[name] != old {
+	for name, old := range prev.ByName {
+		if next.ByName[name] != old {
 			// In-flight requests still hold the old client; Close only
 			// waits for its background work (bounded by the upstream's
 			// timeout) and drops idle connections. The Server's Close
 			// waits for it; once that has begun, it is done here.
 			closeOld := func(context.Context) {
-				if err := old.client.Close(); err != nil {
+				if err := old.Client.Close(); err != nil {
 					h.log.Warn("closing the client of a replaced upstream", "upstream", name, "error", err)
 				}
 			}
@@ -145,14 +145,14 @@ func TenantChanged(prev, next *State, id string) bool {
 	if err1 != nil || err2 != nil {
 		return true
 	}
-	if !reflect.DeepEqual(tenantConfig(prev.cfg, id), tenantConfig(next.cfg, id)) {
+	if !reflect.DeepEqual(tenantConfig(prev.Cfg, id), tenantConfig(next.Cfg, id)) {
 		return true
 	}
 	if !slices.Equal(pv.Upstreams, nv.Upstreams) {
 		return true
 	}
 	for _, name := range nv.Upstreams {
-		if prev.byName[name] != next.byName[name] {
+		if prev.ByName[name] != next.ByName[name] {
 			return true
 		}
 	}

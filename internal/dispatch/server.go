@@ -129,42 +129,42 @@ type Server struct {
 // A State is one configuration snapshot and what was built from it. A request
 // takes the snapshot it started with and keeps it to the end.
 type State struct {
-	cfg       *config.Config
-	upstreams []*upstreamRef // config order
-	byName    map[string]*upstreamRef
+	Cfg       *config.Config
+	Upstreams []*upstreamRef // config order
+	ByName    map[string]*upstreamRef
 	origins   map[string]bool // accepted Origin values
 	tenants   *tenant.Set
 	merged    sync.Map // mergedKey → *mergedEntry: lists as each tenant sees them
 	byTenant  sync.Map // tenant id → *tenantUpstreams
-	// creds is set when some upstream has per-request credentials, or
+	// PerRequest is set when some upstream has per-request credentials, or
 	// is a stdio upstream (whose processes are per tenant): requests then
 	// carry their caller in their context.
-	creds bool
-	// signer mints signed-identity tokens; nil when no upstream uses them.
-	signer  *identity.Signer
-	keysSum string // of the signing key files the signer was made from
-	// plans are each tenant's rate limits and quotas.
-	plans *budget.Plans
-	// policy holds the tenants' policy rules (policy.go); pdpCreds the
+	PerRequest bool
+	// Signer mints signed-identity tokens; nil when no upstream uses them.
+	Signer  *identity.Signer
+	KeysSum string // of the signing key files the signer was made from
+	// Plans are each tenant's rate limits and quotas.
+	Plans *budget.Plans
+	// Policy holds the tenants' Policy rules (Policy.go); pdpCreds the
 	// gateway's token for their decision point, or nil.
-	policy   *policy.Engine
-	pdpCreds credentials.Source
-	// guards are the content guards (guards.go), with what they found
+	Policy   *policy.Engine
+	PDPCreds credentials.Source
+	// Guards are the content Guards (Guards.go), with what they found
 	// of definitions under this generation.
-	guards *guard.Engine
+	Guards *guard.Engine
 }
 
 // upstreamRef is one configured upstream and its client.
 type upstreamRef struct {
-	cfg    config.Upstream
-	cat    catalog.Upstream // what the catalog knows of it
-	client *upstream.Client
-	// creds are its per-request credentials; nil for static headers alone
+	Cfg    config.Upstream
+	Cat    catalog.Upstream // what the catalog knows of it
+	Client *upstream.Client
+	// Creds are its per-request credentials; nil for static headers alone
 	// (which the client sends).
-	creds credentials.Source
-	// gate and breaker guard every request to it; nil when not configured.
-	gate    *budget.Gate
-	breaker *budget.Breaker
+	Creds credentials.Source
+	// Gate and breaker guard every request to it; nil when not configured.
+	Gate    *budget.Gate
+	Breaker *budget.Breaker
 }
 
 // tenantUpstreams are the upstreams a tenant may use, in config order, and
@@ -210,7 +210,7 @@ func New(opts Options) (*Server, error) {
 	h.expiries = upcall.NewExpiries(&h.own, func(rec *session.Record) { h.terminateUpstreams(context.Background(), h.state.Load(), rec) }, log)
 	h.listen = listen.New(listen.Options{Bus: opts.Backend.Bus, Go: h.own.Go, Metrics: opts.Metrics, Logger: log})
 	h.subs = subscribe.NewKeeper(h.store, h.listen, log)
-	h.watch = watch.New(log, func(up *upstreamRef) *upstream.Client { return up.client }, watchHooks{h})
+	h.watch = watch.New(log, func(up *upstreamRef) *upstream.Client { return up.Client }, watchHooks{h})
 	h.tasks = tasks.New(opts.Backend.Tasks, log, h.ids.Internal)
 	h.bridge = bridge.New(bridge.Options{
 		Mailbox: opts.Backend.Mailbox, Logger: log, Metrics: opts.Metrics, Caps: h.capNames.Names, Own: &h.own, Shape: h.shapeUpstreamRequest,
@@ -243,14 +243,14 @@ func New(opts Options) (*Server, error) {
 // from prev keeps its client (and so its connections).
 func (h *Server) build(gen *Generation, prev *State) *State {
 	cfg := gen.cfg
-	st := &State{cfg: cfg, byName: make(map[string]*upstreamRef), origins: make(map[string]bool), tenants: tenant.NewSet(cfg)}
-	st.plans = budget.Compile(cfg)
+	st := &State{Cfg: cfg, ByName: make(map[string]*upstreamRef), origins: make(map[string]bool), tenants: tenant.NewSet(cfg)}
+	st.Plans = budget.Compile(cfg)
 	// An upstream whose guards' settings are unchanged keeps them, and
 	// one whose whole config is unchanged keeps its upstreamRef too.
 	h.guards.Configure(cfg.Upstreams)
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
-	st.signer, st.keysSum = gen.signer, gen.keysSum
-	st.policy, st.pdpCreds, st.guards = gen.policy, gen.pdpCreds, gen.guards
+	st.Signer, st.KeysSum = gen.signer, gen.keysSum
+	st.Policy, st.PDPCreds, st.Guards = gen.policy, gen.pdpCreds, gen.guards
 	h.broker.Apply(gen.broker)
 	h.processes.SetMax(cfg.Limits.StdioProcesses)
 	h.processes.SetShares(cfg.Limits.StdioShares())
@@ -259,27 +259,27 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 		if prev != nil {
 			// DeepEqual also compares u.TLS's fingerprint, the hash of
 			// its files' contents: rotated files make a new client.
-			if old := prev.byName[u.Name]; old != nil && reflect.DeepEqual(old.cfg, u) &&
-				reflect.DeepEqual(prev.cfg.TenantCredentials(u.Name), tc) && (!identity.Uses(cfg, &u) || prev.signer == st.signer) {
-				st.upstreams = append(st.upstreams, old)
-				st.byName[u.Name] = old
-				st.creds = st.creds || old.creds != nil || u.IsStdio()
+			if old := prev.ByName[u.Name]; old != nil && reflect.DeepEqual(old.Cfg, u) &&
+				reflect.DeepEqual(prev.Cfg.TenantCredentials(u.Name), tc) && (!identity.Uses(cfg, &u) || prev.Signer == st.Signer) {
+				st.Upstreams = append(st.Upstreams, old)
+				st.ByName[u.Name] = old
+				st.PerRequest = st.PerRequest || old.Creds != nil || u.IsStdio()
 				continue
 			}
 		}
-		ref := &upstreamRef{cfg: u, cat: catalog.NewUpstream(&u), gate: h.guards.Gate(u.Name), breaker: h.guards.Breaker(u.Name)}
+		ref := &upstreamRef{Cfg: u, Cat: catalog.NewUpstream(&u), Gate: h.guards.Gate(u.Name), Breaker: h.guards.Breaker(u.Name)}
 		copts := credentials.Options{HTTPClient: h.authc, OnFetch: h.metrics.TokenFetch, Logger: h.log, Broker: h.broker}
-		if st.signer != nil {
-			copts.Signer = st.signer
+		if st.Signer != nil {
+			copts.Signer = st.Signer
 		}
-		ref.creds = credentials.ForUpstream(cfg, &u, copts)
+		ref.Creds = credentials.ForUpstream(cfg, &u, copts)
 		var creds upstream.Credentials
-		if ref.creds != nil {
-			creds, st.creds = ref.creds, true
+		if ref.Creds != nil {
+			creds, st.PerRequest = ref.Creds, true
 		}
 		if u.IsStdio() {
 			// Its processes are per tenant: requests carry the caller.
-			st.creds = true
+			st.PerRequest = true
 		}
 		var tenv map[string]map[string]string
 		for id, tu := range tc {
@@ -290,7 +290,7 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 				tenv[id] = tu.Env
 			}
 		}
-		ref.client = upstream.New(u, upstream.Options{
+		ref.Client = upstream.New(u, upstream.Options{
 			// A stdio upstream runs a process per tenant (see
 			// upstreams[].stdio.isolation), with the tenant's env.
 			Tenant:       callerTenant,
@@ -310,8 +310,8 @@ func (h *Server) build(gen *Generation, prev *State) *State {
 			Capabilities: announce.Piped,
 			Inject:       telemetry.InjectHeaders,
 		})
-		st.upstreams = append(st.upstreams, ref)
-		st.byName[u.Name] = ref
+		st.Upstreams = append(st.Upstreams, ref)
+		st.ByName[u.Name] = ref
 	}
 	for _, o := range cfg.Server.AllowedOrigins {
 		st.origins[strings.ToLower(o)] = true
@@ -332,11 +332,11 @@ func (h *Server) Close() error {
 	h.own.Close()
 	h.catalog.Close()
 	var errs []error
-	if src := h.state.Load().pdpCreds; src != nil {
+	if src := h.state.Load().PDPCreds; src != nil {
 		src.Close()
 	}
-	for _, up := range h.state.Load().upstreams {
-		errs = append(errs, up.client.Close())
+	for _, up := range h.state.Load().Upstreams {
+		errs = append(errs, up.Client.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -359,7 +359,7 @@ func (h *Server) upstreamListChanged(upstream string, k catalog.Kind) {
 func (h *Server) Current() *State { return h.state.Load() }
 
 // Config returns the snapshot's config.
-func (st *State) Config() *config.Config { return st.cfg }
+func (st *State) Config() *config.Config { return st.Cfg }
 
 // Tenants returns the snapshot's tenants.
 func (st *State) Tenants() *tenant.Set { return st.tenants }
@@ -443,8 +443,8 @@ func BoundTo(rec *session.Record, p *auth.Principal) bool {
 // once and bounded in time, whatever happens to ctx (see upcall.Terminate).
 func (h *Server) terminateUpstreams(ctx context.Context, st *State, rec *session.Record) {
 	upcall.Terminate(recordCaller(ctx, st, rec.Principal), rec.Upstreams, func(name string) *upstream.Client {
-		if up := st.byName[name]; up != nil {
-			return up.client
+		if up := st.ByName[name]; up != nil {
+			return up.Client
 		}
 		return nil
 	}, h.log)

@@ -49,7 +49,7 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 	}
 	// The record keeps both for the session's life, in the store: their
 	// size is the client's choice, so it is bounded.
-	lim := rq.st.cfg.Limits
+	lim := rq.st.Cfg.Limits
 	info, caps := p.Get("clientInfo"), p.Get("capabilities")
 	if len(info) > lim.ClientInfoBytes {
 		h.LimitHit(ctx, rq, telemetry.LimitClientInfo, msg.Method)
@@ -65,7 +65,7 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 	if protocol.Listed(clientVersion, protocol.SessionVersions) {
 		version = clientVersion
 	}
-	ctx, cancel := context.WithTimeout(ctx, rq.st.cfg.Server.RequestTimeout.D())
+	ctx, cancel := context.WithTimeout(ctx, rq.st.Cfg.Server.RequestTimeout.D())
 	defer cancel()
 	now := time.Now()
 	rec := &session.Record{

@@ -65,7 +65,7 @@ func (h *Server) decorate(rq *Request, m *Method, res json.RawMessage) json.RawM
 	if m.cache != cacheNone {
 		var ttl int64
 		if m.cache == cacheList {
-			ttl = rq.st.cfg.Server.ListCacheTTL.D().Milliseconds()
+			ttl = rq.st.Cfg.Server.ListCacheTTL.D().Milliseconds()
 		}
 		o.Set("ttlMs", []byte(strconv.FormatInt(ttl, 10)))
 		o.Set("cacheScope", json.RawMessage(`"private"`))

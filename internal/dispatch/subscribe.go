@@ -39,14 +39,14 @@ func (h *Server) SubscribeResources(ctx context.Context, rq *Request, uris []str
 	c := &call{method: protocol.MethodSubscriptionsListen, m: &Method{}}
 	return h.listen.Subscribe(ctx, listenSubscriber{rq}, listen.Client{
 		Who:    &bridge.Caller{Principal: PrincipalKey(rq), Tenant: rq.principal.Tenant},
-		Limits: &rq.st.cfg.Limits,
+		Limits: &rq.st.Cfg.Limits,
 	}, subscribe.Targets(ctx, subscriber{rq: rq, c: c}, uris))
 }
 
 // holds reports whether an update of uri (up's own) belongs to one of the
 // session's subscriptions with up, by the record rq holds.
 func (rq *Request) holds(up *upstreamRef, uri string) bool {
-	us, _ := rq.upstreamEntry(up.cfg.Name)
+	us, _ := rq.upstreamEntry(up.Cfg.Name)
 	return subscribe.Covers(us.Subscribed, uri)
 }
 
@@ -77,7 +77,7 @@ func (s subscriber) Open(ctx context.Context, up subscribe.Upstream) error {
 
 func (s subscriber) Known(up subscribe.Upstream) subscribe.Known {
 	ref := up.Ref.(*upstreamRef)
-	return subscribe.Known{Caps: s.rq.caps(ref), Modern: s.rq.modern(ref), PerSession: ref.client.PerSession()}
+	return subscribe.Known{Caps: s.rq.caps(ref), Modern: s.rq.modern(ref), PerSession: ref.Client.PerSession()}
 }
 
 func (s subscriber) SessionID() string {

@@ -40,7 +40,7 @@ func listTasks(ctx context.Context, rq *Request, c *call) (json.RawMessage, erro
 
 // taskCaller is who rq is, to internal/tasks.
 func (rq *Request) taskCaller() tasks.Caller {
-	t, p := rq.st.cfg.Sessions.Tasks, rq.principal
+	t, p := rq.st.Cfg.Sessions.Tasks, rq.principal
 	return tasks.Caller{
 		Principal: session.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant},
 		Stateless: rq.adm.Stateless,
@@ -49,7 +49,7 @@ func (rq *Request) taskCaller() tasks.Caller {
 			Limits:      session.TaskLimits{MaxPerPrincipal: t.MaxPerPrincipal, MaxPerTenant: t.MaxPerTenant, MaxTasks: t.MaxTasks},
 			MaxTTL:      t.MaxTTL.D(),
 			PageSize:    t.ListPageSize,
-			RefreshTime: min(maxRefreshTime, rq.st.cfg.Server.RequestTimeout.D()/2),
+			RefreshTime: min(maxRefreshTime, rq.st.Cfg.Server.RequestTimeout.D()/2),
 		},
 	}
 }
@@ -57,7 +57,7 @@ func (rq *Request) taskCaller() tasks.Caller {
 // taskUpstream is up, to internal/tasks.
 func (rq *Request) taskUpstream(up *upstreamRef) *tasks.Upstream {
 	return &tasks.Upstream{
-		Name: up.cfg.Name, Prefix: up.cat.Prefix, Client: up.client,
+		Name: up.Cfg.Name, Prefix: up.Cat.Prefix, Client: up.Client,
 		Guard: func(ctx context.Context) (func(error), error) { return rq.guard(ctx, up) },
 	}
 }
@@ -89,7 +89,7 @@ func (tr taskRequest) Caller() tasks.Caller { return tr.rq.taskCaller() }
 
 func (tr taskRequest) Upstream(name string) (*tasks.Upstream, bool) {
 	rq := tr.rq
-	up := rq.st.byName[name]
+	up := rq.st.ByName[name]
 	if up == nil || !slices.Contains(rq.view.Upstreams, name) {
 		return nil, false
 	}
@@ -112,7 +112,7 @@ func (tr taskRequest) Relay(ctx context.Context, method string, up *tasks.Upstre
 		c = &rc
 	}
 	c.upstream = up.Name
-	return tr.rq.relay(ctx, c, tr.rq.st.byName[up.Name], params, nil)
+	return tr.rq.relay(ctx, c, tr.rq.st.ByName[up.Name], params, nil)
 }
 
 func (tr taskRequest) Lacks(msg *jsonrpc.Message) bool {

@@ -40,9 +40,9 @@ func (rq *Request) tenantUpstreams() *tenantUpstreams {
 	}
 	tu := &tenantUpstreams{}
 	for _, name := range rq.view.Upstreams {
-		if up := rq.st.byName[name]; up != nil {
+		if up := rq.st.ByName[name]; up != nil {
 			tu.refs = append(tu.refs, up)
-			tu.cats = append(tu.cats, &up.cat)
+			tu.cats = append(tu.cats, &up.Cat)
 		}
 	}
 	v, _ := rq.st.byTenant.LoadOrStore(rq.view.ID, tu)
@@ -56,7 +56,7 @@ func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps jso
 	cs := make([]*upstream.Client, 0, len(ups))
 	for _, up := range ups {
 		if !h.lazy(up) {
-			cs = append(cs, up.client)
+			cs = append(cs, up.Client)
 		}
 	}
 	return h.opener.OpenAll(ctx, cs, caps, func(name string, err error) {
@@ -80,10 +80,10 @@ func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps jso
 // announces (tasks, resources.subscribe) is what the server offers, not a
 // guess.
 func (h *Server) lazy(up *upstreamRef) bool {
-	if !up.cfg.IsStdio() {
+	if !up.Cfg.IsStdio() {
 		return false
 	}
-	_, known := h.seenCaps.Last(up.cfg.Name)
+	_, known := h.seenCaps.Last(up.Cfg.Name)
 	return known
 }
 
@@ -92,7 +92,7 @@ func (h *Server) lazy(up *upstreamRef) bool {
 func (rq *Request) instructions(ups []*upstreamRef) string {
 	in := make([]instructions.Upstream, len(ups))
 	for i, up := range ups {
-		in[i] = instructions.Upstream{Name: up.cfg.Name, Prefix: up.cat.Prefix, Config: up.cfg.Instructions}
+		in[i] = instructions.Upstream{Name: up.Cfg.Name, Prefix: up.Cat.Prefix, Config: up.Cfg.Instructions}
 	}
 	return rq.h.instructions.Merge(in)
 }
@@ -102,10 +102,10 @@ func (rq *Request) instructions(ups []*upstreamRef) string {
 // session: an upstream not opened yet, see lazy, is announced so at
 // initialize).
 func (rq *Request) caps(up *upstreamRef) json.RawMessage {
-	if us, ok := rq.upstreamEntry(up.cfg.Name); ok {
+	if us, ok := rq.upstreamEntry(up.Cfg.Name); ok {
 		return us.Capabilities
 	}
-	caps, _ := rq.h.seenCaps.Last(up.cfg.Name)
+	caps, _ := rq.h.seenCaps.Last(up.Cfg.Name)
 	return caps
 }
 
@@ -123,14 +123,14 @@ func (rq *Request) hasCap(up *upstreamRef, name string) bool {
 // modern reports whether the session's upstream session with up is of the
 // 2026-07-28 revision.
 func (rq *Request) modern(up *upstreamRef) bool {
-	us, _ := rq.upstreamEntry(up.cfg.Name)
+	us, _ := rq.upstreamEntry(up.Cfg.Name)
 	return upstream.IsModern(us)
 }
 
 // upstreamSession returns the session's upstream session with up, opening
 // one if there is none yet.
 func (rq *Request) upstreamSession(ctx context.Context, up *upstreamRef) (session.Upstream, error) {
-	if us, ok := rq.upstreamEntry(up.cfg.Name); ok {
+	if us, ok := rq.upstreamEntry(up.Cfg.Name); ok {
 		return us, nil
 	}
 	return rq.openUpstream(ctx, up, "")
@@ -184,11 +184,11 @@ func (rq *Request) replaceUpstreams(m map[string]session.Upstream) {
 // openUpstream opens a new upstream session to replace the one with id prev
 // ("" when there is none) and stores it.
 func (rq *Request) openUpstream(ctx context.Context, up *upstreamRef, prev string) (session.Upstream, error) {
-	us, err := rq.h.opener.Open(ctx, rq.Session.ID, up.client, rq.announced().Caps(), prev)
+	us, err := rq.h.opener.Open(ctx, rq.Session.ID, up.Client, rq.announced().Caps(), prev)
 	if err != nil {
 		return session.Upstream{}, err
 	}
-	rq.setUpstream(up.cfg.Name, us)
+	rq.setUpstream(up.Cfg.Name, us)
 	return us, nil
 }
 
@@ -204,7 +204,7 @@ func (rq *Request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, met
 // 2026-07-28 upstream.
 func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage, hdr http.Header) (*upcall.Response, error) {
 	h := rq.h
-	ctx, tr := upcall.Begin(ctx, h.tracer, h.metrics, up.cfg.Name, method, rq.view.ID)
+	ctx, tr := upcall.Begin(ctx, h.tracer, h.metrics, up.Cfg.Name, method, rq.view.ID)
 	done, err := rq.guard(ctx, up)
 	if err != nil {
 		tr.Finish(err)
@@ -221,11 +221,11 @@ func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID,
 		if withTrace, err := telemetry.InjectMeta(ctx, p); err == nil {
 			p = withTrace
 		}
-		return up.client.CallWith(ctx, us, id, method, p, hdr)
+		return up.Client.CallWith(ctx, us, id, method, p, hdr)
 	}
 	resp, err := send(us)
 	if errors.Is(err, upstream.ErrSessionExpired) {
-		h.log.Info("upstream session expired; opening a new one", "upstream", up.cfg.Name)
+		h.log.Info("upstream session expired; opening a new one", "upstream", up.Cfg.Name)
 		if us, err = rq.openUpstream(ctx, up, us.SessionID); err != nil {
 			tr.Finish(err)
 			return nil, err
@@ -233,11 +233,11 @@ func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID,
 		resp, err = send(us)
 	}
 	if err != nil {
-		h.noteUpstream(up.cfg.Name, err)
+		h.noteUpstream(up.Cfg.Name, err)
 		tr.Finish(err)
 		return nil, err
 	}
-	h.noteUpstream(up.cfg.Name, nil)
+	h.noteUpstream(up.Cfg.Name, nil)
 	tr.Start(resp, us)
 	return tr, nil
 }
@@ -265,9 +265,9 @@ func (h *Server) noteUpstream(name string, err error) {
 // answers (or none was tried yet).
 func (h *Server) UpstreamProblems() []string {
 	st := h.state.Load()
-	names := make([]string, len(st.upstreams))
-	for i, up := range st.upstreams {
-		names[i] = up.cfg.Name
+	names := make([]string, len(st.Upstreams))
+	for i, up := range st.Upstreams {
+		names[i] = up.Cfg.Name
 	}
 	return h.health.Problems(names)
 }
@@ -286,7 +286,7 @@ func (rq *Request) roundTrip(ctx context.Context, up *upstreamRef, method string
 // fetchList returns all items of kind k from up, following nextCursor
 // within b, on the request's own upstream session.
 func (rq *Request) fetchList(ctx context.Context, up *upstreamRef, k catalog.Kind, b catalog.Bounds) ([]json.RawMessage, bool, error) {
-	return catalog.Paginate(up.cfg.Name, k, b, func(params json.RawMessage) (json.RawMessage, error) {
+	return catalog.Paginate(up.Cfg.Name, k, b, func(params json.RawMessage) (json.RawMessage, error) {
 		return rq.roundTrip(ctx, up, k.Info().ListMethod, params)
 	})
 }
@@ -300,13 +300,13 @@ func (rq *Request) listScope(up *catalog.Upstream) catalog.Scope {
 	if rq.Session != nil {
 		sc.Session = rq.Session.ID
 	}
-	ref := rq.st.byName[up.Name]
-	if rq.st.creds && ref != nil {
+	ref := rq.st.ByName[up.Name]
+	if rq.st.PerRequest && ref != nil {
 		sc.Partition = rq.partition(ref)
 	}
 	// Listings fetched on sessions announced different capabilities may
 	// differ (see internal/announce).
-	if key := rq.announced().Key(); key != "" && (ref == nil || ref.client.PerSession()) {
+	if key := rq.announced().Key(); key != "" && (ref == nil || ref.Client.PerSession()) {
 		sc.Partition = key + "\x00" + sc.Partition
 	}
 	return sc
@@ -317,7 +317,7 @@ func (rq *Request) listScope(up *catalog.Upstream) catalog.Scope {
 // listings were cached, as catalog.Stale does.
 func (h *Server) observe(up *upstreamRef, msg *jsonrpc.Message) (had, partitioned []catalog.Kind) {
 	if ks := catalog.ChangedKinds(msg.Method); ks != nil {
-		return h.catalog.Stale(up.cfg.Name, ks...)
+		return h.catalog.Stale(up.Cfg.Name, ks...)
 	}
 	return nil, nil
 }
@@ -331,7 +331,7 @@ func (rq *Request) Listing(ctx context.Context, up *catalog.Upstream, k catalog.
 	if l := rq.h.catalog.Fresh(up, k, scope); l != nil {
 		return l, nil // every call's path: no closure, no allocation
 	}
-	ref := rq.st.byName[up.Name]
+	ref := rq.st.ByName[up.Name]
 	return rq.h.catalog.Get(ctx, up, k, scope, func(ctx context.Context, b catalog.Bounds) ([]json.RawMessage, bool, error) {
 		return rq.fetchList(ctx, ref, k, b)
 	})

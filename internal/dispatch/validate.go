@@ -54,14 +54,14 @@ func toolError(text string) json.RawMessage {
 // validation errors are tool execution errors, not protocol errors), and
 // the upstream is not called. It returns that failure, or nil to go on.
 func (rq *Request) checkArguments(up *upstreamRef, it *catalog.Item, c *call) error {
-	if !up.cfg.ValidateArguments() {
+	if !up.Cfg.ValidateArguments() {
 		return nil
 	}
 	var se *catalog.SchemaError
 	if err := it.ValidateArguments(c.arguments); !errors.As(err, &se) {
 		return nil
 	}
-	rq.h.metrics.SchemaViolation(rq.view.ID, up.cfg.Name, telemetry.SchemaInput)
+	rq.h.metrics.SchemaViolation(rq.view.ID, up.Cfg.Name, telemetry.SchemaInput)
 	return failTool("Invalid arguments for tool " + strconv.Quote(c.target) + ":\n" + se.Problems)
 }
 
@@ -71,7 +71,7 @@ func (rq *Request) checkArguments(up *upstreamRef, it *catalog.Item, c *call) er
 // error's result (isError) is not checked: the schema describes results,
 // not errors. It returns the result, or the failure that withholds it.
 func (rq *Request) checkResult(ctx context.Context, up *upstreamRef, it *catalog.Item, c *call, res json.RawMessage, isError bool) (json.RawMessage, error) {
-	mode := up.cfg.ResultValidation()
+	mode := up.Cfg.ResultValidation()
 	if mode == config.ValidationOff || isError || !it.HasOutputSchema() {
 		return res, nil
 	}
@@ -83,10 +83,10 @@ func (rq *Request) checkResult(ctx context.Context, up *upstreamRef, it *catalog
 	if err := it.ValidateResult(o.Get("structuredContent")); !errors.As(err, &se) {
 		return res, nil
 	}
-	rq.h.metrics.SchemaViolation(rq.view.ID, up.cfg.Name, telemetry.SchemaOutput)
+	rq.h.metrics.SchemaViolation(rq.view.ID, up.Cfg.Name, telemetry.SchemaOutput)
 	// The problems are the upstream's data: logged quoted, so they cannot
 	// forge lines, and bounded by the catalog.
-	rq.h.log.WarnContext(ctx, "tool result does not match its outputSchema", "tenant", rq.view.ID, "upstream", up.cfg.Name,
+	rq.h.log.WarnContext(ctx, "tool result does not match its outputSchema", "tenant", rq.view.ID, "upstream", up.Cfg.Name,
 		"tool", strconv.QuoteToASCII(it.Original), "problems", strconv.QuoteToASCII(se.Problems), "mode", mode)
 	if mode != config.ValidationEnforce {
 		return res, nil

@@ -19,8 +19,8 @@ import (
 // upstream reached as each caller has no stream of the gateway's own (its
 // lists go by the TTL).
 func (h *Server) syncWatches(st *State) {
-	ups := make([]*upstreamRef, 0, len(st.upstreams))
-	for _, up := range st.upstreams {
+	ups := make([]*upstreamRef, 0, len(st.Upstreams))
+	for _, up := range st.Upstreams {
 		if up.watched() {
 			ups = append(ups, up)
 		}
@@ -32,8 +32,8 @@ func (h *Server) syncWatches(st *State) {
 type watchHooks struct{ h *Server }
 
 func (w watchHooks) Opened(up *upstreamRef, res *upstream.InitResult) {
-	w.h.seenCaps.Remember(up.cfg.Name, res.Session.Capabilities)
-	w.h.instructions.Remember(up.cfg.Name, res.Instructions)
+	w.h.seenCaps.Remember(up.Cfg.Name, res.Session.Capabilities)
+	w.h.instructions.Remember(up.Cfg.Name, res.Instructions)
 }
 
 func (w watchHooks) Notified(ctx context.Context, up *upstreamRef, us session.Upstream, msg *jsonrpc.Message) {
@@ -42,7 +42,7 @@ func (w watchHooks) Notified(ctx context.Context, up *upstreamRef, us session.Up
 }
 
 func (w watchHooks) Missed(ctx context.Context, up *upstreamRef, us session.Upstream) {
-	had, partitioned := w.h.catalog.Stale(up.cfg.Name, catalog.Tools, catalog.Prompts, catalog.Resources, catalog.Templates)
+	had, partitioned := w.h.catalog.Stale(up.Cfg.Name, catalog.Tools, catalog.Prompts, catalog.Resources, catalog.Templates)
 	w.h.refresh(ctx, up, us, had, partitioned)
 }
 
@@ -55,17 +55,17 @@ func (w watchHooks) Missed(ctx context.Context, up *upstreamRef, us session.Upst
 // listing is fetched again when next used.
 func (h *Server) refresh(ctx context.Context, up *upstreamRef, us session.Upstream, had, partitioned []catalog.Kind) {
 	for _, k := range partitioned {
-		h.upstreamListChanged(up.cfg.Name, k)
+		h.upstreamListChanged(up.Cfg.Name, k)
 	}
 	for _, k := range had {
 		if slices.Contains(partitioned, k) {
 			continue // told already
 		}
-		_, err := h.catalog.Get(ctx, &up.cat, k, catalog.Scope{}, func(ctx context.Context, b catalog.Bounds) ([]json.RawMessage, bool, error) {
-			return upcall.ListOn(ctx, up.client, us, k, "watch", b)
+		_, err := h.catalog.Get(ctx, &up.Cat, k, catalog.Scope{}, func(ctx context.Context, b catalog.Bounds) ([]json.RawMessage, bool, error) {
+			return upcall.ListOn(ctx, up.Client, us, k, "watch", b)
 		})
 		if err != nil {
-			h.log.Debug("refreshing a changed list", "upstream", up.cfg.Name, "list", k.Info().ListMethod, "error", err)
+			h.log.Debug("refreshing a changed list", "upstream", up.Cfg.Name, "list", k.Info().ListMethod, "error", err)
 		}
 	}
 }
