@@ -16,9 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcpgw/gateway/internal/config"
-	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/explain"
 	"github.com/mcpgw/gateway/internal/gateway"
+	"github.com/mcpgw/gateway/internal/generation"
 	"github.com/mcpgw/gateway/internal/policy"
 )
 
@@ -109,7 +109,7 @@ func validate(args []string, getenv func(string) string, stdout, stderr io.Write
 		}
 		return exitError{1}
 	}
-	if err := dispatch.CheckConfig(cfg); err != nil {
+	if err := generation.Check(cfg); err != nil {
 		fmt.Fprintf(stdout, "%s: %v\n", *path, err)
 		return exitError{1}
 	}

@@ -96,17 +96,7 @@ func (h *Server) circuitChanged(name string, open bool) {
 
 // CircuitNotes returns one line per upstream whose circuit is not
 // closed, for /readyz.
-func (h *Server) CircuitNotes() []string {
-	var notes []string
-	for _, up := range h.state.Load().Upstreams {
-		if up.Breaker != nil {
-			if s := up.Breaker.State(); s != "closed" {
-				notes = append(notes, "upstream "+up.Cfg.Name+": circuit "+s)
-			}
-		}
-	}
-	return notes
-}
+func (h *Server) CircuitNotes() []string { return h.state.Load().CircuitNotes() }
 
 // budgetRefused records a refusal: the metric, and an audit record unless
 // the method writes its own (audited methods).

@@ -5,8 +5,8 @@
 // the methods themselves, the session lifecycle behind the HTTP one
 // (initialize's record and upstream sessions, their end), which upstream
 // session a request goes on and what it sends there (budgets, credentials,
-// params), the config snapshot a request is served with and its
-// replacement on reload, the watches that keep the catalog fresh,
+// params), the config snapshot a request is served with and its swap
+// on reload (a snapshot is built by internal/generation), the watches that keep the catalog fresh,
 // readiness, and what each request leaves in spans, metrics and the audit
 // log.
 //

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 
 	"github.com/mcpgw/gateway/internal/catalog"
-	"github.com/mcpgw/gateway/internal/config"
-	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/guard"
 )
 
@@ -15,19 +13,6 @@ import (
 // validation and the upstream), its result (before the client gets it),
 // and each definition of a tenant's lists. A tenant and upstream without
 // guards cost one map lookup per call.
-
-// compileGuards compiles cfg's guards; the gateway's own secrets of each
-// upstream are redacted from its results whatever is configured.
-func (h *Server) compileGuards(cfg *config.Config) (*guard.Engine, error) {
-	secrets := credentials.UpstreamSecrets(cfg)
-	return guard.Compile(cfg, guard.Options{
-		Secrets: func(upstream string) []string { return secrets[upstream] },
-		OnFinding: func(in *guard.Input, f guard.Finding) {
-			h.metrics.GuardFinding(in.Tenant, in.Upstream, f.Phase.String(), f.Kind, f.Action.String(), f.Count)
-		},
-		OnWebhook: func(e guard.WebhookEvent) { h.metrics.GuardWebhook(e.Err != nil, e.Duration) },
-	})
-}
 
 // guardArguments inspects a tools/call's arguments, after fixed ones are
 // set: it returns the arguments to send (redacted, or as they were) or

@@ -5,9 +5,7 @@ import (
 	"net/http"
 
 	"github.com/mcpgw/gateway/internal/auth"
-	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
-	"github.com/mcpgw/gateway/internal/identity"
 	"github.com/mcpgw/gateway/internal/session"
 )
 
@@ -15,17 +13,6 @@ import (
 // tenant, or as its caller, when the upstream's credentials depend on them
 // (see internal/credentials). The caller travels in the request's context;
 // the credentials' partition keeps apart what each identity was shown.
-
-// signerFor returns the signer of cfg and the digest of its key files:
-// prev's when nothing it was made from changed (see identity.ForConfig).
-func (h *Server) signerFor(cfg *config.Config, prev *State) (*identity.Signer, string, error) {
-	var made identity.Made
-	if prev != nil {
-		made = identity.Made{Signer: prev.Signer, Config: prev.Cfg, KeysSum: prev.KeysSum}
-	}
-	made, err := identity.ForConfig(cfg, made, h.log)
-	return made.Signer, made.KeysSum, err
-}
 
 // JWKS serves the public keys of the signed-identity tokens of the config
 // in force at /.well-known/jwks.json: an empty set when no upstream uses
@@ -96,7 +83,3 @@ func recordCaller(ctx context.Context, st *State, p session.Principal) context.C
 	}
 	return credentials.With(ctx, &credentials.Caller{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant})
 }
-
-// callerTenant returns the tenant of the caller ctx carries: a stdio
-// upstream runs its processes per tenant (upstream.Options.Tenant).
-func callerTenant(ctx context.Context) string { return credentials.From(ctx).Tenant }

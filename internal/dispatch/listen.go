@@ -5,7 +5,6 @@ import (
 
 	"github.com/mcpgw/gateway/internal/bridge"
 	"github.com/mcpgw/gateway/internal/catalog"
-	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/session"
@@ -38,15 +37,8 @@ func (h *Server) Listen(ctx context.Context, rq *Request) (msgs <-chan []byte, s
 	})
 }
 
-// watched reports whether the gateway watches up's lists itself: an
-// upstream reached as each caller has no stream of the gateway's own (its
-// lists go by the TTL).
-func (up *upstreamRef) watched() bool {
-	return up.Cfg.Watches() && (up.Creds == nil || !up.Creds.NeedsCaller(&credentials.Caller{}))
-}
-
 func listenUpstream(up *upstreamRef) listen.Upstream {
-	return listen.Upstream{Name: up.Cfg.Name, Client: up.Client, Stdio: up.Cfg.IsStdio(), Watched: up.watched(), Ref: up}
+	return listen.Upstream{Name: up.Cfg.Name, Client: up.Client, Stdio: up.Cfg.IsStdio(), Watched: up.Watched(), Ref: up}
 }
 
 // listenSession is the session of a GET stream's request rq, to
@@ -64,7 +56,7 @@ func (s listenSession) Upstreams() []listen.Upstream {
 
 func (s listenSession) Current(name string) (listen.Upstream, bool) {
 	st := s.rq.h.Current()
-	v, err := st.tenants.Get(s.rq.principal.Tenant)
+	v, err := st.Tenants().Get(s.rq.principal.Tenant)
 	if err != nil || !v.Allows(name) || st.ByName[name] == nil {
 		return listen.Upstream{}, false
 	}
@@ -97,7 +89,7 @@ func (s listenSession) Holds(up listen.Upstream, uri string) bool {
 
 func (s listenSession) Updated(ctx context.Context, up listen.Upstream, msg *jsonrpc.Message, held func(string) bool) []byte {
 	// Checked against the tenant's rules in force.
-	v, err := s.rq.h.Current().tenants.Get(s.rq.principal.Tenant)
+	v, err := s.rq.h.Current().Tenants().Get(s.rq.principal.Tenant)
 	if err != nil {
 		return nil
 	}

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/catalog"
-	"github.com/mcpgw/gateway/internal/config"
-	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/telemetry"
 )
@@ -21,32 +19,6 @@ import (
 // call refused by a call-phase rule is a tool result the model can act on
 // (unless the rule says otherwise). Tenants and upstreams without rules
 // cost one map lookup per request.
-
-// compilePolicy compiles cfg's policy rules. The source of the gateway's
-// token for their decision point (policy.pdp.auth), if any, is returned
-// for the generation to close.
-func (h *Server) compilePolicy(cfg *config.Config) (*policy.Engine, credentials.Source, error) {
-	opts := policy.Options{
-		OnPDP:      func(e policy.PDPEvent) { h.metrics.PDPRequest(e.Err != nil, e.Duration) },
-		OnCacheHit: h.metrics.PDPCacheHit,
-	}
-	var src credentials.Source
-	if p := cfg.Policy.PDP; p != nil && p.Auth != nil {
-		// The gateway's own token: an upstream of no tenant, as far as
-		// the credentials are concerned.
-		src = credentials.ForUpstream(&config.Config{}, &config.Upstream{Name: "policy.pdp", URL: p.URL, Auth: p.Auth},
-			credentials.Options{HTTPClient: h.authc, OnFetch: h.metrics.TokenFetch, Logger: h.log})
-		opts.Token = src
-	}
-	e, err := policy.Compile(cfg, opts)
-	if err != nil {
-		if src != nil {
-			src.Close()
-		}
-		return nil, nil, err
-	}
-	return e, src, nil
-}
 
 // policyPrincipal is the caller, to the rules.
 func (rq *Request) policyPrincipal() *policy.Principal {

@@ -7,9 +7,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"reflect"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,14 +23,12 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
-	"github.com/mcpgw/gateway/internal/guard"
-	"github.com/mcpgw/gateway/internal/identity"
+	"github.com/mcpgw/gateway/internal/generation"
 	"github.com/mcpgw/gateway/internal/instructions"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/own"
 	"github.com/mcpgw/gateway/internal/pipe"
-	"github.com/mcpgw/gateway/internal/policy"
 	"github.com/mcpgw/gateway/internal/relay"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/subscribe"
@@ -80,15 +75,13 @@ type Options struct {
 // clients and the goroutines beyond a request).
 type Server struct {
 	state atomic.Pointer[State]
-	// processes bounds the processes of all stdio upstreams
-	// (limits.stdio_processes).
-	processes *pipe.Limit
-	store     session.Store
-	tasks     *tasks.Tasks
-	log       *slog.Logger
-	version   string
-	httpc     *http.Client
-	authc     *http.Client
+	// shared is what every generation is built with (generation.Build).
+	shared  generation.Shared
+	store   session.Store
+	tasks   *tasks.Tasks
+	log     *slog.Logger
+	version string
+	authc   *http.Client
 
 	catalog *catalog.Catalog
 	watch   *watch.Watches[*upstreamRef] // one stream per watched upstream
@@ -121,51 +114,21 @@ type Server struct {
 	relayer  *relay.Relayer // client requests relayed to upstreams: see relay.go
 
 	budgets *budget.Engine // rate limits and quotas: see budgets.go
-	guards  *budget.Guards // upstreams' concurrency gates and circuit breakers
 
 	broker *credentials.Broker // user_oauth: see useroauth.go
 }
 
-// A State is one configuration snapshot and what was built from it. A request
-// takes the snapshot it started with and keeps it to the end.
+// A State is one configuration snapshot (a generation.State) and what
+// dispatch caches of it. A request takes the snapshot it started with and
+// keeps it to the end.
 type State struct {
-	Cfg       *config.Config
-	Upstreams []*upstreamRef // config order
-	ByName    map[string]*upstreamRef
-	origins   map[string]bool // accepted Origin values
-	tenants   *tenant.Set
-	merged    sync.Map // mergedKey → *mergedEntry: lists as each tenant sees them
-	byTenant  sync.Map // tenant id → *tenantUpstreams
-	// PerRequest is set when some upstream has per-request credentials, or
-	// is a stdio upstream (whose processes are per tenant): requests then
-	// carry their caller in their context.
-	PerRequest bool
-	// Signer mints signed-identity tokens; nil when no upstream uses them.
-	Signer  *identity.Signer
-	KeysSum string // of the signing key files the signer was made from
-	// Plans are each tenant's rate limits and quotas.
-	Plans *budget.Plans
-	// Policy holds the tenants' Policy rules (Policy.go); pdpCreds the
-	// gateway's token for their decision point, or nil.
-	Policy   *policy.Engine
-	PDPCreds credentials.Source
-	// Guards are the content Guards (Guards.go), with what they found
-	// of definitions under this generation.
-	Guards *guard.Engine
+	*generation.State
+	merged   sync.Map // mergedKey → *mergedEntry: lists as each tenant sees them
+	byTenant sync.Map // tenant id → *tenantUpstreams
 }
 
 // upstreamRef is one configured upstream and its client.
-type upstreamRef struct {
-	Cfg    config.Upstream
-	Cat    catalog.Upstream // what the catalog knows of it
-	Client *upstream.Client
-	// Creds are its per-request credentials; nil for static headers alone
-	// (which the client sends).
-	Creds credentials.Source
-	// Gate and breaker guard every request to it; nil when not configured.
-	Gate    *budget.Gate
-	Breaker *budget.Breaker
-}
+type upstreamRef = generation.Upstream
 
 // tenantUpstreams are the upstreams a tenant may use, in config order, and
 // the same for the catalog; built once per config snapshot and tenant.
@@ -190,14 +153,11 @@ func New(opts Options) (*Server, error) {
 		store:   opts.Backend.Sessions,
 		log:     log,
 		version: cmp.Or(opts.Version, "dev"), // Implementation.version is required
-		httpc:   opts.HTTPClient,
 		authc:   opts.AuthClient,
 		ids:     upcall.NewIDs(session.NewID()[:12]),
-		// Set from the config by build.
-		processes: pipe.NewLimit(0),
-		metrics:   opts.Metrics,
-		tracer:    telemetry.Tracer(opts.TracerProvider),
-		audit:     opts.Audit,
+		metrics: opts.Metrics,
+		tracer:  telemetry.Tracer(opts.TracerProvider),
+		audit:   opts.Audit,
 	}
 	h.opener = upcall.NewOpener(h.store, func(name string, res *upstream.InitResult) {
 		h.seenCaps.Remember(name, res.Session.Capabilities)
@@ -205,8 +165,6 @@ func New(opts Options) (*Server, error) {
 	}, log)
 	h.budgets = budget.NewEngine(opts.Backend.Budgets, log, opts.Now)
 	h.budgets.OnQuota = opts.Metrics.QuotaUsed
-	h.guards = budget.NewGuards()
-	h.guards.Notify = h.circuitChanged
 	h.expiries = upcall.NewExpiries(&h.own, func(rec *session.Record) { h.terminateUpstreams(context.Background(), h.state.Load(), rec) }, log)
 	h.listen = listen.New(listen.Options{Bus: opts.Backend.Bus, Go: h.own.Go, Metrics: opts.Metrics, Logger: log})
 	h.subs = subscribe.NewKeeper(h.store, h.listen, log)
@@ -225,6 +183,13 @@ func New(opts Options) (*Server, error) {
 	if h.broker, err = newBroker(opts.Config, opts.Backend.Vault, h); err != nil {
 		return nil, err
 	}
+	guards := budget.NewGuards()
+	guards.Notify = h.circuitChanged
+	h.shared = generation.Shared{
+		Version: h.version, Guards: guards, Broker: h.broker,
+		Processes:  pipe.NewLimit(0), // set from the config by each generation
+		HTTPClient: opts.HTTPClient, AuthClient: opts.AuthClient, Metrics: opts.Metrics, Log: log,
+	}
 	gen, err := h.Prepare(opts.Config)
 	if err != nil {
 		return nil, err
@@ -233,93 +198,10 @@ func New(opts Options) (*Server, error) {
 	h.catalog.Configure(opts.Config)
 	h.catalog.OnChange = h.upstreamListChanged
 	h.catalog.OnPin = h.pinMismatch
-	st := h.build(gen, nil)
+	st := &State{State: generation.Build(gen, nil, &h.shared)}
 	h.state.Store(st)
 	h.syncWatches(st)
 	return h, nil
-}
-
-// build makes the state for cfg. An upstream whose config is unchanged
-// from prev keeps its client (and so its connections).
-func (h *Server) build(gen *Generation, prev *State) *State {
-	cfg := gen.cfg
-	st := &State{Cfg: cfg, ByName: make(map[string]*upstreamRef), origins: make(map[string]bool), tenants: tenant.NewSet(cfg)}
-	st.Plans = budget.Compile(cfg)
-	// An upstream whose guards' settings are unchanged keeps them, and
-	// one whose whole config is unchanged keeps its upstreamRef too.
-	h.guards.Configure(cfg.Upstreams)
-	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
-	st.Signer, st.KeysSum = gen.signer, gen.keysSum
-	st.Policy, st.PDPCreds, st.Guards = gen.policy, gen.pdpCreds, gen.guards
-	h.broker.Apply(gen.broker)
-	h.processes.SetMax(cfg.Limits.StdioProcesses)
-	h.processes.SetShares(cfg.Limits.StdioShares())
-	for _, u := range cfg.Upstreams {
-		tc := cfg.TenantCredentials(u.Name)
-		if prev != nil {
-			// DeepEqual also compares u.TLS's fingerprint, the hash of
-			// its files' contents: rotated files make a new client.
-			if old := prev.ByName[u.Name]; old != nil && reflect.DeepEqual(old.Cfg, u) &&
-				reflect.DeepEqual(prev.Cfg.TenantCredentials(u.Name), tc) && (!identity.Uses(cfg, &u) || prev.Signer == st.Signer) {
-				st.Upstreams = append(st.Upstreams, old)
-				st.ByName[u.Name] = old
-				st.PerRequest = st.PerRequest || old.Creds != nil || u.IsStdio()
-				continue
-			}
-		}
-		ref := &upstreamRef{Cfg: u, Cat: catalog.NewUpstream(&u), Gate: h.guards.Gate(u.Name), Breaker: h.guards.Breaker(u.Name)}
-		copts := credentials.Options{HTTPClient: h.authc, OnFetch: h.metrics.TokenFetch, Logger: h.log, Broker: h.broker}
-		if st.Signer != nil {
-			copts.Signer = st.Signer
-		}
-		ref.Creds = credentials.ForUpstream(cfg, &u, copts)
-		var creds upstream.Credentials
-		if ref.Creds != nil {
-			creds, st.PerRequest = ref.Creds, true
-		}
-		if u.IsStdio() {
-			// Its processes are per tenant: requests carry the caller.
-			st.PerRequest = true
-		}
-		var tenv map[string]map[string]string
-		for id, tu := range tc {
-			if len(tu.Env) > 0 {
-				if tenv == nil {
-					tenv = make(map[string]map[string]string)
-				}
-				tenv[id] = tu.Env
-			}
-		}
-		ref.Client = upstream.New(u, upstream.Options{
-			// A stdio upstream runs a process per tenant (see
-			// upstreams[].stdio.isolation), with the tenant's env.
-			Tenant:       callerTenant,
-			TenantEnv:    tenv,
-			ProcessLimit: h.processes,
-			OnProcess:    h.metrics.UpstreamProcess(u.Name),
-			OnProcessLimit: func(limit, tenant string) {
-				h.metrics.LimitRejection(processLimits[limit], tenant)
-			},
-			Credentials: creds,
-			Secrets:     credentials.SecretsOf(&u, tc),
-			HTTPClient:  h.httpc,
-			Logger:      h.log, // the client adds its upstream's name
-			ClientInfo:  info,
-			// What a piped upstream is announced; every other upstream
-			// session is announced its client's (see internal/announce).
-			Capabilities: announce.Piped,
-			Inject:       telemetry.InjectHeaders,
-		})
-		st.Upstreams = append(st.Upstreams, ref)
-		st.ByName[u.Name] = ref
-	}
-	for _, o := range cfg.Server.AllowedOrigins {
-		st.origins[strings.ToLower(o)] = true
-	}
-	if u, err := url.Parse(cfg.Server.PublicURL); err == nil && u.Host != "" {
-		st.origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true
-	}
-	return st
 }
 
 // Close ends and waits for every goroutine the Server started beyond a
@@ -331,14 +213,7 @@ func (h *Server) Close() error {
 	h.watch.Close()
 	h.own.Close()
 	h.catalog.Close()
-	var errs []error
-	if src := h.state.Load().PDPCreds; src != nil {
-		src.Close()
-	}
-	for _, up := range h.state.Load().Upstreams {
-		errs = append(errs, up.Client.Close())
-	}
-	return errors.Join(errs...)
+	return h.state.Load().Close()
 }
 
 // OnListChanged sets fn as what happens when an upstream's list of kind k
@@ -357,16 +232,6 @@ func (h *Server) upstreamListChanged(upstream string, k catalog.Kind) {
 
 // Current returns the config snapshot in force.
 func (h *Server) Current() *State { return h.state.Load() }
-
-// Config returns the snapshot's config.
-func (st *State) Config() *config.Config { return st.Cfg }
-
-// Tenants returns the snapshot's tenants.
-func (st *State) Tenants() *tenant.Set { return st.tenants }
-
-// AllowsOrigin reports whether an Origin header value is one the snapshot
-// accepts (compared case-insensitively).
-func (st *State) AllowsOrigin(o string) bool { return st.origins[strings.ToLower(o)] }
 
 // Store returns the session store.
 func (h *Server) Store() session.Store { return h.store }
@@ -448,11 +313,4 @@ func (h *Server) terminateUpstreams(ctx context.Context, st *State, rec *session
 		}
 		return nil
 	}, h.log)
-}
-
-// processLimits are the limit labels of the bounds of stdio processes.
-var processLimits = map[string]string{
-	pipe.LimitTotal: telemetry.LimitStdioProcesses, pipe.LimitTotalPrincipal: telemetry.LimitStdioProcessesPrincipal,
-	pipe.LimitTotalTenant: telemetry.LimitStdioProcessesTenant, pipe.LimitMaxConns: telemetry.LimitMaxProcesses,
-	pipe.LimitPrincipalConns: telemetry.LimitMaxProcessesPrincipal, pipe.LimitTenantConns: telemetry.LimitMaxProcessesTenant,
 }

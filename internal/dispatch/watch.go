@@ -21,7 +21,7 @@ import (
 func (h *Server) syncWatches(st *State) {
 	ups := make([]*upstreamRef, 0, len(st.Upstreams))
 	for _, up := range st.Upstreams {
-		if up.watched() {
+		if up.Watched() {
 			ups = append(ups, up)
 		}
 	}

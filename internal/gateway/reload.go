@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/config"
-	"github.com/mcpgw/gateway/internal/dispatch"
+	"github.com/mcpgw/gateway/internal/generation"
 	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/transport"
 )
@@ -57,7 +57,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	// Provision and validate: everything of the new generation that can
 	// fail is built first, and a failure changes nothing.
 	v, err := g.verifierFor(cfg, prev)
-	var next *dispatch.Generation
+	var next *generation.Prepared
 	if err == nil {
 		next, err = g.server.Prepare(cfg)
 	}

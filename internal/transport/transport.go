@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgw/gateway/internal/auth"
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/dispatch"
+	"github.com/mcpgw/gateway/internal/generation"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/rpcerr"
@@ -76,7 +77,7 @@ type Snapshot struct {
 // sessions with an open GET stream whose tenant now sees something else
 // are told so with list_changed notifications, and streams of tenants that
 // no longer exist are ended. Calls must not overlap.
-func (h *Handler) SetConfig(gen *dispatch.Generation, publish func(*Snapshot)) {
+func (h *Handler) SetConfig(gen *generation.Prepared, publish func(*Snapshot)) {
 	prev, next := h.srv.SetConfig(gen, func(st *dispatch.State) {
 		if publish != nil {
 			publish(&Snapshot{h: h, st: st})
@@ -87,7 +88,7 @@ func (h *Handler) SetConfig(gen *dispatch.Generation, publish func(*Snapshot)) {
 			s.stop()
 			return
 		}
-		if dispatch.TenantChanged(prev, next, s.tenant) {
+		if generation.TenantChanged(prev.State, next.State, s.tenant) {
 			for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
 				s.send(catalog.ListChanged(k))
 			}
