@@ -3,8 +3,8 @@ package dispatch
 import (
 	"context"
 
-	"github.com/mcpgw/gateway/internal/audit"
 	"github.com/mcpgw/gateway/internal/budget"
+	"github.com/mcpgw/gateway/internal/observe"
 	"github.com/mcpgw/gateway/internal/relay"
 )
 
@@ -32,7 +32,7 @@ func (h *Server) Admit(ctx context.Context, rq *Request) *budget.Refusal {
 	}
 	ref := h.budgets.Edge(ctx, p, rq.budgetWho())
 	if ref != nil {
-		h.budgetRefused(ctx, rq, "", ref, true)
+		h.obs.BudgetRefused(ctx, rq.asker(), "", ref)
 	}
 	return ref
 }
@@ -44,7 +44,7 @@ func (rq *Request) spend(ctx context.Context, c *call, up *upstreamRef) error {
 		return nil
 	}
 	tool := ""
-	if c.m.target == targetTool {
+	if c.m.target == observe.TargetTool {
 		tool = c.original
 	}
 	if ref := rq.h.budgets.Call(ctx, p, rq.budgetWho(), up.Cfg.Name, tool); ref != nil {
@@ -84,33 +84,6 @@ func (rq *Request) guard(ctx context.Context, up *upstreamRef) (func(error), err
 	}, nil
 }
 
-// circuitChanged is the breakers' hook: a circuit opened or closed.
-func (h *Server) circuitChanged(name string, open bool) {
-	h.metrics.CircuitOpen(name, open)
-	if open {
-		h.log.Warn("circuit open: upstream failing; calls fail at once and lists leave it out", "upstream", name)
-	} else {
-		h.log.Info("circuit closed: upstream answers again", "upstream", name)
-	}
-}
-
 // CircuitNotes returns one line per upstream whose circuit is not
 // closed, for /readyz.
 func (h *Server) CircuitNotes() []string { return h.state.Load().CircuitNotes() }
-
-// budgetRefused records a refusal: the metric, and an audit record unless
-// the method writes its own (audited methods).
-func (h *Server) budgetRefused(ctx context.Context, rq *Request, method string, ref *budget.Refusal, record bool) {
-	h.metrics.BudgetRefusal(string(ref.Kind), ref.Name, rq.principal.Tenant)
-	if !record {
-		return
-	}
-	r := audit.Record{
-		Event: audit.EventLimit, Tenant: rq.principal.Tenant, Subject: rq.principal.Subject, ClientID: rq.principal.ClientID,
-		Method: method, Decision: audit.DecisionDeny, Outcome: audit.OutcomeDenied, Reason: ref.Reason(),
-	}
-	if rq.Session != nil {
-		r.SessionID = rq.Session.ID
-	}
-	h.audit.Record(ctx, r)
-}

@@ -116,7 +116,7 @@ func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, o
 		return nil
 	}
 	if err != nil {
-		if cancelled(ctx, err) && out.Started() {
+		if rpcerr.Cancelled(ctx, err) && out.Started() {
 			// The client cancelled; it expects no response (2025-11-25
 			// basic/utilities/cancellation). End the stream without one.
 			return nil
@@ -288,7 +288,7 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 				return out, err
 			}
 		}
-		res, err := rq.checkResult(ctx, up, it, c, res, isToolError(res))
+		res, err := rq.checkResult(ctx, up, it, c, res, rpcerr.IsToolError(res))
 		if err == nil {
 			res, err = rq.guardResult(ctx, c, catalog.Tools, up, orig, res)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/rpcerr"
 )
 
 // Per-tenant presentation (tenants[].upstreams[].present): see
@@ -61,7 +62,7 @@ func (rq *Request) fixArguments(up *upstreamRef, orig string, p *jsonx.Object, c
 	}
 	args, failure := catalog.FixArguments(c.target, pr.FixedArguments, c.arguments)
 	if failure != "" {
-		return failTool(failure)
+		return rpcerr.FailTool(failure)
 	}
 	c.arguments = args
 	p.Set("arguments", c.arguments)

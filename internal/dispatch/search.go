@@ -7,6 +7,7 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
+	"github.com/mcpgw/gateway/internal/rpcerr"
 	"github.com/mcpgw/gateway/internal/toolsearch"
 )
 
@@ -36,7 +37,7 @@ func (rq *Request) searchCall(ctx context.Context, c *call, name string, p *json
 		c.original = name // for the audit log: no upstream's tool
 	}
 	if failure != "" {
-		return nil, true, failTool(failure)
+		return nil, true, rpcerr.FailTool(failure)
 	}
 	if sc.Search {
 		e := rq.merged(ctx, catalog.Tools)

@@ -27,6 +27,7 @@ import (
 	"github.com/mcpgw/gateway/internal/instructions"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/listen"
+	"github.com/mcpgw/gateway/internal/observe"
 	"github.com/mcpgw/gateway/internal/own"
 	"github.com/mcpgw/gateway/internal/pipe"
 	"github.com/mcpgw/gateway/internal/relay"
@@ -95,6 +96,7 @@ type Server struct {
 	metrics *telemetry.Metrics
 	tracer  trace.Tracer
 	audit   *audit.Logger
+	obs     *observe.Recorder // what a served request leaves: see pipeline.go
 
 	health upcall.Health // upstream → last request's error
 
@@ -158,6 +160,7 @@ func New(opts Options) (*Server, error) {
 		metrics: opts.Metrics,
 		tracer:  telemetry.Tracer(opts.TracerProvider),
 		audit:   opts.Audit,
+		obs:     observe.New(opts.Metrics, telemetry.Tracer(opts.TracerProvider), opts.Audit, log),
 	}
 	h.opener = upcall.NewOpener(h.store, func(name string, res *upstream.InitResult) {
 		h.seenCaps.Remember(name, res.Session.Capabilities)
@@ -184,7 +187,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	guards := budget.NewGuards()
-	guards.Notify = h.circuitChanged
+	guards.Notify = h.obs.CircuitChanged
 	h.shared = generation.Shared{
 		Version: h.version, Guards: guards, Broker: h.broker,
 		Processes:  pipe.NewLimit(0), // set from the config by each generation

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/observe"
 	"github.com/mcpgw/gateway/internal/protocol"
 )
 
@@ -29,7 +30,7 @@ type Method struct {
 	session, stateless bool
 	// target is what the method routes on, named in its span and in the
 	// audit log.
-	target target
+	target observe.Target
 	// audited methods reach an upstream's tools, prompts and resources:
 	// each call is an audit record of its own.
 	audited bool
@@ -40,16 +41,6 @@ type Method struct {
 	// basic/patterns/mrtr, "Supported Requests").
 	input bool
 }
-
-// target is what a method routes on.
-type target int
-
-const (
-	targetNone target = iota
-	targetTool
-	targetPrompt
-	targetResource
-)
 
 // cachePolicy is what a 2026-07-28 result of a method says of caching
 // (server/utilities/caching).
@@ -72,9 +63,9 @@ func init() {
 		protocol.MethodPromptsList:           {serve: listMethod(catalog.Prompts), session: true, stateless: true, cache: cacheList},
 		protocol.MethodResourcesList:         {serve: listMethod(catalog.Resources), session: true, stateless: true, cache: cacheList},
 		protocol.MethodResourceTemplatesList: {serve: listMethod(catalog.Templates), session: true, stateless: true, cache: cacheList},
-		protocol.MethodToolsCall:             {serve: callTool, session: true, stateless: true, target: targetTool, audited: true, input: true},
-		protocol.MethodPromptsGet:            {serve: getPrompt, session: true, stateless: true, target: targetPrompt, audited: true, input: true},
-		protocol.MethodResourcesRead:         {serve: readResource, session: true, stateless: true, target: targetResource, audited: true, cache: cacheNoTTL, input: true},
+		protocol.MethodToolsCall:             {serve: callTool, session: true, stateless: true, target: observe.TargetTool, audited: true, input: true},
+		protocol.MethodPromptsGet:            {serve: getPrompt, session: true, stateless: true, target: observe.TargetPrompt, audited: true, input: true},
+		protocol.MethodResourcesRead:         {serve: readResource, session: true, stateless: true, target: observe.TargetResource, audited: true, cache: cacheNoTTL, input: true},
 		protocol.MethodComplete:              {serve: complete, session: true, stateless: true},
 		// Removed in 2026-07-28 (changelog): subscriptions are
 		// subscriptions/listen's, log levels are per request (_meta).

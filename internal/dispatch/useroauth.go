@@ -8,7 +8,9 @@ import (
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/observe"
 	"github.com/mcpgw/gateway/internal/protocol"
+	"github.com/mcpgw/gateway/internal/rpcerr"
 	"github.com/mcpgw/gateway/internal/vault"
 )
 
@@ -104,8 +106,8 @@ func (h *Server) consentAnswer(ctx context.Context, rq *Request, c *call, err er
 			"mode": "url", "elicitationId": link.ID, "url": link.URL, "message": msg,
 		}}})
 		return nil, &jsonrpc.Error{Code: CodeURLElicitationRequired, Message: "This request requires authorization at upstream " + cr.Upstream + ".", Data: data}, true
-	case c.m.target == targetTool:
-		return nil, failTool(msg), true
+	case c.m.target == observe.TargetTool:
+		return nil, rpcerr.FailTool(msg), true
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg}, true
 }

@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,43 +9,9 @@ import (
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonx"
+	"github.com/mcpgw/gateway/internal/rpcerr"
 	"github.com/mcpgw/gateway/internal/telemetry"
 )
-
-// A toolFailure is a tools/call the gateway answers itself with a tool
-// execution error, which a model can act on (2025-11-25 server/tools,
-// "Error Handling"): a handler returns it as its error, and the pipeline
-// answers it as a result with isError: true and its text (see answered).
-type toolFailure struct{ text string }
-
-func (e *toolFailure) Error() string { return e.text }
-
-func failTool(text string) error { return &toolFailure{text: text} }
-
-// isToolError reports whether res, a CallToolResult, says isError: true.
-// Most results do not name it, and are not parsed.
-func isToolError(res json.RawMessage) bool {
-	if !bytes.Contains(res, []byte(`"isError"`)) {
-		return false
-	}
-	o, err := jsonx.ParseValidObject(res)
-	return err == nil && string(o.Get("isError")) == "true"
-}
-
-// toolError is a tools/call result with isError: true and one text.
-func toolError(text string) json.RawMessage {
-	b, _ := json.Marshal(struct {
-		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-		IsError bool `json:"isError"`
-	}{Content: []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}{{"text", text}}, IsError: true})
-	return b
-}
 
 // checkArguments checks a tools/call's arguments against the inputSchema
 // of the tool it resolved to, before anything is spent on it: a violation
@@ -62,7 +27,7 @@ func (rq *Request) checkArguments(up *upstreamRef, it *catalog.Item, c *call) er
 		return nil
 	}
 	rq.h.metrics.SchemaViolation(rq.view.ID, up.Cfg.Name, telemetry.SchemaInput)
-	return failTool("Invalid arguments for tool " + strconv.Quote(c.target) + ":\n" + se.Problems)
+	return rpcerr.FailTool("Invalid arguments for tool " + strconv.Quote(c.target) + ":\n" + se.Problems)
 }
 
 // checkResult checks a tools/call result's structuredContent against the
@@ -91,5 +56,5 @@ func (rq *Request) checkResult(ctx context.Context, up *upstreamRef, it *catalog
 	if mode != config.ValidationEnforce {
 		return res, nil
 	}
-	return nil, failTool("The result of tool " + strconv.Quote(c.target) + " did not match its output schema, so the gateway withheld it:\n" + se.Problems)
+	return nil, rpcerr.FailTool("The result of tool " + strconv.Quote(c.target) + " did not match its output schema, so the gateway withheld it:\n" + se.Problems)
 }

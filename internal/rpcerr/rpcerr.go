@@ -1,7 +1,8 @@
 // Package rpcerr is where a method's error becomes the client's: the one
 // place internal errors get their JSON-RPC code ([Map]), the HTTP status a
-// 2026-07-28 error answer has ([Status]), and the errors that say the
-// client went away or lacks a scope.
+// 2026-07-28 error answer has ([Status]), the errors that say the client
+// went away or lacks a scope, and the tool failure a tools/call is
+// answered with as a result with isError: true ([ToolFailure]).
 package rpcerr
 
 import (
