@@ -200,7 +200,7 @@ func New(opts Options) (*Server, error) {
 	h.catalog = catalog.New(opts.Config.Server.ListCacheTTL.D(), log, opts.Metrics)
 	h.catalog.Configure(opts.Config)
 	h.catalog.OnChange = h.upstreamListChanged
-	h.catalog.OnPin = h.pinMismatch
+	h.catalog.OnPin = h.obs.PinMismatch
 	st := &State{State: generation.Build(gen, nil, &h.shared)}
 	h.state.Store(st)
 	h.syncWatches(st)

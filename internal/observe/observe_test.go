@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -416,4 +417,23 @@ func TestNil(t *testing.T) {
 	rec.LimitHit(ctx, who, telemetry.LimitBodyBytes, "")
 	rec.BudgetRefused(ctx, who, "", &budget.Refusal{Kind: budget.KindQuota, Name: "q"})
 	rec.CircuitChanged("github", true)
+}
+
+// TestPinMismatch: a changed definition is audited by field, with what the
+// gateway does about it, and never with the upstream's text.
+func TestPinMismatch(t *testing.T) {
+	f := newFixture(t)
+	f.rec.PinMismatch(catalog.PinStatus{Kind: catalog.Tools, Upstream: "github", Name: "create_issue",
+		Changed: []string{"description", "inputSchema"}, Quarantined: true})
+	line := f.buf.String()
+	for _, want := range []string{`"event":"pin_mismatch"`, `"upstream":"github"`, `"tool":"create_issue"`,
+		`"decision":"deny"`, `"reason":"changed: description, inputSchema; quarantined"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("audit line %s lacks %s", line, want)
+		}
+	}
+	notes := PinNotes([]catalog.PinStatus{{Kind: catalog.Prompts, Upstream: "docs", Name: "sum\nmary", New: true}})
+	if len(notes) != 1 || !strings.HasPrefix(notes[0], `upstream docs: prompt "sum\nmary" `) {
+		t.Errorf("PinNotes = %q", notes)
+	}
 }
