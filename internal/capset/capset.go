@@ -1,6 +1,7 @@
 // Package capset is what the gateway knows of capabilities objects: the
-// names each one holds, parsed once (Cache), and each upstream's, as this
-// replica last saw them (Seen).
+// names each one holds, parsed once (Cache), each upstream's, as this
+// replica last saw them (Seen), and what the gateway announces of its own,
+// given its upstreams' (Cache.Union).
 package capset
 
 import (

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
+	"github.com/mcpgw/gateway/internal/capset"
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
@@ -46,39 +46,19 @@ type call struct {
 // it relays on the way go straight to c.out.
 type methodFunc func(ctx context.Context, rq *Request, c *call) (json.RawMessage, error)
 
-// capabilities returns the union of what ups offer, as far as the gateway
-// delivers it. Lists announce listChanged: the gateway sends list_changed on
-// the session's GET stream when a reload or an upstream's new list changes
-// what the tenant sees, whatever the upstreams announce. resources.subscribe
-// is announced when an upstream offers it: its updates reach the
-// subscriber's GET stream (see listen.go). tasks is left out, because the
-// gateway would not keep the promise (tasks/* methods are not routed to
-// upstreams yet).
+// capabilities returns what the gateway announces of its capabilities,
+// given ups: their union (see capset.Cache.Union), with tasks as
+// taskCapabilities has them.
 func (rq *Request) capabilities(ups []*upstreamRef) map[string]json.RawMessage {
-	out := make(map[string]json.RawMessage)
-	for _, name := range []string{"tools", "prompts", "resources", "logging", "completions"} {
-		for _, up := range ups {
-			if rq.hasCap(up, name) {
-				switch name {
-				case "tools", "prompts", "resources":
-					out[name] = json.RawMessage(`{"listChanged":true}`)
-				default:
-					out[name] = json.RawMessage(`{}`)
-				}
-				break
-			}
-		}
+	offers := make([]capset.Offer, len(ups))
+	for i, up := range ups {
+		caps := rq.caps(up)
+		offers[i] = capset.Offer{Caps: caps, Subscribe: subscribe.Offered(caps)}
 	}
-	if out["resources"] != nil && !rq.adm.Stateless && slices.ContainsFunc(ups, rq.subscribable) {
-		out["resources"] = json.RawMessage(`{"listChanged":true,"subscribe":true}`)
-	}
+	out := rq.h.capNames.Union(offers, rq.adm.Stateless)
 	rq.taskCapabilities(ups, out)
 	return out
 }
-
-// subscribable reports whether up is known to offer resources.subscribe,
-// in either revision.
-func (rq *Request) subscribable(up *upstreamRef) bool { return subscribe.Offered(rq.caps(up)) }
 
 // Dispatch serves one request of a session (2025-11-25 and older) through
 // the method table. Notifications it relays go to out as they arrive. The
@@ -105,9 +85,7 @@ func (h *Server) Serve(ctx context.Context, rq *Request, msg *jsonrpc.Message, o
 		// (basic/patterns/cancellation, "Transport-Specific
 		// Cancellation"), and its id is unique only to its own client,
 		// not to the principal's record that several clients share.
-		key := inflightKey(rq.Session.ID, msg.ID)
-		h.inflight.add(key, cancelCause)
-		defer h.inflight.remove(key)
+		defer h.inflight.Add(rq.Session.ID, msg.ID, cancelCause)()
 	}
 
 	c := &call{id: msg.ID, method: msg.Method, m: m, params: msg.Params, out: out}
@@ -156,22 +134,13 @@ func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Mes
 		if err != nil {
 			return
 		}
-		if h.inflight.cancel(inflightKey(rq.Session.ID, rid)) {
+		if h.inflight.Cancel(rq.Session.ID, rid, rpcerr.ErrCancelledByClient) {
 			return // the request's relay tells its upstream
 		}
 		// Not served by this replica (or already done): tell every upstream
 		// of the session; the one that has it cancels, the others ignore an
 		// unknown id (2025-11-25 basic/utilities/cancellation).
-		params, _ := json.Marshal(map[string]any{"requestId": upcall.ForwardID(rid), "reason": "cancelled by the client"})
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		var wg sync.WaitGroup
-		for name, us := range rq.upstreamSessions() {
-			if up := rq.st.ByName[name]; up != nil {
-				wg.Go(func() { _ = up.Client.Notify(ctx, us, protocol.NotifyCancelled, params) })
-			}
-		}
-		wg.Wait()
+		upcall.NotifyAll(ctx, rq.upstreamSessions(), rq.notifier(nil), msg.Method, upcall.CancelledParams(rid))
 	case protocol.NotifyRootsListChanged:
 		// Each upstream session was announced roots.listChanged if the
 		// client declared it (internal/announce); a piped upstream's shared
@@ -179,15 +148,10 @@ func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Mes
 		if !strings.Contains(rq.announced().Key(), "roots.listChanged") {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		var wg sync.WaitGroup
-		for name, us := range rq.upstreamSessions() {
-			if up := rq.st.ByName[name]; up != nil && up.Client.PerSession() && !upstream.IsModern(us) {
-				wg.Go(func() { _ = up.Client.Notify(ctx, us, msg.Method, nil) })
-			}
+		perSession := func(up *upstreamRef, us session.Upstream) bool {
+			return up.Client.PerSession() && !upstream.IsModern(us)
 		}
-		wg.Wait()
+		upcall.NotifyAll(ctx, rq.upstreamSessions(), rq.notifier(perSession), msg.Method, nil)
 	default:
 		// notifications/initialized: the upstreams were initialized at
 		// initialize already. Others have no upstream to go to.
@@ -457,37 +421,15 @@ func setLevel(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	return json.RawMessage(`{}`), nil
 }
 
-// inflight tracks this replica's requests being served, so that a client's
-// notifications/cancelled can stop them.
-type inflight struct {
-	mu sync.Mutex
-	m  map[string]context.CancelCauseFunc
-}
-
-func inflightKey(sessionID string, id jsonrpc.ID) string { return sessionID + "\x00" + id.String() }
-
-func (f *inflight) add(key string, cancel context.CancelCauseFunc) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m == nil {
-		f.m = make(map[string]context.CancelCauseFunc)
+// notifier returns the upstream to send a notification on one of the
+// session's upstream sessions, to upcall.NotifyAll: any upstream of the
+// snapshot, or those only may allows when it is set.
+func (rq *Request) notifier(may func(*upstreamRef, session.Upstream) bool) func(string, session.Upstream) (upcall.Notifier, bool) {
+	return func(name string, us session.Upstream) (upcall.Notifier, bool) {
+		up := rq.st.ByName[name]
+		if up == nil || may != nil && !may(up, us) {
+			return nil, false
+		}
+		return up.Client, true
 	}
-	f.m[key] = cancel
-}
-
-func (f *inflight) remove(key string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.m, key)
-}
-
-// cancel cancels the request under key and reports whether there was one.
-func (f *inflight) cancel(key string) bool {
-	f.mu.Lock()
-	cancel, ok := f.m[key]
-	f.mu.Unlock()
-	if ok {
-		cancel(rpcerr.ErrCancelledByClient)
-	}
-	return ok
 }

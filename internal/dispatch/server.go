@@ -89,7 +89,7 @@ type Server struct {
 	// listChanged is the transport's hook for an upstream's changed
 	// list (see OnListChanged).
 	listChanged atomic.Pointer[func(st *State, upstream string, k catalog.Kind)]
-	inflight    inflight
+	inflight    upcall.InFlight
 	opener      *upcall.Opener // the sessions' upstream sessions: see openUpstream
 	ids         *upcall.IDs    // of the requests the gateway sends upstream
 

@@ -3,9 +3,7 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 
-	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
 )
@@ -47,30 +45,20 @@ func (h *Server) PrincipalRecord(ctx context.Context, rq *Request) (*session.Rec
 		session.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant}, protocol.LatestStateless.String())
 }
 
-// decorate adds what every 2026-07-28 result carries: resultType, the
-// gateway's identity in _meta, and, for cacheable results, ttlMs and
-// cacheScope. Lists and reads are filtered per tenant, so they are private.
+// decorate adds what every 2026-07-28 result carries (see
+// protocol.DecorateResult): the gateway's identity, and, for a method
+// whose results are cacheable, how long: lists and reads are filtered per
+// tenant, so they are private.
 func (h *Server) decorate(rq *Request, m *Method, res json.RawMessage) json.RawMessage {
-	o, err := jsonx.ParseValidObject(res)
-	if err != nil {
-		return res
-	}
-	if o.Get("resultType") == nil {
-		o.Set("resultType", json.RawMessage(`"complete"`))
-	}
-	meta := o.ObjectOr("_meta")
 	info, _ := json.Marshal(map[string]string{"name": "mcp-gateway", "version": h.version})
-	meta.Set(protocol.MetaServerInfo, info)
-	o.Set("_meta", meta.Bytes())
+	var c protocol.Caching
 	if m.cache != cacheNone {
-		var ttl int64
+		c.Scope = protocol.CachePrivate
 		if m.cache == cacheList {
-			ttl = rq.st.Cfg.Server.ListCacheTTL.D().Milliseconds()
+			c.TTL = rq.st.Cfg.Server.ListCacheTTL.D()
 		}
-		o.Set("ttlMs", []byte(strconv.FormatInt(ttl, 10)))
-		o.Set("cacheScope", json.RawMessage(`"private"`))
 	}
-	return o.Bytes()
+	return protocol.DecorateResult(res, info, c)
 }
 
 // discover answers server/discover for the caller's tenant.

@@ -1,13 +1,15 @@
 // Package protocol names MCP's vocabulary, once, for the transport the
 // gateway serves and for internal/upstream, which speaks to upstreams: the
-// protocol revisions and their order, the HTTP header names, the _meta keys
-// and the MCP error codes.
+// protocol revisions and their order, the HTTP header names, the _meta keys,
+// the MCP error codes and the members every 2026-07-28 result carries
+// (DecorateResult).
 //
-// It holds names, values and their parsing only. It must not do I/O, log,
-// or decide anything: which revision to answer with, where a request of an
-// unknown revision goes, which headers a configuration may set are the
-// callers' decisions. It imports nothing of the gateway, so every package
-// may use it.
+// It holds names, values, their parsing and shaping only. It must not do
+// I/O, log, or decide anything: which revision to answer with, where a
+// request of an unknown revision goes, which headers a configuration may
+// set, how long a result may be cached are the callers' decisions. It
+// imports nothing of the gateway but internal/jsonrpc and internal/jsonx,
+// which import nothing else, so every package may use it.
 package protocol
 
 // The HTTP headers of the Streamable HTTP transport (2025-11-25
