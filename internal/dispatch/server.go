@@ -255,11 +255,10 @@ type Request struct {
 	// withCaller).
 	who *credentials.Caller
 
-	// mu guards Session.Upstreams, which requests fanned out to several
+	// held guards Session.Upstreams, which requests fanned out to several
 	// upstreams, and a GET stream's listeners, change concurrently: it is
-	// read and changed only through upstreamEntry, setUpstream,
-	// replaceUpstreams and upstreamSessions (upstreams.go).
-	mu      sync.Mutex
+	// read and changed only through it (see upstreams.go).
+	held    upcall.Held
 	Session *session.Record // nil until initialize stored it
 }
 

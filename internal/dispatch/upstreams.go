@@ -3,15 +3,12 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"maps"
 	"net/http"
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/instructions"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
-	"github.com/mcpgw/gateway/internal/telemetry"
 	"github.com/mcpgw/gateway/internal/upcall"
 	"github.com/mcpgw/gateway/internal/upstream"
 )
@@ -127,69 +124,51 @@ func (rq *Request) modern(up *upstreamRef) bool {
 	return upstream.IsModern(us)
 }
 
-// upstreamSession returns the session's upstream session with up, opening
-// one if there is none yet.
-func (rq *Request) upstreamSession(ctx context.Context, up *upstreamRef) (session.Upstream, error) {
-	if us, ok := rq.upstreamEntry(up.Cfg.Name); ok {
-		return us, nil
-	}
-	return rq.openUpstream(ctx, up, "")
-}
-
 // The request's copy of its session's upstream sessions (Session.Upstreams)
-// is read and changed only through the methods below, under rq.mu:
-// requests fanned out to several upstreams, and a GET stream's listeners,
-// change it concurrently.
+// is read and changed only through rq.held (see upcall.Held), by the
+// methods below and by upcall.Hop: requests fanned out to several
+// upstreams, and a GET stream's listeners, change it concurrently.
 
 // upstreamSessions returns a snapshot of the session's upstream sessions.
 func (rq *Request) upstreamSessions() map[string]session.Upstream {
-	rq.mu.Lock()
-	defer rq.mu.Unlock()
-	if rq.Session == nil {
-		return nil
-	}
-	return maps.Clone(rq.Session.Upstreams)
+	return rq.held.Snapshot(rq.Session)
 }
 
 // upstreamEntry returns the session's upstream session with upstream
 // name, and whether there is one.
 func (rq *Request) upstreamEntry(name string) (session.Upstream, bool) {
-	rq.mu.Lock()
-	defer rq.mu.Unlock()
-	if rq.Session == nil {
-		return session.Upstream{}, false
-	}
-	us, ok := rq.Session.Upstreams[name]
-	return us, ok
+	return rq.held.Entry(rq.Session, name)
 }
 
 // setUpstream sets the session's upstream session with upstream name.
 func (rq *Request) setUpstream(name string, us session.Upstream) {
-	rq.mu.Lock()
-	defer rq.mu.Unlock()
-	if rq.Session.Upstreams == nil {
-		rq.Session.Upstreams = make(map[string]session.Upstream)
-	}
-	rq.Session.Upstreams[name] = us
+	rq.held.Set(rq.Session, name, us)
 }
 
 // replaceUpstreams makes m, as the store has it now, the session's upstream
 // sessions.
 func (rq *Request) replaceUpstreams(m map[string]session.Upstream) {
-	rq.mu.Lock()
-	defer rq.mu.Unlock()
-	rq.Session.Upstreams = m
+	rq.held.Replace(rq.Session, m)
+}
+
+// hop is how the request reaches up: on the session's upstream session,
+// opened on first use with the capabilities announced to the session's
+// upstreams.
+func (rq *Request) hop(up *upstreamRef) upcall.Hop {
+	return upcall.Hop{Held: &rq.held, Record: rq.Session, Opener: rq.h.opener, Client: up.Client,
+		Caps: func() json.RawMessage { return rq.announced().Caps() }}
+}
+
+// upstreamSession returns the session's upstream session with up, opening
+// one if there is none yet.
+func (rq *Request) upstreamSession(ctx context.Context, up *upstreamRef) (session.Upstream, error) {
+	return rq.hop(up).Session(ctx)
 }
 
 // openUpstream opens a new upstream session to replace the one with id prev
 // ("" when there is none) and stores it.
 func (rq *Request) openUpstream(ctx context.Context, up *upstreamRef, prev string) (session.Upstream, error) {
-	us, err := rq.h.opener.Open(ctx, rq.Session.ID, up.Client, rq.announced().Caps(), prev)
-	if err != nil {
-		return session.Upstream{}, err
-	}
-	rq.setUpstream(up.Cfg.Name, us)
-	return us, nil
+	return rq.hop(up).Open(ctx, prev)
 }
 
 // call sends one request to up on the session's upstream session, opening or
@@ -201,45 +180,19 @@ func (rq *Request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, met
 }
 
 // callWith is call with the Mcp-Param-* headers of a tools/call, for a
-// 2026-07-28 upstream.
+// 2026-07-28 upstream (see upcall.Hop.Call). The request is admitted by
+// the upstream's gate and breaker (guard), and its outcome noted for
+// readiness (noteUpstream).
 func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage, hdr http.Header) (*upcall.Response, error) {
 	h := rq.h
-	ctx, tr := upcall.Begin(ctx, h.tracer, h.metrics, up.Cfg.Name, method, rq.view.ID)
-	done, err := rq.guard(ctx, up)
-	if err != nil {
-		tr.Finish(err)
-		return nil, err
-	}
-	tr.Done = done
-	us, err := rq.upstreamSession(ctx, up)
-	if err != nil {
-		tr.Finish(err)
-		return nil, err
-	}
-	send := func(us session.Upstream) (*upstream.Response, error) {
-		p := rq.upstreamParams(us, params)
-		if withTrace, err := telemetry.InjectMeta(ctx, p); err == nil {
-			p = withTrace
-		}
-		return up.Client.CallWith(ctx, us, id, method, p, hdr)
-	}
-	resp, err := send(us)
-	if errors.Is(err, upstream.ErrSessionExpired) {
-		h.log.Info("upstream session expired; opening a new one", "upstream", up.Cfg.Name)
-		if us, err = rq.openUpstream(ctx, up, us.SessionID); err != nil {
-			tr.Finish(err)
-			return nil, err
-		}
-		resp, err = send(us)
-	}
-	if err != nil {
-		h.noteUpstream(up.Cfg.Name, err)
-		tr.Finish(err)
-		return nil, err
-	}
-	h.noteUpstream(up.Cfg.Name, nil)
-	tr.Start(resp, us)
-	return tr, nil
+	return rq.hop(up).Call(ctx, upcall.Call{
+		Tracer: h.tracer, Metrics: h.metrics, Tenant: rq.view.ID,
+		ID: id, Method: method, Params: params, Header: hdr,
+		Shape: rq.upstreamParams,
+		Guard: func(ctx context.Context) (func(error), error) { return rq.guard(ctx, up) },
+		Note:  func(err error) { h.noteUpstream(up.Cfg.Name, err) },
+		Log:   h.log,
+	})
 }
 
 // upstreamParams shapes a client's params for the revision the upstream

@@ -2,10 +2,11 @@
 // around internal/upstream's client: the request's id (IDs, ForwardID),
 // its client span and metrics (Begin, Response), its answer read to the
 // end (ResultOf, ListOn) or joined with the requests a shared GET stream
-// hands it (Merge), the upstream session it goes on, opened once per
-// gateway session and replica (Opener) and ended (Terminate; Expiries for
-// the sessions that expired in the store), and how each upstream's last
-// request went (Health).
+// hands it (Merge), the upstream session it goes on, held by the request
+// (Held), opened on first use and again when the upstream forgot it (Hop),
+// once per gateway session and replica (Opener), and ended (Terminate;
+// Expiries for the sessions that expired in the store), and how each
+// upstream's last request went (Health).
 //
 // What a request is sent with (credentials, budgets, the session it
 // belongs to) is the caller's: see internal/dispatch.
