@@ -295,7 +295,7 @@ func (e *Engine) Edge(ctx context.Context, p *Plan, who Who) *Refusal {
 // (which quotas do not count). A call that a budget refuses counts against
 // no quota.
 func (e *Engine) Call(ctx context.Context, p *Plan, who Who, upstream, tool string) *Refusal {
-	if p == nil {
+	if p == nil || len(p.Calls)+len(p.Quotas) == 0 {
 		return nil
 	}
 	var buf [8]check

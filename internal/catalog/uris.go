@@ -28,8 +28,9 @@ import (
 //     ResourceLink's uri and an EmbeddedResource's resource.uri
 //     ([ExposeContentBlocks], [ExposePromptMessages]); and the tool
 //     result's _meta.ui.resourceUri, if an upstream puts one there;
-//   - resources/read ReadResourceResult.contents[].uri and
-//     notifications/resources/updated params.uri (internal/dispatch).
+//   - resources/read ReadResourceResult.contents[].uri
+//     ([ExposeReadResult]) and notifications/resources/updated params.uri
+//     ([Catalog.ExposeUpdated]).
 //
 // Client to upstream (resolved with [Catalog.ResolveURI], which also
 // checks the tenant may see it): resources/read, resources/subscribe and
@@ -38,8 +39,8 @@ import (
 //
 //   - sampling/createMessage params.messages[].content, a SamplingContent
 //     or an array of them: the ContentBlocks of each ToolResultContent
-//     ([ExposeSamplingParams], applied by the bridge to every request it
-//     forwards).
+//     ([ExposeSamplingParams]; [ExposeUpstreamRequest], applied by the
+//     bridge to every request it forwards).
 //
 // Not rewritten: a client's CreateMessageResult (the model's answer: a
 // ToolResultContent there would hold the client's blocks, not an

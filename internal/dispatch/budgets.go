@@ -26,11 +26,7 @@ func (rq *Request) budgetWho() budget.Who {
 // Admit checks the budgets that count every HTTP request of the caller's
 // tenant. A refusal is recorded; the transport answers it with 429.
 func (h *Server) Admit(ctx context.Context, rq *Request) *budget.Refusal {
-	p := rq.plan()
-	if p == nil || len(p.Edge) == 0 {
-		return nil
-	}
-	ref := h.budgets.Edge(ctx, p, rq.budgetWho())
+	ref := h.budgets.Edge(ctx, rq.plan(), rq.budgetWho())
 	if ref != nil {
 		h.obs.BudgetRefused(ctx, rq.asker(), "", ref)
 	}
@@ -39,49 +35,25 @@ func (h *Server) Admit(ctx context.Context, rq *Request) *budget.Refusal {
 
 // spend checks the rate limits and quotas of a request routed to up.
 func (rq *Request) spend(ctx context.Context, c *call, up *upstreamRef) error {
-	p := rq.plan()
-	if p == nil || len(p.Calls)+len(p.Quotas) == 0 {
-		return nil
-	}
 	tool := ""
 	if c.m.target == observe.TargetTool {
 		tool = c.original
 	}
-	if ref := rq.h.budgets.Call(ctx, p, rq.budgetWho(), up.Cfg.Name, tool); ref != nil {
+	if ref := rq.h.budgets.Call(ctx, rq.plan(), rq.budgetWho(), up.Cfg.Name, tool); ref != nil {
 		return ref
 	}
 	return nil
 }
 
 // guard passes a request to up through its circuit breaker and
-// concurrency gate. It returns what to call when the request ends, with
-// its error.
+// concurrency gate (see budget.Pass). It returns what to call when the
+// request ends, with its error.
 func (rq *Request) guard(ctx context.Context, up *upstreamRef) (func(error), error) {
-	var report func(budget.Outcome)
-	if up.Breaker != nil {
-		var err error
-		if report, err = up.Breaker.Allow(); err != nil {
-			return nil, err
-		}
+	done, err := budget.Pass(ctx, up.Gate, up.Breaker, rq.view.ID, PrincipalKey(rq))
+	if err != nil {
+		return nil, err
 	}
-	var release func()
-	if up.Gate != nil {
-		var err error
-		if release, err = up.Gate.Acquire(ctx, rq.view.ID, PrincipalKey(rq)); err != nil {
-			if report != nil {
-				report(budget.Unknown)
-			}
-			return nil, err
-		}
-	}
-	return func(err error) {
-		if release != nil {
-			release()
-		}
-		if report != nil {
-			report(relay.BreakerOutcome(err))
-		}
-	}, nil
+	return func(err error) { done(relay.BreakerOutcome(err)) }, nil
 }
 
 // CircuitNotes returns one line per upstream whose circuit is not

@@ -32,10 +32,7 @@ func (h *Server) JWKS() http.Handler {
 func (rq *Request) identityOf(ctx context.Context) *credentials.Caller {
 	if rq.who == nil {
 		p := rq.principal
-		rq.who = &credentials.Caller{
-			Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant, Scopes: p.Scopes,
-			Token: credentials.NewSecret(auth.TokenFrom(ctx)),
-		}
+		rq.who = credentials.NewCaller(p.Issuer, p.Subject, p.Tenant, p.Scopes, auth.TokenFrom(ctx))
 	}
 	return rq.who
 }
@@ -43,43 +40,29 @@ func (rq *Request) identityOf(ctx context.Context) *credentials.Caller {
 // withCaller returns ctx carrying rq's caller, when some upstream's
 // credentials depend on it.
 func (rq *Request) withCaller(ctx context.Context) context.Context {
-	if !rq.st.PerRequest {
-		return ctx
-	}
-	return credentials.With(ctx, rq.identityOf(ctx))
+	return credentials.Carry(ctx, rq.st.PerRequest, func() *credentials.Caller { return rq.identityOf(ctx) })
 }
 
 // partition names the identity rq reaches up with ("" when every caller
 // reaches it as the same one).
 func (rq *Request) partition(up *upstreamRef) string {
-	if up.Creds == nil {
-		return ""
-	}
-	who := rq.who
-	if who == nil {
-		p := rq.principal
-		who = &credentials.Caller{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant}
-	}
-	return up.Creds.Partition(who)
+	p := rq.principal
+	return credentials.PartitionOf(up.Creds, rq.who, p.Issuer, p.Subject, p.Tenant)
 }
 
 // mode is how rq reaches up, for the audit log: "" for static headers.
 func (rq *Request) mode(up *upstreamRef) string {
-	if up == nil || up.Creds == nil || rq.who == nil {
+	if up == nil {
 		return ""
 	}
-	if m := up.Creds.Mode(rq.who); m != credentials.ModeStatic {
-		return m
-	}
-	return ""
+	return credentials.AuditMode(up.Creds, rq.who)
 }
 
 // recordCaller returns ctx carrying the caller a session record belongs to
 // (without a token: token exchange cannot act for it), for the gateway's
 // own requests on the record's upstream sessions (terminating them).
 func recordCaller(ctx context.Context, st *State, p session.Principal) context.Context {
-	if !st.PerRequest {
-		return ctx
-	}
-	return credentials.With(ctx, &credentials.Caller{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant})
+	return credentials.Carry(ctx, st.PerRequest, func() *credentials.Caller {
+		return credentials.NewCaller(p.Issuer, p.Subject, p.Tenant, nil, "")
+	})
 }

@@ -9,15 +9,12 @@ import (
 	"github.com/mcpgw/gateway/internal/bridge"
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
-	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/listen"
-	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/relay"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/tasks"
 	"github.com/mcpgw/gateway/internal/tenant"
 	"github.com/mcpgw/gateway/internal/upcall"
-	"github.com/mcpgw/gateway/internal/upstream"
 )
 
 // relay forwards a client request to up and relays the answer (see
@@ -78,28 +75,12 @@ func (x hop) LimitHit(ctx context.Context, limit string) {
 
 // exposeUpdated returns a notifications/resources/updated of upstream up
 // with its uri in the gateway's namespace, or nil when the session may not
-// hear of that resource: it holds no subscription the update belongs to
-// (held, given the upstream's own URI: see holds), its tenant
-// (view) may not see it, or its exposed URI is not up's (an upstream
-// naming a URI of another's namespace). The last two are the check a
-// subscription makes (resolveURI), so that what a session could not
-// subscribe to, it never hears of.
+// hear of that resource (see catalog.Catalog.ExposeUpdated): held says
+// whether it holds a subscription the update belongs to (see holds), view
+// is its tenant's, and the exposed URI must resolve back to up's among the
+// tenant's upstreams, as a subscription's does (resolveURI).
 func (rq *Request) exposeUpdated(ctx context.Context, view *tenant.View, up *upstreamRef, msg *jsonrpc.Message, held func(uri string) bool) []byte {
-	p, err := jsonx.ParseValidObject(msg.Params)
-	if err != nil {
-		return nil
-	}
-	orig, ok := p.GetString("uri")
-	if !ok || !held(orig) || !view.Decide(tenant.Resource, up.Cfg.Name, orig).Allowed {
-		return nil
-	}
-	exposed := catalog.ExposedURI(up.Cat.Prefix, orig)
-	owner, back, err := rq.resolveURI(ctx, catalog.Resources, exposed)
-	if err != nil || owner.Cfg.Name != up.Cfg.Name || back != orig {
-		return nil
-	}
-	p.SetString("uri", exposed)
-	return jsonrpc.AppendRequest(nil, jsonrpc.ID{}, msg.Method, p.Bytes())
+	return rq.h.catalog.ExposeUpdated(ctx, msg, &up.Cat, view, held, rq.tenantUpstreams().cats, rq)
 }
 
 // caller is who rq is, to the bridge.
@@ -134,39 +115,28 @@ func (h *Server) ClientResponse(ctx context.Context, rq *Request, msg *jsonrpc.M
 }
 
 // enableLogs makes a 2025-11-25 upstream log on the session a 2026-07-28
-// request goes on: such an upstream sends log messages only once
-// logging/setLevel set a level for the session, and 2026-07-28 has no
-// such method but a level per request (changelog, major change 5). The
-// principal's requests share that session, so its level is set to debug,
-// once per session on each replica, and each request keeps the messages at
-// or above its own level (see relay.WantsLog). A failure leaves the request
-// without log messages, nothing else.
+// request goes on (see upcall.Logging.Enable). A failure leaves the
+// request without log messages, nothing else.
 func (rq *Request) enableLogs(ctx context.Context, up *upstreamRef) {
 	us, err := rq.upstreamSession(ctx, up)
-	if err != nil || upstream.IsModern(us) || !rq.hasCap(up, "logging") {
+	if err != nil {
 		return
 	}
-	h := rq.h
-	if h.logging.On(up.Cfg.Name, us.SessionID) {
-		return
+	err = rq.h.logging.Enable(ctx, up.Cfg.Name, us, rq.hasCap(up, "logging"), func(ctx context.Context, method string, params json.RawMessage) error {
+		_, err := rq.roundTrip(ctx, up, method, params)
+		return err
+	})
+	if err != nil {
+		rq.h.log.Debug("logging/setLevel for a 2026-07-28 caller failed", "upstream", up.Cfg.Name, "error", err)
 	}
-	if _, err := rq.roundTrip(ctx, up, protocol.MethodSetLevel, json.RawMessage(`{"level":"debug"}`)); err != nil {
-		h.log.Debug("logging/setLevel for a 2026-07-28 caller failed", "upstream", up.Cfg.Name, "error", err)
-		return
-	}
-	h.logging.Set(up.Cfg.Name, us.SessionID) // bounded: a session may be sent its level again
 }
 
 // shapeUpstreamRequest is the bridge's Shape: the resource URIs inside an
-// upstream's sampling request, exposed in the gateway's namespace (see
-// catalog/uris.go).
+// upstream's request, exposed in the gateway's namespace (see
+// catalog.ExposeUpstreamRequest).
 func (h *Server) shapeUpstreamRequest(name, method string, params json.RawMessage) json.RawMessage {
-	if method != protocol.MethodCreateMessage {
-		return params
+	if up := h.state.Load().ByName[name]; up != nil {
+		return catalog.ExposeUpstreamRequest(method, params, up.Cat.Prefix)
 	}
-	up := h.state.Load().ByName[name]
-	if up == nil {
-		return params
-	}
-	return catalog.ExposeSamplingParams(params, up.Cat.Prefix)
+	return params
 }

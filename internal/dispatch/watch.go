@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"slices"
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
@@ -46,26 +45,15 @@ func (w watchHooks) Missed(ctx context.Context, up *upstreamRef, us session.Upst
 	w.h.refresh(ctx, up, us, had, partitioned)
 }
 
-// refresh fetches again the listings of kinds had that the catalog holds
-// for up, on the watch's session, so that the catalog tells the clients
-// whose view changed (catalog.onChange) and has the new lists ready. The
-// listings of partitioned kinds were fetched on sessions announced other
-// capabilities, or with other credentials, than the watch's: it cannot
-// fetch them as they were, so it tells the clients at once, and each
-// listing is fetched again when next used.
+// refresh fetches again the listings the catalog holds for up of kinds
+// had, on the watch's session us, or tells the clients at once of those
+// it cannot fetch as they were (partitioned): see catalog.Catalog.Refresh.
 func (h *Server) refresh(ctx context.Context, up *upstreamRef, us session.Upstream, had, partitioned []catalog.Kind) {
-	for _, k := range partitioned {
-		h.upstreamListChanged(up.Cfg.Name, k)
-	}
-	for _, k := range had {
-		if slices.Contains(partitioned, k) {
-			continue // told already
-		}
-		_, err := h.catalog.Get(ctx, &up.Cat, k, catalog.Scope{}, func(ctx context.Context, b catalog.Bounds) ([]json.RawMessage, bool, error) {
+	err := h.catalog.Refresh(ctx, &up.Cat, had, partitioned, func(k catalog.Kind) { h.upstreamListChanged(up.Cfg.Name, k) },
+		func(ctx context.Context, k catalog.Kind, b catalog.Bounds) ([]json.RawMessage, bool, error) {
 			return upcall.ListOn(ctx, up.Client, us, k, "watch", b)
 		})
-		if err != nil {
-			h.log.Debug("refreshing a changed list", "upstream", up.Cfg.Name, "list", k.Info().ListMethod, "error", err)
-		}
+	if err != nil {
+		h.log.Debug("refreshing a changed list", "upstream", up.Cfg.Name, "error", err)
 	}
 }

@@ -1,8 +1,14 @@
 package upcall
 
 import (
+	"context"
+	"encoding/json"
 	"sync"
 	"sync/atomic"
+
+	"github.com/mcpgw/gateway/internal/protocol"
+	"github.com/mcpgw/gateway/internal/session"
+	"github.com/mcpgw/gateway/internal/upstream"
 )
 
 // MaxLogging bounds the upstream sessions a Logging remembers.
@@ -32,4 +38,26 @@ func (l *Logging) Set(upstream, sessionID string) {
 		l.n.Store(1)
 	}
 	l.m.Store(upstream+"\x00"+sessionID, struct{}{})
+}
+
+// Enable makes upstream name's session us log for the 2026-07-28 requests
+// that go on it: a 2025-11-25 upstream sends log messages only once
+// logging/setLevel set a level for the session, and 2026-07-28 has no
+// such method but a level per request (changelog, major change 5). A
+// principal's requests share that session, so its level is set to debug,
+// once per session on this replica, and each request keeps the messages
+// at or above its own level (see relay.WantsLog). Nothing is sent to a
+// 2026-07-28 session, nor when the upstream's capabilities do not
+// announce logging (announced). call sends a request on us and reads its
+// answer; its failure is returned (the request goes without log
+// messages), and the session is sent its level again next time.
+func (l *Logging) Enable(ctx context.Context, name string, us session.Upstream, announced bool, call func(ctx context.Context, method string, params json.RawMessage) error) error {
+	if upstream.IsModern(us) || !announced || l.On(name, us.SessionID) {
+		return nil
+	}
+	if err := call(ctx, protocol.MethodSetLevel, json.RawMessage(`{"level":"debug"}`)); err != nil {
+		return err
+	}
+	l.Set(name, us.SessionID) // bounded: a session may be sent its level again
+	return nil
 }
