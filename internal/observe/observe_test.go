@@ -334,14 +334,14 @@ func TestSpan(t *testing.T) {
 	}
 	attrs := map[attribute.Key]string{}
 	for _, a := range s.Attributes {
-		attrs[a.Key] = a.Value.Emit()
+		attrs[a.Key] = a.Value.String()
 	}
 	for _, a := range []attribute.KeyValue{
 		telemetry.ToolName("gh_create_issue"), telemetry.Upstream("github"), telemetry.Tenant("acme"),
 		telemetry.SessionID("s-1"), telemetry.ProtocolVersion("2025-11-25"), telemetry.AttrErrorType.String(telemetry.ErrorTypeToolError),
 	} {
-		if got := attrs[a.Key]; got != a.Value.Emit() {
-			t.Errorf("span attribute %s = %q, want %q", a.Key, got, a.Value.Emit())
+		if got := attrs[a.Key]; got != a.Value.String() {
+			t.Errorf("span attribute %s = %q, want %q", a.Key, got, a.Value.String())
 		}
 	}
 	if id, _ := telemetry.RequestID(json.RawMessage("7")); attrs[id.Key] != "7" {
