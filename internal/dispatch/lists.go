@@ -3,13 +3,10 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"slices"
-	"sync"
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
-	"github.com/mcpgw/gateway/internal/toolsearch"
 )
 
 // The list methods: a tenant's merged listing of every upstream it uses,
@@ -33,20 +30,20 @@ func listMethod(k catalog.Kind) methodFunc {
 		e := rq.merged(ctx, k)
 		if rq.hasPolicy() {
 			// The principal's rules, on the tenant's list.
-			if items := rq.filterPolicy(ctx, c.method, k, e.items); len(items) != len(e.items) {
+			if items := rq.filterPolicy(ctx, c.method, k, e.Items); len(items) != len(e.Items) {
 				if k == catalog.Tools {
 					return rq.searchList(items), nil
 				}
 				return catalog.Encode(k, items), nil
 			}
 		}
-		return e.body, nil
+		return e.Body, nil
 	}
 }
 
 // merged returns the list of kind k as the tenant sees it, from the
 // snapshot's cache while the listings it was made from are current.
-func (rq *Request) merged(ctx context.Context, k catalog.Kind) *mergedEntry {
+func (rq *Request) merged(ctx context.Context, k catalog.Kind) *catalog.Merged {
 	info := k.Info()
 	tu := rq.tenantUpstreams()
 	var ups []*catalog.Upstream
@@ -57,32 +54,12 @@ func (rq *Request) merged(ctx context.Context, k catalog.Kind) *mergedEntry {
 			ups = append(ups, tu.cats[i])
 		}
 	}
-	ls := make([]*catalog.Listing, len(ups))
-	var wg sync.WaitGroup
-	for i, up := range ups {
-		if l := rq.h.catalog.Fresh(up, k, rq.listScope(up)); l != nil {
-			ls[i] = l // the common case: no goroutine, no upstream
-			continue
-		}
-		wg.Go(func() {
-			l, err := rq.Listing(ctx, up, k)
-			if err != nil {
-				// One failing upstream never breaks the others.
-				rq.h.log.Warn("listing failed", "upstream", up.Name, "rpc_method", info.ListMethod, "error", err)
-				return
-			}
-			ls[i] = l
-		})
-	}
-	wg.Wait()
+	ls := rq.h.catalog.Listings(ctx, k, ups, rq.listScope, rq)
 	// The merged, filtered and encoded list depends only on the
 	// config snapshot, the tenant, and the listings merged: reuse it
 	// while none of them changed.
-	key := mergedKey{tenant: rq.view.ID, kind: k}
-	if v, ok := rq.st.merged.Load(key); ok {
-		if e := v.(*mergedEntry); e.matches(ups, ls) {
-			return e
-		}
+	if e := rq.st.merged.Get(rq.view.ID, k, ups, ls); e != nil {
+		return e
 	}
 	items := rq.st.Guards.Definitions(ctx, rq.view.ID, k, rq.h.catalog.Merge(k, ups, ls, rq))
 	var body []byte
@@ -97,31 +74,5 @@ func (rq *Request) merged(ctx context.Context, k catalog.Kind) *mergedEntry {
 	} else {
 		body = catalog.Encode(k, items)
 	}
-	e := &mergedEntry{ups: ups, ls: ls, body: body, items: items}
-	rq.st.merged.Store(key, e)
-	return e
-}
-
-// mergedKey names a merged list in a config snapshot.
-type mergedKey struct {
-	tenant string
-	kind   catalog.Kind
-}
-
-// mergedEntry is a merged list and what it was made from. Its body is
-// shared by every response that uses it and must not be modified.
-type mergedEntry struct {
-	ups  []*catalog.Upstream
-	ls   []*catalog.Listing
-	body []byte
-	// items are the tenant's items, as it sees them (without the tool
-	// search's own tools); index is their search index, made on the
-	// first search.
-	items     []catalog.Item
-	indexOnce sync.Once
-	index     *toolsearch.Index
-}
-
-func (e *mergedEntry) matches(ups []*catalog.Upstream, ls []*catalog.Listing) bool {
-	return slices.Equal(e.ups, ups) && slices.Equal(e.ls, ls)
+	return rq.st.merged.Put(rq.view.ID, k, ups, ls, body, items)
 }

@@ -41,8 +41,8 @@ func (rq *Request) searchCall(ctx context.Context, c *call, name string, p *json
 	}
 	if sc.Search {
 		e := rq.merged(ctx, catalog.Tools)
-		e.indexOnce.Do(func() { e.index = toolsearch.NewIndex(e.items) })
-		found := e.index.Search(sc.Query, sc.Limit)
+		index := e.Index(func(items []catalog.Item) any { return toolsearch.NewIndex(items) }).(*toolsearch.Index)
+		found := index.Search(sc.Query, sc.Limit)
 		if rq.hasPolicy() {
 			found = rq.filterPolicy(ctx, protocol.MethodToolsList, catalog.Tools, found)
 		}

@@ -125,7 +125,7 @@ type Server struct {
 // keeps it to the end.
 type State struct {
 	*generation.State
-	merged   sync.Map // mergedKey → *mergedEntry: lists as each tenant sees them
+	merged   catalog.MergedCache // lists as each tenant sees them
 	byTenant sync.Map // tenant id → *tenantUpstreams
 }
 
