@@ -126,7 +126,7 @@ type Server struct {
 type State struct {
 	*generation.State
 	merged   catalog.MergedCache // lists as each tenant sees them
-	byTenant sync.Map // tenant id → *tenantUpstreams
+	byTenant sync.Map            // tenant id → *tenantUpstreams
 }
 
 // upstreamRef is one configured upstream and its client.

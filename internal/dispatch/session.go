@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"sync"
 	"time"
 
 	"github.com/mcpgw/gateway/internal/announce"
@@ -15,7 +13,6 @@ import (
 	"github.com/mcpgw/gateway/internal/rpcerr"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
-	"github.com/mcpgw/gateway/internal/upcall"
 )
 
 // CreateError is a session store's refusal to create a session record:
@@ -83,38 +80,12 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 		return nil, &CreateError{Err: err}
 	}
 	ups := rq.upstreams()
-	opened := h.initUpstreams(ctx, ups, rq.h.announced.Of(caps).Caps())
-	rec.Upstreams = make(map[string]session.Upstream, len(opened))
-	var mu sync.Mutex
-	var failed error
-	var wg sync.WaitGroup
-	for name, us := range opened {
-		// Concurrently, as they were opened: the latency of one store
-		// round trip, not of one per upstream. Compare-and-swap from
-		// nothing: only this request knows the id.
-		wg.Go(func() {
-			cur, err := h.store.SetUpstream(ctx, rec.ID, name, "", us)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				failed = fmt.Errorf("storing upstream session %s: %w", name, err)
-				return
-			}
-			rec.Upstreams[name] = cur
-		})
-	}
-	wg.Wait()
-	if failed != nil {
-		// Never hand out an id whose record could not be completed.
-		if rpcerr.ClientGone(ctx, failed) {
-			h.log.Debug("creating session: client gone", "error", failed)
+	if err := h.opener.Complete(ctx, rec, h.initClients(ups), rq.h.announced.Of(caps).Caps(), h.noteInit); err != nil {
+		if rpcerr.ClientGone(ctx, err) {
+			h.log.Debug("creating session: client gone", "error", err)
 		} else {
-			h.log.Error("creating session", "error", failed)
+			h.log.Error("creating session", "error", err)
 		}
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), upcall.TerminateTimeout)
-		_ = h.store.Delete(dctx, rec.ID)
-		cancel()
-		rec.Upstreams = opened
 		h.catalog.EndSession(rec.ID)
 		h.terminateUpstreams(ctx, rq.st, rec)
 		return nil, ErrStoreUnavailable

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"time"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/protocol"
@@ -14,10 +13,6 @@ import (
 
 // Tasks are kept and served by internal/tasks; here is what it needs of a
 // request (taskRequest) and the table's handlers that hand tasks/* to it.
-
-// maxRefreshTime bounds the upstream tasks/get of one tasks/list page
-// together (and at most half the request's server.request_timeout).
-const maxRefreshTime = 10 * time.Second
 
 // taskMethod serves tasks/get, tasks/result, tasks/cancel and
 // tasks/update.
@@ -40,17 +35,11 @@ func listTasks(ctx context.Context, rq *Request, c *call) (json.RawMessage, erro
 
 // taskCaller is who rq is, to internal/tasks.
 func (rq *Request) taskCaller() tasks.Caller {
-	t, p := rq.st.Cfg.Sessions.Tasks, rq.principal
+	p := rq.principal
 	return tasks.Caller{
 		Principal: session.Principal{Issuer: p.Issuer, Subject: p.Subject, Tenant: p.Tenant},
-		Stateless: rq.adm.Stateless,
-		MetaCaps:  rq.adm.MetaCaps,
-		Settings: tasks.Settings{
-			Limits:      session.TaskLimits{MaxPerPrincipal: t.MaxPerPrincipal, MaxPerTenant: t.MaxPerTenant, MaxTasks: t.MaxTasks},
-			MaxTTL:      t.MaxTTL.D(),
-			PageSize:    t.ListPageSize,
-			RefreshTime: min(maxRefreshTime, rq.st.Cfg.Server.RequestTimeout.D()/2),
-		},
+		Stateless: rq.adm.Stateless, MetaCaps: rq.adm.MetaCaps,
+		Settings: tasks.SettingsOf(rq.st.Cfg.Sessions.Tasks, rq.st.Cfg.Server.RequestTimeout.D()),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/instructions"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
@@ -46,22 +47,24 @@ func (rq *Request) tenantUpstreams() *tenantUpstreams {
 	return v.(*tenantUpstreams)
 }
 
-// initUpstreams opens sessions with those of ups that are opened at
-// initialize (all but the lazy ones), all at once. Failures are logged and
-// leave the upstream out of the returned map.
-func (h *Server) initUpstreams(ctx context.Context, ups []*upstreamRef, caps json.RawMessage) map[string]session.Upstream {
+// initClients returns the clients of those of ups whose sessions are
+// opened at initialize: all but the lazy ones.
+func (h *Server) initClients(ups []*upstreamRef) []*upstream.Client {
 	cs := make([]*upstream.Client, 0, len(ups))
 	for _, up := range ups {
 		if !h.lazy(up) {
 			cs = append(cs, up.Client)
 		}
 	}
-	return h.opener.OpenAll(ctx, cs, caps, func(name string, err error) {
-		h.noteUpstream(name, err)
-		if err != nil && !callerMustAct(err) {
-			h.log.Warn("upstream initialize failed", "upstream", name, "error", err)
-		}
-	})
+	return cs
+}
+
+// noteInit notes how opening an upstream session at initialize went.
+func (h *Server) noteInit(name string, err error) {
+	h.noteUpstream(name, err)
+	if err != nil && !credentials.CallerMustAct(err) {
+		h.log.Warn("upstream initialize failed", "upstream", name, "error", err)
+	}
 }
 
 // lazy reports whether the session with up is opened only by the first
@@ -207,8 +210,8 @@ func (rq *Request) upstreamParams(us session.Upstream, params json.RawMessage) j
 // noteUpstream records how the last request to an upstream went, for
 // readiness: a gateway none of whose upstreams answers is not ready.
 func (h *Server) noteUpstream(name string, err error) {
-	if callerMustAct(err) {
-		return // says nothing of the upstream: see callerMustAct
+	if credentials.CallerMustAct(err) {
+		return // says nothing of the upstream: see credentials.CallerMustAct
 	}
 	h.health.Note(name, err)
 }

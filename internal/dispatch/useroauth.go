@@ -45,10 +45,6 @@ func (h *Server) linked(ctx context.Context, _, sessionID, elicitationID string)
 	}
 }
 
-// callerMustAct reports whether err is the caller's to fix: see
-// credentials.CallerMustAct.
-func callerMustAct(err error) bool { return credentials.CallerMustAct(err) }
-
 // consentAnswer turns a call's need of the user's consent (err) into the
 // client's answer, and reports whether it did (see
 // credentials.ConsentRequired.Answer).

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
@@ -105,6 +106,21 @@ type Settings struct {
 	PageSize int           // of tasks/list
 	// RefreshTime bounds the upstream tasks/get one tasks/list page runs.
 	RefreshTime time.Duration
+}
+
+// maxRefreshTime bounds the upstream tasks/get of one tasks/list page
+// together (and at most half the request's server.request_timeout).
+const maxRefreshTime = 10 * time.Second
+
+// SettingsOf returns the settings of config t, for requests that may take
+// requestTimeout.
+func SettingsOf(t config.Tasks, requestTimeout time.Duration) Settings {
+	return Settings{
+		Limits:      session.TaskLimits{MaxPerPrincipal: t.MaxPerPrincipal, MaxPerTenant: t.MaxPerTenant, MaxTasks: t.MaxTasks},
+		MaxTTL:      t.MaxTTL.D(),
+		PageSize:    t.ListPageSize,
+		RefreshTime: min(maxRefreshTime, requestTimeout/2),
+	}
 }
 
 // An Upstream is one upstream, as tasks reach it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 
@@ -62,6 +63,43 @@ func (o *Opener) OpenAll(ctx context.Context, cs []*upstream.Client, caps json.R
 	}
 	wg.Wait()
 	return out
+}
+
+// Complete completes the record of a new gateway session, rec, created in
+// the store already: it opens sessions with cs as OpenAll does, stores
+// them, and sets rec.Upstreams to what the store holds. The sessions are
+// stored concurrently, as they were opened: the latency of one store
+// round trip, not of one per upstream; each compare-and-swaps from
+// nothing, as only the caller knows rec's id. When one cannot be stored,
+// Complete deletes rec from the store (an id whose record could not be
+// completed is never handed out), sets rec.Upstreams to every session it
+// opened, for the caller to end, and returns the error.
+func (o *Opener) Complete(ctx context.Context, rec *session.Record, cs []*upstream.Client, caps json.RawMessage, done func(name string, err error)) error {
+	opened := o.OpenAll(ctx, cs, caps, done)
+	rec.Upstreams = make(map[string]session.Upstream, len(opened))
+	var mu sync.Mutex
+	var failed error
+	var wg sync.WaitGroup
+	for name, us := range opened {
+		wg.Go(func() {
+			cur, err := o.store.SetUpstream(ctx, rec.ID, name, "", us)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = fmt.Errorf("storing upstream session %s: %w", name, err)
+				return
+			}
+			rec.Upstreams[name] = cur
+		})
+	}
+	wg.Wait()
+	if failed != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TerminateTimeout)
+		_ = o.store.Delete(dctx, rec.ID)
+		cancel()
+		rec.Upstreams = opened
+	}
+	return failed
 }
 
 // Open opens a session with upstream c for gateway session id, announced

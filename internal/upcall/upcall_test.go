@@ -287,3 +287,35 @@ func TestOpenAll(t *testing.T) {
 		t.Errorf("outcomes %v", outcomes)
 	}
 }
+
+// TestOpenerComplete: a new record gets every upstream session opened for
+// it, as stored; when one cannot be stored, the record is deleted and
+// the caller is left every session opened, to end.
+func TestOpenerComplete(t *testing.T) {
+	ctx := context.Background()
+	f, g := newFakeUpstream(t), newFakeUpstream(t)
+	cf := f.client(t)
+	cg := upstream.New(config.Upstream{Name: "other", URL: g.srv.URL, Timeout: config.Duration(5 * time.Second)}, upstream.Options{})
+	t.Cleanup(func() { cg.Close() })
+	store := newStore(t, "g1")
+	var done atomic.Int32
+	o := NewOpener(store, nil, nil)
+	rec := &session.Record{ID: "g1"}
+	if err := o.Complete(ctx, rec, []*upstream.Client{cf, cg}, nil, func(string, error) { done.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := store.Get(ctx, "g1")
+	if err != nil || len(rec.Upstreams) != 2 || stored.Upstreams["fake"].SessionID != rec.Upstreams["fake"].SessionID || stored.Upstreams["other"].SessionID != rec.Upstreams["other"].SessionID {
+		t.Fatalf("record %+v, stored %+v, %v", rec.Upstreams, stored, err)
+	}
+	if done.Load() != 2 {
+		t.Errorf("told %d outcomes, want 2", done.Load())
+	}
+
+	// The record vanished meanwhile (expired, deleted): nothing is kept.
+	gone := &session.Record{ID: "g2"}
+	err = o.Complete(ctx, gone, []*upstream.Client{cf}, nil, nil)
+	if !errors.Is(err, session.ErrNotFound) || gone.Upstreams["fake"].SessionID == "" {
+		t.Fatalf("Complete = %v, upstreams %+v; want not found and the opened session returned", err, gone.Upstreams)
+	}
+}
