@@ -55,7 +55,3 @@ func (rq *Request) guard(ctx context.Context, up *upstreamRef) (func(error), err
 	}
 	return func(err error) { done(relay.BreakerOutcome(err)) }, nil
 }
-
-// CircuitNotes returns one line per upstream whose circuit is not
-// closed, for /readyz.
-func (h *Server) CircuitNotes() []string { return h.state.Load().CircuitNotes() }

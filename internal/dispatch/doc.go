@@ -1,70 +1,48 @@
-// Package dispatch serves MCP methods for the transport: it aggregates a
-// tenant's upstreams behind one MCP server.
+// Package dispatch is the method table and the one request pipeline: it
+// serves MCP methods for the transport, for a tenant whose upstreams it
+// presents as one server.
 //
-// It owns the method table (table.go: each method's handler and its facts),
-// the methods themselves, the session lifecycle behind the HTTP one
-// (initialize's record and upstream sessions, their end), which upstream
-// session a request goes on and what it sends there (budgets, credentials,
-// params), the config snapshot a request is served with and its swap
-// on reload (a snapshot is built by internal/generation), the watches that keep the catalog fresh,
-// readiness, and what each request leaves in spans, metrics and the audit
-// log.
+// It holds the table (table.go: each method's handler and facts), the
+// handlers, the pipeline around them (pipeline.go: consent, observation,
+// tool failures as results), the swap of the configuration in force
+// (reload.go; a generation is built by internal/generation), and the
+// adapters through which each capability that lives in a package of its
+// own sees a request: internal/subscribe (subscribe.go), internal/listen
+// (listen.go), internal/tasks (tasks.go), internal/watch (watch.go),
+// internal/relay (relay.go implements its Hop), internal/toolsearch
+// (search.go), internal/policy, internal/guard, internal/budget and
+// internal/credentials. One request to an upstream (its session, span and
+// answer) is internal/upcall's; what a served request leaves (span,
+// metrics, audit) internal/observe's; names, listings and namespaces
+// internal/catalog's; requests for input between revisions
+// internal/bridge's. It never speaks HTTP: statuses, headers and bodies
+// are the transport's, reached through [Out].
 //
-// Capabilities of their own live in packages that own their state, each
-// reached through a narrow interface of its own that a file here
-// implements for a request: resource subscriptions are internal/subscribe's
-// (subscribe.go), what reaches a session outside a request
-// internal/listen's (listen.go), what an upstream is told of its client
-// internal/announce's, the relay of an upstream's answer to the client
-// internal/relay's (relay.go implements its Hop), one request to an
-// upstream (its id, span, answer, the upstream session opened or ended
-// for it) internal/upcall's, the upstreams' instructions
-// internal/instructions', what is known of capabilities internal/capset's, the
-// JSON-RPC code and HTTP status of a method's error internal/rpcerr's;
-// the guards, the policy rules and a tenant's presentation are applied to
-// a request by internal/guard, internal/policy and internal/catalog.
+// A tools/call, top to bottom:
 //
-// A request path, top to bottom:
+//	transport.Handler ── Request, Method ──► Server.Serve (timeout, cancellation)
+//	  └► Method.handle: answered ∘ observed ∘ consented ∘ callTool
+//	       callTool: catalog.Resolve, policy, scopes, fixed arguments,
+//	                 guards, schema (catalog.Item.ValidateArguments)
+//	       relay: budget.Engine.Call → relay.Relayer.Relay
+//	                 → upcall.Hop.Call (budget.Pass) → upstream.Client
+//	                 ← notifications to Out.Event; requests for input to bridge
+//	       the result: tasks, output schema, guards, catalog.ExposeToolResult
+//	  └► observe.Served.Record: span, metrics, audit; the result to Out
 //
-//	transport ── Request, Method ──► Server.Serve
-//	                                   │ span, timeout, cancellation
-//	                                   ▼
-//	                                 the method (table.go)
-//	                                   │ lists: catalog.Merge of the tenant's listings
-//	                                   │ calls: catalog.Resolve → the owning upstream
-//	                                   ▼
-//	                                 relay.Relayer.Relay ──► upcall ──► upstream.Client
-//	                                   │ notifications → Out.Event, as they arrive
-//	                                   │ requests for input → bridge
-//	                                   ▼
-//	                                 observe: metrics, audit; the result → Out
-//
-// It must not speak HTTP: statuses, headers and bodies are the transport's
-// (an error the transport answers at the HTTP level goes through
-// [Out.Refuse]). It must not decide what a name means: listing, merging,
-// resolving and namespacing are the catalog's. Requests for input between
-// revisions are the bridge's.
-//
-// # Sessions
-//
-// initialize creates a [session.Record] and opens one upstream session per
-// upstream the tenant may use; their Mcp-Session-Ids live in the record, so
-// any replica holding the same store can serve the next request. An upstream
-// that forgot its session (404) is re-initialized transparently and the new
-// id is stored with compare-and-swap. A 2026-07-28 caller has no session:
+// Sessions: initialize stores a [session.Record] (where the caps on
+// sessions are enforced), then opens one upstream session per upstream
+// the tenant may use (upcall.Opener.Complete); any replica holding the
+// same store serves the next request. A 2026-07-28 caller has no session:
 // the gateway keeps a record per principal instead (stateless.go).
 //
-// # Tasks
+// Goroutines: a request's end with it. Those that outlive one (a parked
+// call's pump, a replaced generation's release, listeners, expiries) are
+// started through the Server's own.Group, which Close ends and waits for;
+// list walks are the catalog's and watches internal/watch's, with the same
+// contract.
 //
-// A task an upstream creates on a tools/call is recorded in the session
-// store's [session.TaskStore] under an id of the gateway's, bound to the
-// principal, and its tasks/* requests are routed to the upstream session
-// that created it (tasks.go).
-//
-// # Pass-through
-//
-// Params and results stay raw JSON; dispatch rewrites only the member it
-// routes on (a name, a URI) and leaves every other byte alone. The client's
-// request id never reaches the upstream; the upstream sees "c.<id>" and the
-// response gets the client's id back, byte for byte.
+// Params and results stay raw JSON: dispatch rewrites only the member it
+// routes on (a name, a URI). The client's request id never reaches the
+// upstream.
 package dispatch

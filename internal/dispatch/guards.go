@@ -34,8 +34,3 @@ func (rq *Request) guardResult(ctx context.Context, c *call, k catalog.Kind, up 
 		Tenant: rq.view.ID, Subject: rq.principal.Subject, Upstream: up.Cfg.Name, Tool: tool, Item: item, Method: c.method,
 	}, res)
 }
-
-// GuardNotes returns, for /readyz, the definitions guards blocked under
-// the config in force: hidden and uncallable for the tenant named, the
-// rest served.
-func (h *Server) GuardNotes() []string { return h.Current().Guards.Notes() }

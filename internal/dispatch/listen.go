@@ -28,10 +28,7 @@ func (h *Server) NotifySession(ctx context.Context, sessionID string, msg []byte
 func (h *Server) Listen(ctx context.Context, rq *Request) (msgs <-chan []byte, shape func([]byte) []byte, stop func()) {
 	return h.listen.Listen(rq.withCaller(ctx), listenSession{rq}, listen.Client{
 		SessionID: rq.Session.ID,
-		Who: &bridge.Caller{
-			Principal: PrincipalKey(rq), Tenant: rq.principal.Tenant,
-			Session: rq.Session.ID, Caps: rq.Session.ClientCapabilities,
-		},
+		Who:       rq.caller(),
 		Roots:  h.capNames.Names(rq.Session.ClientCapabilities)["roots"],
 		Limits: &rq.st.Cfg.Limits,
 	})
@@ -65,7 +62,9 @@ func (s listenSession) Current(name string) (listen.Upstream, bool) {
 
 func (s listenSession) Version() any { return s.rq.h.Current() }
 
-func (s listenSession) Entry(name string) (session.Upstream, bool) { return s.rq.upstreamEntry(name) }
+func (s listenSession) Entry(name string) (session.Upstream, bool) {
+	return s.rq.held.Entry(s.rq.Session, name)
+}
 
 func (s listenSession) Reload(ctx context.Context) {
 	rec, err := s.rq.h.store.Get(ctx, s.rq.Session.ID)
@@ -75,11 +74,11 @@ func (s listenSession) Reload(ctx context.Context) {
 		}
 		return
 	}
-	s.rq.replaceUpstreams(rec.Upstreams)
+	s.rq.held.Replace(s.rq.Session, rec.Upstreams)
 }
 
 func (s listenSession) Reopen(ctx context.Context, up listen.Upstream, expired string) error {
-	_, err := s.rq.openUpstream(ctx, up.Ref.(*upstreamRef), expired)
+	_, err := s.rq.hop(up.Ref.(*upstreamRef)).Open(ctx, expired)
 	return err
 }
 
@@ -103,11 +102,7 @@ func (s listenSession) Note(ctx context.Context, up listen.Upstream, us session.
 func (s listenSession) Request(ctx context.Context, up listen.Upstream, us session.Upstream, msg *jsonrpc.Message, out bridge.Out) {
 	rq := s.rq
 	rq.h.tasks.UpstreamRequest(ctx, rq.taskCaller(), up.Name, us, msg)
-	who := &bridge.Caller{
-		Principal: PrincipalKey(rq), Tenant: rq.principal.Tenant,
-		Session: rq.Session.ID, Caps: rq.Session.ClientCapabilities,
-	}
-	rq.h.bridge.UpstreamRequest(ctx, who, out, up.Client, us, msg)
+	rq.h.bridge.UpstreamRequest(ctx, rq.caller(), out, up.Client, us, msg)
 }
 
 func (s listenSession) Stale(up listen.Upstream, k catalog.Kind) { s.rq.h.catalog.Stale(up.Name, k) }
@@ -120,7 +115,7 @@ func (rq *Request) markListen(ctx context.Context, up *upstreamRef) {
 	if rq.adm.Stateless || rq.Session == nil {
 		return
 	}
-	us, ok := rq.upstreamEntry(up.Cfg.Name)
+	us, ok := rq.held.Entry(rq.Session, up.Cfg.Name)
 	if !ok || us.Listen || us.SessionID == "" || upstream.IsModern(us) {
 		return
 	}
@@ -133,7 +128,7 @@ func (rq *Request) markListen(ctx context.Context, up *upstreamRef) {
 		h.log.Debug("listen: marking the upstream session", "upstream", up.Cfg.Name, "error", err)
 		return
 	}
-	rq.setUpstream(up.Cfg.Name, cur)
+	rq.held.Set(rq.Session, up.Cfg.Name, cur)
 	if err := h.listen.Wake(context.WithoutCancel(ctx), rq.Session.ID); err != nil {
 		h.log.Debug("listen: waking the session's stream", "error", err)
 	}

@@ -140,7 +140,7 @@ func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Mes
 		// Not served by this replica (or already done): tell every upstream
 		// of the session; the one that has it cancels, the others ignore an
 		// unknown id (2025-11-25 basic/utilities/cancellation).
-		upcall.NotifyAll(ctx, rq.upstreamSessions(), rq.notifier(nil), msg.Method, upcall.CancelledParams(rid))
+		upcall.NotifyAll(ctx, rq.held.Snapshot(rq.Session), rq.notifier(nil), msg.Method, upcall.CancelledParams(rid))
 	case protocol.NotifyRootsListChanged:
 		// Each upstream session was announced roots.listChanged if the
 		// client declared it (internal/announce); a piped upstream's shared
@@ -151,7 +151,7 @@ func (h *Server) Notification(ctx context.Context, rq *Request, msg *jsonrpc.Mes
 		perSession := func(up *upstreamRef, us session.Upstream) bool {
 			return up.Client.PerSession() && !upstream.IsModern(us)
 		}
-		upcall.NotifyAll(ctx, rq.upstreamSessions(), rq.notifier(perSession), msg.Method, nil)
+		upcall.NotifyAll(ctx, rq.held.Snapshot(rq.Session), rq.notifier(perSession), msg.Method, nil)
 	default:
 		// notifications/initialized: the upstreams were initialized at
 		// initialize already. Others have no upstream to go to.
@@ -235,7 +235,7 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 		return nil, err
 	}
 	if rq.adm.Stateless {
-		err := tasks.Augment(rq.taskCaller(), it.Raw, p, func() (session.Upstream, error) { return rq.upstreamSession(ctx, up) })
+		err := tasks.Augment(rq.taskCaller(), it.Raw, p, func() (session.Upstream, error) { return rq.hop(up).Session(ctx) })
 		if err != nil {
 			return nil, err
 		}
@@ -247,7 +247,7 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	prefix := up.Cat.Prefix
 	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
 		if tasks.MayBeCreated(res) {
-			us, _ := rq.upstreamEntry(up.Cfg.Name)
+			us, _ := rq.held.Entry(rq.Session, up.Cfg.Name)
 			if out, ok, err := rq.h.tasks.Created(ctx, taskRequest{rq, c}, rq.taskUpstream(up), us, res); ok {
 				return out, err
 			}

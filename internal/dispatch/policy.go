@@ -7,7 +7,6 @@ import (
 
 	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/policy"
-	"github.com/mcpgw/gateway/internal/telemetry"
 )
 
 // Policy rules beyond the tenant's (internal/policy, docs/policy.md): the
@@ -29,21 +28,11 @@ func (rq *Request) policyPrincipal() *policy.Principal {
 // hasPolicy reports whether rules apply to any of the tenant's upstreams.
 func (rq *Request) hasPolicy() bool { return rq.st.Policy.HasRulesAny(rq.view.ID, rq.view.Upstreams) }
 
-func policySource(d *policy.Decision) string {
-	switch d.By {
-	case policy.ByRule:
-		return telemetry.PolicyByRule
-	case policy.ByPDP:
-		return telemetry.PolicyByPDP
-	}
-	return telemetry.PolicyByDefault
-}
-
 // filterPolicy returns items, the tenant's merged list of kind k, without
 // what the principal's list-phase rules hide (see policy.Engine.Filter).
 func (rq *Request) filterPolicy(ctx context.Context, method string, k catalog.Kind, items []catalog.Item) []catalog.Item {
 	return rq.st.Policy.Filter(ctx, rq.view.ID, rq.policyPrincipal(), method, k, items, func(d *policy.Decision) {
-		rq.h.metrics.PolicyDecision(rq.view.ID, policySource(d), d.Allow)
+		rq.h.obs.PolicyDecided(rq.view.ID, d)
 	})
 }
 
@@ -61,7 +50,7 @@ func (rq *Request) decidePolicy(ctx context.Context, c *call, phase policy.Phase
 	start := time.Now()
 	d := e.Decide(ctx, &policy.Input{Principal: rq.policyPrincipal(), Phase: phase, Method: c.method, Kind: k.Policy(),
 		Upstream: up.Cfg.Name, Name: name, Original: orig, Arguments: args, ListDecided: listed})
-	rq.h.metrics.PolicyDecision(rq.view.ID, policySource(&d), d.Allow)
+	rq.h.obs.PolicyDecided(rq.view.ID, &d)
 	if d.Err != nil {
 		rq.h.log.DebugContext(ctx, "policy rule failed", "tenant", rq.view.ID, "rule", d.Rule(), "error", d.Err, "took", time.Since(start))
 	}

@@ -40,7 +40,7 @@ type hop struct {
 }
 
 func (x hop) Session(ctx context.Context) (session.Upstream, error) {
-	return x.rq.upstreamSession(ctx, x.up)
+	return x.rq.hop(x.up).Session(ctx)
 }
 
 func (x hop) Call(ctx context.Context, id jsonrpc.ID, params json.RawMessage) (*upcall.Response, error) {
@@ -109,7 +109,7 @@ func (h *Server) ClientResponse(ctx context.Context, rq *Request, msg *jsonrpc.M
 		if up == nil || !slices.Contains(rq.view.Upstreams, name) {
 			return nil, session.Upstream{}, false
 		}
-		us, ok := rq.upstreamEntry(name)
+		us, ok := rq.held.Entry(rq.Session, name)
 		return up.Client, us, ok
 	})
 }
@@ -118,7 +118,7 @@ func (h *Server) ClientResponse(ctx context.Context, rq *Request, msg *jsonrpc.M
 // request goes on (see upcall.Logging.Enable). A failure leaves the
 // request without log messages, nothing else.
 func (rq *Request) enableLogs(ctx context.Context, up *upstreamRef) {
-	us, err := rq.upstreamSession(ctx, up)
+	us, err := rq.hop(up).Session(ctx)
 	if err != nil {
 		return
 	}

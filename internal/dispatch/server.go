@@ -90,7 +90,7 @@ type Server struct {
 	// list (see OnListChanged).
 	listChanged atomic.Pointer[func(st *State, upstream string, k catalog.Kind)]
 	inflight    upcall.InFlight
-	opener      *upcall.Opener // the sessions' upstream sessions: see openUpstream
+	opener      *upcall.Opener // the sessions' upstream sessions: see upcall.Hop
 	ids         *upcall.IDs    // of the requests the gateway sends upstream
 
 	metrics *telemetry.Metrics
@@ -257,7 +257,7 @@ type Request struct {
 
 	// held guards Session.Upstreams, which requests fanned out to several
 	// upstreams, and a GET stream's listeners, change concurrently: it is
-	// read and changed only through it (see upstreams.go).
+	// read and changed only through it (see upcall.Hop).
 	held    upcall.Held
 	Session *session.Record // nil until initialize stored it
 }

@@ -46,7 +46,7 @@ func (h *Server) SubscribeResources(ctx context.Context, rq *Request, uris []str
 // holds reports whether an update of uri (up's own) belongs to one of the
 // session's subscriptions with up, by the record rq holds.
 func (rq *Request) holds(up *upstreamRef, uri string) bool {
-	us, _ := rq.upstreamEntry(up.Cfg.Name)
+	us, _ := rq.held.Entry(rq.Session, up.Cfg.Name)
 	return subscribe.Covers(us.Subscribed, uri)
 }
 
@@ -71,7 +71,7 @@ func (s subscriber) Resolve(ctx context.Context, uri string) (subscribe.Upstream
 }
 
 func (s subscriber) Open(ctx context.Context, up subscribe.Upstream) error {
-	_, err := s.rq.upstreamSession(ctx, up.Ref.(*upstreamRef))
+	_, err := s.rq.hop(up.Ref.(*upstreamRef)).Session(ctx)
 	return err
 }
 
@@ -87,9 +87,11 @@ func (s subscriber) SessionID() string {
 	return s.rq.Session.ID
 }
 
-func (s subscriber) Entry(name string) (session.Upstream, bool) { return s.rq.upstreamEntry(name) }
+func (s subscriber) Entry(name string) (session.Upstream, bool) {
+	return s.rq.held.Entry(s.rq.Session, name)
+}
 
-func (s subscriber) SetEntry(name string, us session.Upstream) { s.rq.setUpstream(name, us) }
+func (s subscriber) SetEntry(name string, us session.Upstream) { s.rq.held.Set(s.rq.Session, name, us) }
 
 func (s subscriber) Relay(ctx context.Context, up subscribe.Upstream, uri string) (json.RawMessage, error) {
 	s.p.SetString("uri", uri)
@@ -108,5 +110,5 @@ func (s listenSubscriber) Open(ctx context.Context, up listen.Upstream) (session
 }
 
 func (s listenSubscriber) Session(ctx context.Context, up listen.Upstream) (session.Upstream, error) {
-	return s.rq.upstreamSession(ctx, up.Ref.(*upstreamRef))
+	return s.rq.hop(up.Ref.(*upstreamRef)).Session(ctx)
 }

@@ -86,10 +86,10 @@ func (tr taskRequest) Upstream(name string) (*tasks.Upstream, bool) {
 }
 
 func (tr taskRequest) UseSession(name string, us session.Upstream) {
-	cur, _ := tr.rq.upstreamEntry(name)
+	cur, _ := tr.rq.held.Entry(tr.rq.Session, name)
 	if cur.SessionID != us.SessionID || cur.ProtocolVersion != us.ProtocolVersion {
 		us.Capabilities = cur.Capabilities
-		tr.rq.setUpstream(name, us)
+		tr.rq.held.Set(tr.rq.Session, name, us)
 	}
 }
 

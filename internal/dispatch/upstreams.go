@@ -102,7 +102,7 @@ func (rq *Request) instructions(ups []*upstreamRef) string {
 // session: an upstream not opened yet, see lazy, is announced so at
 // initialize).
 func (rq *Request) caps(up *upstreamRef) json.RawMessage {
-	if us, ok := rq.upstreamEntry(up.Cfg.Name); ok {
+	if us, ok := rq.held.Entry(rq.Session, up.Cfg.Name); ok {
 		return us.Capabilities
 	}
 	caps, _ := rq.h.seenCaps.Last(up.Cfg.Name)
@@ -123,35 +123,8 @@ func (rq *Request) hasCap(up *upstreamRef, name string) bool {
 // modern reports whether the session's upstream session with up is of the
 // 2026-07-28 revision.
 func (rq *Request) modern(up *upstreamRef) bool {
-	us, _ := rq.upstreamEntry(up.Cfg.Name)
+	us, _ := rq.held.Entry(rq.Session, up.Cfg.Name)
 	return upstream.IsModern(us)
-}
-
-// The request's copy of its session's upstream sessions (Session.Upstreams)
-// is read and changed only through rq.held (see upcall.Held), by the
-// methods below and by upcall.Hop: requests fanned out to several
-// upstreams, and a GET stream's listeners, change it concurrently.
-
-// upstreamSessions returns a snapshot of the session's upstream sessions.
-func (rq *Request) upstreamSessions() map[string]session.Upstream {
-	return rq.held.Snapshot(rq.Session)
-}
-
-// upstreamEntry returns the session's upstream session with upstream
-// name, and whether there is one.
-func (rq *Request) upstreamEntry(name string) (session.Upstream, bool) {
-	return rq.held.Entry(rq.Session, name)
-}
-
-// setUpstream sets the session's upstream session with upstream name.
-func (rq *Request) setUpstream(name string, us session.Upstream) {
-	rq.held.Set(rq.Session, name, us)
-}
-
-// replaceUpstreams makes m, as the store has it now, the session's upstream
-// sessions.
-func (rq *Request) replaceUpstreams(m map[string]session.Upstream) {
-	rq.held.Replace(rq.Session, m)
 }
 
 // hop is how the request reaches up: on the session's upstream session,
@@ -162,28 +135,12 @@ func (rq *Request) hop(up *upstreamRef) upcall.Hop {
 		Caps: func() json.RawMessage { return rq.announced().Caps() }}
 }
 
-// upstreamSession returns the session's upstream session with up, opening
-// one if there is none yet.
-func (rq *Request) upstreamSession(ctx context.Context, up *upstreamRef) (session.Upstream, error) {
-	return rq.hop(up).Session(ctx)
-}
-
-// openUpstream opens a new upstream session to replace the one with id prev
-// ("" when there is none) and stores it.
-func (rq *Request) openUpstream(ctx context.Context, up *upstreamRef, prev string) (session.Upstream, error) {
-	return rq.hop(up).Open(ctx, prev)
-}
-
-// call sends one request to up on the session's upstream session, opening or
-// re-opening the upstream session as needed. It runs in a client span whose
-// context travels upstream in the headers and in params._meta; the span
-// ends, and the upstream request is counted, when the response is closed.
-func (rq *Request) call(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage) (*upcall.Response, error) {
-	return rq.callWith(ctx, up, id, method, params, nil)
-}
-
-// callWith is call with the Mcp-Param-* headers of a tools/call, for a
-// 2026-07-28 upstream (see upcall.Hop.Call). The request is admitted by
+// callWith sends one request to up on the session's upstream session,
+// opening or re-opening the upstream session as needed, with the
+// Mcp-Param-* headers of a tools/call for a 2026-07-28 upstream (see
+// upcall.Hop.Call). It runs in a client span whose context travels
+// upstream in the headers and in params._meta; the span ends, and the
+// upstream request is counted, when the response is closed. It is admitted by
 // the upstream's gate and breaker (guard), and its outcome noted for
 // readiness (noteUpstream).
 func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage, hdr http.Header) (*upcall.Response, error) {
@@ -231,7 +188,7 @@ func (h *Server) UpstreamProblems() []string {
 // roundTrip sends a request the gateway itself needs answered and returns
 // the result, ignoring any notifications on the way.
 func (rq *Request) roundTrip(ctx context.Context, up *upstreamRef, method string, params json.RawMessage) (json.RawMessage, error) {
-	resp, err := rq.call(ctx, up, rq.h.ids.Internal(), method, params)
+	resp, err := rq.callWith(ctx, up, rq.h.ids.Internal(), method, params, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/mcpgw/gateway/internal/console"
 	"github.com/mcpgw/gateway/internal/credentials"
 	"github.com/mcpgw/gateway/internal/dispatch"
+	"github.com/mcpgw/gateway/internal/observe"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/session"
 	"github.com/mcpgw/gateway/internal/telemetry"
@@ -369,14 +370,15 @@ func (g *Gateway) AdminHandler() http.Handler {
 		_, _ = io.WriteString(w, g.ReloadStatus()+"\n")
 		// Detail too: an open circuit leaves one upstream out, and the
 		// gateway serves the others.
-		for _, n := range g.server.CircuitNotes() {
+		st := g.server.Current()
+		for _, n := range st.CircuitNotes() {
 			_, _ = io.WriteString(w, n+"\n")
 		}
 		// Detail too: a quarantined tool is hidden, the rest is served.
-		for _, n := range g.server.PinNotes() {
+		for _, n := range observe.PinNotes(g.server.PinMismatches()) {
 			_, _ = io.WriteString(w, n+"\n")
 		}
-		for _, n := range g.server.GuardNotes() {
+		for _, n := range st.Guards.Notes() {
 			_, _ = io.WriteString(w, n+"\n")
 		}
 	})

@@ -288,6 +288,19 @@ func (r *Recorder) budgetRefused(ctx context.Context, who Caller, method string,
 	}
 }
 
+// PolicyDecided counts a decision of a tenant's policy rules, by what
+// decided it (mcpgw_policy_decisions_total).
+func (r *Recorder) PolicyDecided(tenant string, d *policy.Decision) {
+	source := telemetry.PolicyByDefault
+	switch d.By {
+	case policy.ByRule:
+		source = telemetry.PolicyByRule
+	case policy.ByPDP:
+		source = telemetry.PolicyByPDP
+	}
+	r.metrics.PolicyDecision(tenant, source, d.Allow)
+}
+
 // LimitHit records a refusal at limit (a telemetry.Limit* name): every
 // refusal is counted in mcpgw_limit_rejections_total and audited as
 // audit.EventLimit with the limit's name as the reason, so that an
