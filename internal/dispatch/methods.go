@@ -348,40 +348,40 @@ func complete(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: ref must be an object")
 	}
-	typ, _ := refType.GetString("type")
-	var up *upstreamRef
-	switch typ {
+	// The ref names a prompt or a resource template: resolved as the
+	// tenant sees it, checked as visible, sent with the upstream's own.
+	var k catalog.Kind
+	var key string
+	switch typ, _ := refType.GetString("type"); typ {
 	case "ref/prompt":
-		r, name, err := routedParams(ref, "name")
-		if err != nil {
-			return nil, err
-		}
-		var it *catalog.Item
-		if up, it, err = rq.resolve(ctx, catalog.Prompts, name); err != nil {
-			return nil, err
-		}
-		if err := rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Prompts, up, name, it.Original, nil, false); err != nil {
-			return nil, err
-		}
-		r.SetString("name", it.Original)
-		p.Set("ref", r.Bytes())
+		k, key = catalog.Prompts, "name"
 	case "ref/resource":
-		r, uri, err := routedParams(ref, "uri")
-		if err != nil {
-			return nil, err
-		}
-		var orig string
-		if up, orig, err = rq.resolveURI(ctx, catalog.Templates, uri); err != nil {
-			return nil, err
-		}
-		if err := rq.decidePolicy(ctx, c, policy.PhaseList, catalog.Templates, up, uri, orig, nil, false); err != nil {
-			return nil, err
-		}
-		r.SetString("uri", orig)
-		p.Set("ref", r.Bytes())
+		k, key = catalog.Templates, "uri"
 	default:
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: unknown ref type %q", typ)
 	}
+	r, name, err := routedParams(ref, key)
+	if err != nil {
+		return nil, err
+	}
+	var up *upstreamRef
+	var orig string
+	if k == catalog.Prompts {
+		var it *catalog.Item
+		if up, it, err = rq.resolve(ctx, k, name); err == nil {
+			orig = it.Original
+		}
+	} else {
+		up, orig, err = rq.resolveURI(ctx, k, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := rq.decidePolicy(ctx, c, policy.PhaseList, k, up, name, orig, nil, false); err != nil {
+		return nil, err
+	}
+	r.SetString(key, orig)
+	p.Set("ref", r.Bytes())
 	return rq.relay(ctx, c, up, p.Bytes(), nil)
 }
 

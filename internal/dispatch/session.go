@@ -8,7 +8,6 @@ import (
 
 	"github.com/mcpgw/gateway/internal/announce"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
-	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/rpcerr"
 	"github.com/mcpgw/gateway/internal/session"
@@ -36,40 +35,25 @@ var ErrStoreUnavailable = errors.New("session store unavailable")
 // enforced, and a refused initialize must cost the upstreams nothing.
 func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Message) (json.RawMessage, error) {
 	ctx = rq.withCaller(ctx)
-	p, err := jsonx.ParseValidObject(msg.Params)
-	if err != nil {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: initialize params must be an object")
-	}
-	clientVersion, ok := p.GetString("protocolVersion")
-	if !ok {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: protocolVersion is required")
-	}
-	// The record keeps both for the session's life, in the store: their
-	// size is the client's choice, so it is bounded.
 	lim := rq.st.Cfg.Limits
-	info, caps := p.Get("clientInfo"), p.Get("capabilities")
-	if len(info) > lim.ClientInfoBytes {
+	in, tooBig, err := protocol.ParseInitialize(msg.Params, lim.ClientInfoBytes, lim.ClientCapabilitiesBytes)
+	switch tooBig {
+	case "clientInfo":
 		h.LimitHit(ctx, rq, telemetry.LimitClientInfo, msg.Method)
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: clientInfo exceeds limits.client_info_bytes (%d bytes)", lim.ClientInfoBytes)
-	}
-	if len(caps) > lim.ClientCapabilitiesBytes {
+	case "capabilities":
 		h.LimitHit(ctx, rq, telemetry.LimitClientCapabilities, msg.Method)
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: capabilities exceed limits.client_capabilities_bytes (%d bytes)", lim.ClientCapabilitiesBytes)
 	}
-	// 2025-11-25 basic/lifecycle, "Version Negotiation": the client's
-	// version if we support it, else our latest.
-	version := protocol.LatestSession.String()
-	if protocol.Listed(clientVersion, protocol.SessionVersions) {
-		version = clientVersion
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, rq.st.Cfg.Server.RequestTimeout.D())
 	defer cancel()
 	now := time.Now()
 	rec := &session.Record{
 		ID:                 session.NewID(),
-		ProtocolVersion:    version,
-		ClientInfo:         info,
-		ClientCapabilities: caps,
+		ProtocolVersion:    in.Version,
+		ClientInfo:         in.ClientInfo,
+		ClientCapabilities: in.Capabilities,
 		Principal: session.Principal{
 			Issuer: rq.principal.Issuer, Subject: rq.principal.Subject, Tenant: rq.principal.Tenant,
 		},
@@ -80,7 +64,7 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 		return nil, &CreateError{Err: err}
 	}
 	ups := rq.upstreams()
-	if err := h.opener.Complete(ctx, rec, h.initClients(ups), rq.h.announced.Of(caps).Caps(), h.noteInit); err != nil {
+	if err := h.opener.Complete(ctx, rec, h.initClients(ups), rq.h.announced.Of(in.Capabilities).Caps(), h.noteInit); err != nil {
 		if rpcerr.ClientGone(ctx, err) {
 			h.log.Debug("creating session: client gone", "error", err)
 		} else {
@@ -91,14 +75,9 @@ func (h *Server) Initialize(ctx context.Context, rq *Request, msg *jsonrpc.Messa
 		return nil, ErrStoreUnavailable
 	}
 	rq.Session = rec
-	result, _ := json.Marshal(struct {
-		ProtocolVersion string                     `json:"protocolVersion"`
-		Capabilities    map[string]json.RawMessage `json:"capabilities"`
-		ServerInfo      map[string]string          `json:"serverInfo"`
-		Instructions    string                     `json:"instructions,omitempty"`
-	}{version, rq.capabilities(ups), map[string]string{"name": "mcp-gateway", "version": h.version}, rq.instructions(ups)})
+	result := protocol.InitializeResult(in.Version, rq.capabilities(ups), "mcp-gateway", h.version, rq.instructions(ups))
 	h.log.Info("session started", "session_id", rec.ID, "tenant", rec.Principal.Tenant,
-		"protocol_version", version, "upstreams", len(rec.Upstreams))
+		"protocol_version", in.Version, "upstreams", len(rec.Upstreams))
 	return result, nil
 }
 
