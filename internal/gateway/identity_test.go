@@ -2,12 +2,7 @@ package gateway_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -440,19 +435,7 @@ func TestTokenExchangeActor(t *testing.T) {
 // place; /.well-known/jwks.json then publishes the new key.
 func TestSigningKeyRotation(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "identity.pem")
-	writeKey := func() {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		der, err := x509.MarshalPKCS8PrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeKey := func() { testkit.WriteSigningKey(t, keyFile) }
 	writeKey()
 	raw := testkit.NewRawUpstream(t)
 	var cfg *config.Config
@@ -500,17 +483,7 @@ func TestSigningKeyRotation(t *testing.T) {
 // still publishes.
 func TestReloadWithUnusableKeysChangesNothing(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "identity.pem")
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testkit.WriteSigningKey(t, keyFile)
 	raw := testkit.NewRawUpstream(t)
 	var cfg *config.Config
 	g, url := startGatewayG(t, []upstreamSpec{{name: "raw", url: raw.URL}}, func(c *config.Config) {
@@ -533,7 +506,7 @@ func TestReloadWithUnusableKeysChangesNothing(t *testing.T) {
 	next := *cfg
 	next.Upstreams = slices.Clone(cfg.Upstreams)
 	next.Upstreams[0].Timeout = config.Duration(7 * time.Second) // a change, so that the upstream would be rebuilt
-	err = g.Reload(&next)
+	err := g.Reload(&next)
 	if err == nil || !strings.Contains(err.Error(), "identity") {
 		t.Fatalf("reload with an unusable key file: %v", err)
 	}

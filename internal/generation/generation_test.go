@@ -1,11 +1,7 @@
 package generation
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,8 +11,10 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/budget"
+	"github.com/mcpgw/gateway/internal/catalog"
 	"github.com/mcpgw/gateway/internal/config"
 	"github.com/mcpgw/gateway/internal/pipe"
+	"github.com/mcpgw/gateway/internal/testkit"
 )
 
 const base = `
@@ -113,17 +111,7 @@ func TestReleaseRunsOrClosesAtOnce(t *testing.T) {
 func TestPrepareRefusesUnusableKeys(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "identity.pem")
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testkit.WriteSigningKey(t, keyFile)
 	cfg := parse(t, base)
 	cfg.Upstreams[0].Auth = &config.UpstreamAuth{Mode: config.AuthSignedIdentity}
 	cfg.Identity.SigningKeys = []string{keyFile}
@@ -167,5 +155,32 @@ server:
 		if got := st.AllowsOrigin(o); got != want {
 			t.Errorf("AllowsOrigin(%q) = %v, want %v", o, got, want)
 		}
+	}
+}
+
+// TestUpstreamStates: one state per upstream, in config order, with what
+// its gate, breaker, health and the catalog's listings say.
+func TestUpstreamStates(t *testing.T) {
+	cfg := parse(t, strings.Replace(base, "    url: http://127.0.0.1:1/mcp\n",
+		"    url: http://127.0.0.1:1/mcp\n    concurrency: {max_in_flight: 2}\n    circuit_breaker: {failures: 3}\n", 1))
+	st := build(t, cfg, nil, shared())
+	failed := errors.New("refused")
+	last := func(name string) (error, bool) {
+		if name == "alpha" {
+			return failed, true
+		}
+		return nil, false
+	}
+	lists := map[string][]catalog.ListStat{"beta": {{}}}
+	got := st.UpstreamStates(last, lists)
+	if len(got) != 2 || got[0].Name != "alpha" || got[1].Name != "beta" {
+		t.Fatalf("states %+v", got)
+	}
+	a, b := got[0], got[1]
+	if !a.Tried || a.LastError != failed || a.Circuit != "closed" || a.InFlight != 0 || a.Processes != nil || a.Lists != nil {
+		t.Errorf("alpha: %+v", a)
+	}
+	if b.Tried || b.LastError != nil || b.Circuit != "" || len(b.Lists) != 1 {
+		t.Errorf("beta: %+v", b)
 	}
 }

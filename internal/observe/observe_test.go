@@ -437,3 +437,21 @@ func TestPinMismatch(t *testing.T) {
 		t.Errorf("PinNotes = %q", notes)
 	}
 }
+
+// TestPolicyDecided: each decision is counted by what decided it.
+func TestPolicyDecided(t *testing.T) {
+	f := newFixture(t)
+	f.rec.PolicyDecided("acme", &policy.Decision{By: policy.ByRule, Allow: false})
+	f.rec.PolicyDecided("acme", &policy.Decision{By: policy.ByPDP, Allow: true})
+	f.rec.PolicyDecided("acme", &policy.Decision{By: policy.ByDefault, Allow: true})
+	for _, want := range []map[string]string{
+		{"tenant": "acme", "source": "rule", "decision": "deny"},
+		{"tenant": "acme", "source": "pdp", "decision": "allow"},
+		{"tenant": "acme", "source": "default", "decision": "allow"},
+	} {
+		if got := f.value(t, "mcpgw_policy_decisions_total", want); got != 1 {
+			t.Errorf("mcpgw_policy_decisions_total%v = %v, want 1", want, got)
+		}
+	}
+	New(nil, nil, nil, nil).PolicyDecided("acme", &policy.Decision{}) // no metrics: nothing
+}
