@@ -29,8 +29,8 @@ func (h *Server) Listen(ctx context.Context, rq *Request) (msgs <-chan []byte, s
 	return h.listen.Listen(rq.withCaller(ctx), listenSession{rq}, listen.Client{
 		SessionID: rq.Session.ID,
 		Who:       rq.caller(),
-		Roots:  h.capNames.Names(rq.Session.ClientCapabilities)["roots"],
-		Limits: &rq.st.Cfg.Limits,
+		Roots:     h.capNames.Names(rq.Session.ClientCapabilities)["roots"],
+		Limits:    &rq.st.Cfg.Limits,
 	})
 }
 
