@@ -4,9 +4,13 @@
 // end (ResultOf, ListOn) or joined with the requests a shared GET stream
 // hands it (Merge), the upstream session it goes on, held by the request
 // (Held), opened on first use and again when the upstream forgot it (Hop),
-// once per gateway session and replica (Opener), and ended (Terminate;
-// Expiries for the sessions that expired in the store), and how each
-// upstream's last request went (Health).
+// once per gateway session and replica (Opener; Opener.Complete for a new
+// session's record), and ended (Terminate; Expiries for the sessions that
+// expired in the store), the client requests in flight that a
+// cancellation can reach (InFlight), notifications sent to every upstream
+// session of a gateway session at once and bounded in time (NotifyAll),
+// the upstream sessions set to log for 2026-07-28 callers (Logging), and
+// how each upstream's last request went (Health).
 //
 // What a request is sent with (credentials, budgets, the session it
 // belongs to) is the caller's: see internal/dispatch.
