@@ -26,7 +26,8 @@ func TestMergedCache(t *testing.T) {
 	}
 	built := 0
 	build := func(items []Item) any { built++; return len(items) }
-	if m.Index(build) != 1 || m.Index(build) != 1 || built != 1 {
+	first, again := m.Index(build), m.Index(build)
+	if first != 1 || again != 1 || built != 1 {
 		t.Errorf("index built %d times, want once", built)
 	}
 }
