@@ -199,7 +199,7 @@ func (it *Item) ValidateArguments(args []byte) error {
 	var v any = map[string]any{}
 	if len(args) > 0 && string(args) != "null" {
 		var err error
-		if v, err = jsonx.Decode(args); err != nil {
+		if v, err = jsonx.DecodeShared(args); err != nil {
 			return &SchemaError{Problems: "arguments are not valid JSON, or repeat a member"}
 		}
 	}

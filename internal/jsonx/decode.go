@@ -3,6 +3,7 @@ package jsonx
 import (
 	"encoding/json"
 	"errors"
+	"unsafe"
 )
 
 // Decode returns the JSON value data as encoding/json decodes it into an
@@ -16,7 +17,20 @@ func Decode(data []byte) (any, error) {
 	if !Valid(data) {
 		return nil, errSyntax
 	}
-	v, _, err := decodeValue(data, skipSpace(data, 0))
+	v, _, err := decoder{}.value(data, skipSpace(data, 0))
+	return v, err
+}
+
+// DecodeShared is Decode whose strings share data's memory where they need
+// no unescaping, so that a 10 KB string argument costs no copy. It is for
+// a value used only while data is neither changed nor reused (a call's
+// arguments, validated against their schema and dropped): data must not
+// change for as long as any string of the value is in use.
+func DecodeShared(data []byte) (any, error) {
+	if !Valid(data) {
+		return nil, errSyntax
+	}
+	v, _, err := decoder{shared: true}.value(data, skipSpace(data, 0))
 	return v, err
 }
 
@@ -28,13 +42,16 @@ func DecodeValid(data []byte) (any, error) {
 	if i == len(data) {
 		return nil, errSyntax
 	}
-	v, _, err := decodeValue(data, i)
+	v, _, err := decoder{}.value(data, i)
 	return v, err
 }
 
-// decodeValue decodes the value at data[i] of valid JSON and returns it
-// with the index just past it. Nesting is bounded by Valid's maxDepth.
-func decodeValue(data []byte, i int) (any, int, error) {
+// A decoder decodes valid JSON; shared: see DecodeShared.
+type decoder struct{ shared bool }
+
+// value decodes the value at data[i] of valid JSON and returns it with the
+// index just past it. Nesting is bounded by Valid's maxDepth.
+func (d decoder) value(data []byte, i int) (any, int, error) {
 	switch data[i] {
 	case '{':
 		m := map[string]any{}
@@ -55,7 +72,7 @@ func decodeValue(data []byte, i int) (any, int, error) {
 				return nil, 0, duplicate(name)
 			}
 			i = skipSpace(data, skipSpace(data, end)+1) // past ':'
-			v, next, err := decodeValue(data, i)
+			v, next, err := d.value(data, i)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -73,7 +90,7 @@ func decodeValue(data []byte, i int) (any, int, error) {
 			return a, i + 1, nil
 		}
 		for {
-			v, next, err := decodeValue(data, i)
+			v, next, err := d.value(data, i)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -88,6 +105,11 @@ func decodeValue(data []byte, i int) (any, int, error) {
 		end, err := skipString(data, i)
 		if err != nil {
 			return nil, 0, err
+		}
+		if d.shared && end-i > 2 {
+			if in := data[i+1 : end-1]; plainString(in) {
+				return unsafe.String(&in[0], len(in)), end, nil
+			}
 		}
 		s, err := Unquote(data[i:end])
 		return s, end, err

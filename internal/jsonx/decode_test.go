@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // stdDecode is what Decode must equal: encoding/json with UseNumber.
@@ -47,6 +48,27 @@ func TestDecode(t *testing.T) {
 	}
 }
 
+// TestDecodeShared: DecodeShared decodes as Decode does, and a string
+// that needs no unescaping shares the input's memory.
+func TestDecodeShared(t *testing.T) {
+	for _, s := range append(decodeSeeds, `["a\nb","\u00e9",""]`) {
+		got, err := DecodeShared([]byte(s))
+		want, werr := Decode([]byte(s))
+		if (err != nil) != (werr != nil) || !reflect.DeepEqual(got, want) {
+			t.Errorf("DecodeShared(%.40q) = %#v, %v; Decode: %#v, %v", s, got, err, want, werr)
+		}
+	}
+	data := []byte(`{"text":"` + strings.Repeat("x", 100) + `"}`)
+	v, err := DecodeShared(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := v.(map[string]any)["text"].(string)
+	if unsafe.StringData(text) != &data[9] {
+		t.Error("a plain string was copied")
+	}
+}
+
 // FuzzDecode holds Decode to encoding/json's answers, repeated members
 // aside (Decode refuses them).
 func FuzzDecode(f *testing.F) {
@@ -55,6 +77,9 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := Decode(data)
+		if shared, serr := DecodeShared(data); (serr != nil) != (err != nil) || !reflect.DeepEqual(shared, got) {
+			t.Fatalf("DecodeShared(%q) = %#v, %v; Decode: %#v, %v", data, shared, serr, got, err)
+		}
 		if !json.Valid(data) {
 			if err == nil {
 				t.Fatalf("Decode accepted invalid JSON %q", data)
@@ -83,6 +108,14 @@ func BenchmarkDecode10K(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := Decode(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("shared", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeShared(data); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -110,8 +110,19 @@ func Unquote(s []byte) (string, error) {
 		return "", errSyntax
 	}
 	// Most keys have no escapes and are ASCII or valid UTF-8.
-	plain := true
-	in := s[1 : len(s)-1]
+	if in := s[1 : len(s)-1]; plainString(in) {
+		return string(in), nil
+	}
+	var v string
+	if err := json.Unmarshal(s, &v); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+// plainString reports whether in, the inside of a JSON string, is its own
+// decoding: no escapes, no control characters, valid UTF-8.
+func plainString(in []byte) bool {
 	i := 0
 	for ; i+8 <= len(in); i += 8 { // eight bytes at a time, as validString
 		if x := binary.LittleEndian.Uint64(in[i:]); hasLess(x, 0x20) || hasByte(x, '\\') {
@@ -120,18 +131,10 @@ func Unquote(s []byte) (string, error) {
 	}
 	for _, c := range in[i:] {
 		if c == '\\' || c < 0x20 {
-			plain = false
-			break
+			return false
 		}
 	}
-	if plain && utf8.Valid(s) {
-		return string(s[1 : len(s)-1]), nil
-	}
-	var v string
-	if err := json.Unmarshal(s, &v); err != nil {
-		return "", err
-	}
-	return v, nil
+	return utf8.Valid(in)
 }
 
 // parseObjectValid is ParseObject for validated input.

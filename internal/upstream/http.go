@@ -1,11 +1,11 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"mime"
 	"net/http"
 
@@ -161,7 +161,11 @@ func (c *Client) terminateInBackground(ctx context.Context, sid string) {
 // send sends a request built by newRequest, with no headers of its own,
 // for op. Its error is an *Error.
 func (c *Client) send(ctx context.Context, method string, s session.Upstream, op string, body []byte) (*http.Response, error) {
-	req, err := c.newRequest(ctx, method, s, body)
+	var parts [][]byte
+	if body != nil {
+		parts = [][]byte{body}
+	}
+	req, err := c.newRequest(ctx, method, s, parts...)
 	if err != nil {
 		return nil, c.error(op, 0, err)
 	}
@@ -176,16 +180,12 @@ func (c *Client) send(ctx context.Context, method string, s session.Upstream, op
 }
 
 // newRequest builds a request to the upstream. body is a JSON-RPC message
-// for POST, nil for GET and DELETE. Only the config's headers and the
-// protocol's are set.
-func (c *Client) newRequest(ctx context.Context, method string, s session.Upstream, body []byte) (*http.Request, error) {
+// for POST, in parts sent one after the other (see jsonrpc.RequestParts),
+// none for GET and DELETE. Only the config's headers and the protocol's
+// are set.
+func (c *Client) newRequest(ctx context.Context, method string, s session.Upstream, body ...[]byte) (*http.Request, error) {
 	if c.setupErr != nil {
 		return nil, c.setupErr
-	}
-	var rd io.Reader
-	if body != nil {
-		// A *bytes.Reader lets net/http set Content-Length (and GetBody).
-		rd = bytes.NewReader(body)
 	}
 	var cred http.Header
 	if c.creds != nil {
@@ -194,9 +194,12 @@ func (c *Client) newRequest(ctx context.Context, method string, s session.Upstre
 			return nil, err
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.url, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.url, nil)
 	if err != nil {
 		return nil, errors.New("invalid upstream URL")
+	}
+	if len(body) > 0 {
+		setBody(req, body)
 	}
 	for k, v := range c.header {
 		req.Header[k] = v
@@ -211,7 +214,7 @@ func (c *Client) newRequest(ctx context.Context, method string, s session.Upstre
 		// An empty value keeps net/http from sending its default User-Agent.
 		req.Header["User-Agent"] = []string{""}
 	}
-	if body != nil {
+	if len(body) > 0 {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 	}
@@ -222,6 +225,26 @@ func (c *Client) newRequest(ctx context.Context, method string, s session.Upstre
 		req.Header.Set(protocol.HeaderProtocolVersion, s.ProtocolVersion)
 	}
 	return req, nil
+}
+
+// setBody makes parts, one after the other, req's body: with its length
+// (so net/http sends Content-Length) and GetBody (so a request nothing of
+// which reached the upstream can be sent again). Each reading is a
+// net.Buffers of its own over the same bytes, which are never copied nor
+// changed: net/http writes them to the connection as they are.
+func setBody(req *http.Request, parts [][]byte) {
+	var n int64
+	for _, p := range parts {
+		n += int64(len(p))
+	}
+	open := func() (io.ReadCloser, error) {
+		bufs := make(net.Buffers, len(parts))
+		copy(bufs, parts)
+		return io.NopCloser(&bufs), nil
+	}
+	req.Body, _ = open()
+	req.GetBody = open
+	req.ContentLength = n
 }
 
 // withTimeout bounds ctx by the upstream's timeout. When that timeout fires,
