@@ -21,7 +21,8 @@
 //	MCPGW_SCALE_IDLE      how long TestIdleStreams measures idle CPU [5s];
 //	                      30s or more includes one heartbeat per stream
 //	MCPGW_SCALE_PROFILE   a directory: the tests save the gateway's heap
-//	                      profiles there, and TestIdleSessions a 5s CPU
+//	                      profiles there (with its goroutines, grouped by
+//	                      stack, beside each), and TestIdleSessions a 5s CPU
 //	                      profile taken while it opens sessions (pprof on
 //	                      the gateway's admin listener)
 //
@@ -398,30 +399,36 @@ func (g *gatewayProc) liveHeap(t testing.TB) int64 {
 }
 
 // saveHeapProfile saves the gateway's heap profile as name in the
-// directory MCPGW_SCALE_PROFILE, if it is set.
+// directory MCPGW_SCALE_PROFILE, if it is set, and its goroutines, grouped
+// by stack, as name.goroutines.txt.
 func (g *gatewayProc) saveHeapProfile(t testing.TB, name string) {
 	t.Helper()
 	dir := os.Getenv("MCPGW_SCALE_PROFILE")
 	if dir == "" {
 		return
 	}
-	resp, err := http.Get("http://" + g.adminAddr + "/debug/pprof/heap")
-	if err != nil {
-		t.Errorf("heap profile: %v", err)
-		return
+	for _, p := range []struct{ url, file, how string }{
+		{"/debug/pprof/heap", name, "heap profile: go tool pprof -sample_index=inuse_space -top "},
+		{"/debug/pprof/goroutine?debug=1", name + ".goroutines.txt", "goroutines by stack: "},
+	} {
+		resp, err := http.Get("http://" + g.adminAddr + p.url)
+		if err != nil {
+			t.Errorf("%s: %v", p.url, err)
+			return
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %v %s", p.url, err, resp.Status)
+			return
+		}
+		path := filepath.Join(dir, p.file)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Error(err)
+			return
+		}
+		t.Logf("%s%s", p.how, path)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("heap profile: %v %s", err, resp.Status)
-		return
-	}
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Error(err)
-		return
-	}
-	t.Logf("heap profile: go tool pprof -sample_index=inuse_space -top %s", path)
 }
 
 // --- a fast, stateless upstream ---------------------------------------------
