@@ -1,8 +1,8 @@
 package jsonrpc
 
 import (
-	"encoding/json"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 )

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"mime"
+	"net"
 	"net/http"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
