@@ -243,6 +243,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 	defer tick.Stop()
 	rc := http.NewResponseController(w)
 	for {
+		out.release() // nothing held while the stream waits
 		select {
 		case msg := <-s.ch:
 			if hooks.shape != nil {
