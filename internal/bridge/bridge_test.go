@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/own"
 	"github.com/mcpgw/gateway/internal/session"
 )
 
@@ -215,5 +216,105 @@ func TestUpstreamRequestRefused(t *testing.T) {
 		if len(got) != 1 || got[0] != tc.want || len(tc.out.events) != 0 {
 			t.Errorf("%s: replies %+v, events %q; want %+v and no event", tc.name, got, tc.out.events, tc.want)
 		}
+	}
+}
+
+// heldStream is an upstream's answer that sends nothing more until the
+// call is cancelled.
+type heldStream struct {
+	done   chan struct{}
+	once   sync.Once
+	closed chan struct{}
+}
+
+func newHeldStream() *heldStream {
+	return &heldStream{done: make(chan struct{}), closed: make(chan struct{})}
+}
+
+func (s *heldStream) cancel(error) { s.once.Do(func() { close(s.done) }) }
+
+func (s *heldStream) Next() (*jsonrpc.Message, []byte, error) {
+	<-s.done
+	return nil, nil, context.Canceled
+}
+
+func (s *heldStream) Close() error {
+	select {
+	case <-s.closed:
+	default:
+		close(s.closed)
+	}
+	return nil
+}
+
+func (s *heldStream) Session() session.Upstream { return session.Upstream{SessionID: "u-1"} }
+
+// TestPark: a stateless caller's call whose upstream asks for input is
+// answered input_required, its upstream stream left to a pump the owner
+// waits for; a principal parks at most max calls, and a place is free
+// again once its pump ended (here, as the owner closes).
+func TestPark(t *testing.T) {
+	store := session.NewMemory(session.MemoryOptions{IdleTTL: time.Hour})
+	t.Cleanup(func() { store.Close() })
+	var g own.Group
+	b := New(Options{Mailbox: store, Caps: capNames, Own: &g})
+	up := &fakeUpstream{name: "alpha"}
+	ask := request(t, `{"jsonrpc":"2.0","id":"up-1","method":"elicitation/create","params":{"message":"Name?"}}`)
+	park := func(principal string) (*heldStream, json.RawMessage, error) {
+		s := newHeldStream()
+		who := &Caller{Principal: principal, Tenant: "t", Stateless: true, Caps: json.RawMessage(`{"elicitation":{}}`)}
+		res, err := b.Park(context.Background(), who, &Call{Method: "tools/call", Target: "alpha__ask"}, up, s, ask, s.cancel, 1)
+		return s, res, err
+	}
+
+	s1, res, err := park("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		ResultType    string `json:"resultType"`
+		InputRequests map[string]struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		} `json:"inputRequests"`
+		RequestState string `json:"requestState"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil || r.ResultType != "input_required" || !strings.HasPrefix(r.RequestState, requestStatePrefix) ||
+		r.InputRequests["input-1"].Method != "elicitation/create" || !strings.Contains(string(r.InputRequests["input-1"].Params), "Name?") {
+		t.Fatalf("Park = %s, %v", res, err)
+	}
+	if strings.Contains(r.RequestState, "alice") {
+		t.Errorf("the request state %q names the principal", r.RequestState)
+	}
+
+	// alice's one place is taken; bob has his own.
+	if _, _, err := park("alice"); !errors.As(err, new(*LimitError)) {
+		t.Errorf("alice's second parked call: %v, want a *LimitError", err)
+	}
+	s2, _, err := park("bob")
+	if err != nil {
+		t.Fatalf("bob's parked call: %v", err)
+	}
+
+	// Close ends both pumps, which cancel their upstream calls and close
+	// their streams, and waits for them; nothing parks after it.
+	g.Close()
+	for _, s := range []*heldStream{s1, s2} {
+		select {
+		case <-s.done:
+		default:
+			t.Error("a pump's upstream call was not cancelled")
+		}
+		select {
+		case <-s.closed:
+		default:
+			t.Error("a pump's upstream stream was not closed")
+		}
+	}
+	if _, _, err := park("carol"); err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("Park after Close: %v", err)
+	}
+	if n := len(b.parked.n); n != 0 {
+		t.Errorf("%d principals still hold parked places", n)
 	}
 }
