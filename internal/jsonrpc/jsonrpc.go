@@ -344,26 +344,6 @@ func AppendRequest(dst []byte, id ID, method string, params json.RawMessage) []b
 	return append(dst, '}')
 }
 
-// RequestParts returns the encoding of a request (see AppendRequest) as
-// the three parts it is made of: what precedes params, params itself, not
-// copied, and what follows. A large request is then sent without a copy
-// of its params.
-func RequestParts(id ID, method string, params json.RawMessage) [3][]byte {
-	head := make([]byte, 0, len(id.raw)+len(method)+48)
-	head = append(head, `{"jsonrpc":"2.0"`...)
-	if id.IsValid() {
-		head = append(head, `,"id":`...)
-		head = append(head, id.raw...)
-	}
-	head = append(head, `,"method":`...)
-	head = appendString(head, method)
-	if len(params) == 0 {
-		return [3][]byte{append(head, '}'), nil, nil}
-	}
-	head = append(head, `,"params":`...)
-	return [3][]byte{head, params, []byte("}")}
-}
-
 // AppendResult appends the encoding of a success response. result must be
 // valid JSON; nil encodes as {}.
 func AppendResult(dst []byte, id ID, result json.RawMessage) []byte {

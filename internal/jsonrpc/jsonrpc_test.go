@@ -2,7 +2,6 @@ package jsonrpc
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"testing"
 )
@@ -127,28 +126,4 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip changed the message: %+v vs %+v", m, m2)
 		}
 	})
-}
-
-// TestRequestParts: the parts, joined, are AppendRequest's encoding, and
-// params are not copied.
-func TestRequestParts(t *testing.T) {
-	params := json.RawMessage(`{"name":"echo","arguments":{"text":"x"}}`)
-	for _, tc := range []struct {
-		id     ID
-		params json.RawMessage
-	}{
-		{IntID(7), params},
-		{StringID("c.a\"b"), params},
-		{ID{}, params},
-		{IntID(1), nil},
-	} {
-		p := RequestParts(tc.id, "tools/call", tc.params)
-		got := string(p[0]) + string(p[1]) + string(p[2])
-		if want := string(AppendRequest(nil, tc.id, "tools/call", tc.params)); got != want {
-			t.Errorf("parts %q, want %q", got, want)
-		}
-		if len(tc.params) > 0 && &p[1][0] != &tc.params[0] {
-			t.Error("params were copied")
-		}
-	}
 }

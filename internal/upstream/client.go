@@ -616,8 +616,8 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 		// speaks for itself.
 		params = WithModernMeta(params, c.info, c.caps)
 	}
-	body := jsonrpc.RequestParts(id, method, params)
-	req, err := c.newRequest(tctx, http.MethodPost, s, body[:]...)
+	body := jsonrpc.AppendRequest(nil, id, method, params)
+	req, err := c.newRequest(tctx, http.MethodPost, s, body)
 	if err != nil {
 		stop()
 		return nil, c.error(method, 0, err)
@@ -690,7 +690,7 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 
 // resume reopens the event stream of a request with GET and Last-Event-ID.
 func (c *Client) resume(ctx context.Context, s session.Upstream, op, lastEventID string) (io.ReadCloser, error) {
-	req, err := c.newRequest(ctx, http.MethodGet, s)
+	req, err := c.newRequest(ctx, http.MethodGet, s, nil)
 	if err != nil {
 		return nil, c.error(op, 0, err)
 	}

@@ -1,12 +1,12 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
@@ -161,11 +161,7 @@ func (c *Client) terminateInBackground(ctx context.Context, sid string) {
 // send sends a request built by newRequest, with no headers of its own,
 // for op. Its error is an *Error.
 func (c *Client) send(ctx context.Context, method string, s session.Upstream, op string, body []byte) (*http.Response, error) {
-	var parts [][]byte
-	if body != nil {
-		parts = [][]byte{body}
-	}
-	req, err := c.newRequest(ctx, method, s, parts...)
+	req, err := c.newRequest(ctx, method, s, body)
 	if err != nil {
 		return nil, c.error(op, 0, err)
 	}
@@ -180,12 +176,22 @@ func (c *Client) send(ctx context.Context, method string, s session.Upstream, op
 }
 
 // newRequest builds a request to the upstream. body is a JSON-RPC message
-// for POST, in parts sent one after the other (see jsonrpc.RequestParts),
-// none for GET and DELETE. Only the config's headers and the protocol's
-// are set.
-func (c *Client) newRequest(ctx context.Context, method string, s session.Upstream, body ...[]byte) (*http.Request, error) {
+// for POST, nil for GET and DELETE. Only the config's headers and the
+// protocol's are set.
+func (c *Client) newRequest(ctx context.Context, method string, s session.Upstream, body []byte) (*http.Request, error) {
 	if c.setupErr != nil {
 		return nil, c.setupErr
+	}
+	var rd io.Reader
+	if body != nil {
+		// A *bytes.Reader lets net/http set Content-Length (and GetBody),
+		// and is a body it knows to be in memory: it writes the headers
+		// and the body at once. Any other reader (a net.Buffers over the
+		// params, to spare their copy) makes it flush the headers first:
+		// one more write per request, and an upstream that refuses the
+		// TLS client certificate then reads as a broken pipe, not as its
+		// alert.
+		rd = bytes.NewReader(body)
 	}
 	var cred http.Header
 	if c.creds != nil {
@@ -194,12 +200,9 @@ func (c *Client) newRequest(ctx context.Context, method string, s session.Upstre
 			return nil, err
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.url, nil)
+	req, err := http.NewRequestWithContext(ctx, method, c.url, rd)
 	if err != nil {
 		return nil, errors.New("invalid upstream URL")
-	}
-	if len(body) > 0 {
-		setBody(req, body)
 	}
 	for k, v := range c.header {
 		req.Header[k] = v
@@ -214,7 +217,7 @@ func (c *Client) newRequest(ctx context.Context, method string, s session.Upstre
 		// An empty value keeps net/http from sending its default User-Agent.
 		req.Header["User-Agent"] = []string{""}
 	}
-	if len(body) > 0 {
+	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 	}
@@ -225,26 +228,6 @@ func (c *Client) newRequest(ctx context.Context, method string, s session.Upstre
 		req.Header.Set(protocol.HeaderProtocolVersion, s.ProtocolVersion)
 	}
 	return req, nil
-}
-
-// setBody makes parts, one after the other, req's body: with its length
-// (so net/http sends Content-Length) and GetBody (so a request nothing of
-// which reached the upstream can be sent again). Each reading is a
-// net.Buffers of its own over the same bytes, which are never copied nor
-// changed: net/http writes them to the connection as they are.
-func setBody(req *http.Request, parts [][]byte) {
-	var n int64
-	for _, p := range parts {
-		n += int64(len(p))
-	}
-	open := func() (io.ReadCloser, error) {
-		bufs := make(net.Buffers, len(parts))
-		copy(bufs, parts)
-		return io.NopCloser(&bufs), nil
-	}
-	req.Body, _ = open()
-	req.GetBody = open
-	req.ContentLength = n
 }
 
 // withTimeout bounds ctx by the upstream's timeout. When that timeout fires,

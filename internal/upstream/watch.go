@@ -66,7 +66,7 @@ func (c *Client) stream(ctx context.Context, s session.Upstream, params []byte) 
 			setModernHeaders(req.Header, protocol.MethodSubscriptionsListen, params, nil)
 		}
 	} else {
-		req, err = c.newRequest(ctx, http.MethodGet, s)
+		req, err = c.newRequest(ctx, http.MethodGet, s, nil)
 	}
 	if err != nil {
 		return nil, c.error(op, 0, err)
