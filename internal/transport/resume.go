@@ -257,8 +257,8 @@ func (h *Handler) serveResume(w http.ResponseWriter, r *http.Request, rq *dispat
 	if stream[0] == 'g' {
 		l := &streamLog{log: h.events, ctx: context.WithoutCancel(r.Context()), sid: rq.Session.ID, stream: stream, cursor: cursor}
 		l.state.Store(logOn)
-		h.runStream(w, r, rq, rq.Session.ID, jsonrpc.ID{}, "", h.getStreamHooks(r, rq, l, func(out *responder) bool {
-			_, ok := h.replayLogged(r.Context(), out, rq.Session.ID, stream, cursor, evs)
+		h.runStream(w, r, rq, rq.Session.ID, jsonrpc.ID{}, "", h.getStreamHooks(rq, l, func(ctx context.Context, out *responder) bool {
+			_, ok := h.replayLogged(ctx, out, rq.Session.ID, stream, cursor, evs)
 			return ok
 		}))
 		return

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -246,7 +247,7 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, rq *dispat
 		defer stop()
 		if len(uris) > 0 {
 			agreed["resourceSubscriptions"] = uris
-			hooks.source = func() (<-chan []byte, func([]byte) []byte, func()) {
+			hooks.source = func(context.Context) (<-chan []byte, func([]byte) []byte, func()) {
 				return updates, func(raw []byte) []byte {
 					m, err := jsonrpc.Decode(raw)
 					if err != nil {

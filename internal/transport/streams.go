@@ -191,13 +191,17 @@ type streamHooks struct {
 	ended []byte
 	// source, if set, is started once the stream is open and returns
 	// more messages for it, the shape each goes through (nil drops it),
-	// and stop, which ends them and waits.
-	source func() (msgs <-chan []byte, shape func([]byte) []byte, stop func())
+	// and stop, which ends them and waits. ctx ends with the stream.
+	source func(ctx context.Context) (msgs <-chan []byte, shape func([]byte) []byte, stop func())
 	// log, if set, gives the stream's events ids (resume.go).
 	log *streamLog
 	// replay, if set, writes a resumed stream's logged events before
 	// anything else, and reports whether the stream goes on.
-	replay func(out *responder) bool
+	replay func(ctx context.Context, out *responder) bool
+	// detach lets the stream be served outside its handler (detach.go):
+	// nothing the handler holds may be needed once it has returned, and
+	// every hook takes the stream's context from its arguments.
+	detach bool
 }
 
 // runStream registers a stream under key for rq's principal and serves it
@@ -213,20 +217,42 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 		h.tooMany(w, r, rq, id, method, limit, int64(max))
 		return
 	}
-	defer h.streams.remove(s)
 	// A reload that removed the tenant after this request took its
 	// snapshot stops the streams it finds registered; one registered just
 	// now, after that sweep, sees the new config here instead.
 	if cur := h.srv.Current(); cur != rq.State() && !cur.Tenants().Known(rq.Principal().Tenant) {
+		h.streams.remove(s)
 		writeError(w, http.StatusForbidden, id, jsonrpc.CodeInvalidRequest, "Forbidden: unknown tenant")
 		return
 	}
+	if hooks.detach {
+		if d := detach(w, r); d != nil {
+			started := h.loops.Go(func(owner context.Context) {
+				stop := context.AfterFunc(owner, d.cancel)
+				defer stop()
+				defer d.close()
+				h.streamLoop(d, d.ctx, s, hooks)
+			})
+			if !started { // the gateway is closing
+				h.streams.remove(s)
+				d.close()
+			}
+			return
+		}
+	}
+	h.streamLoop(w, r.Context(), s, hooks)
+}
+
+// streamLoop serves the stream s on w until ctx ends (the client left),
+// the gateway ends it, or a hook says stop.
+func (h *Handler) streamLoop(w http.ResponseWriter, ctx context.Context, s *stream, hooks streamHooks) {
+	defer h.streams.remove(s)
 	out := newResponder(w)
 	out.onSSE = h.metrics.SSEStreamOpened
 	out.log = hooks.log
 	out.startSSE()
 	defer h.metrics.SSEStreamClosed()
-	if hooks.replay != nil && !hooks.replay(out) {
+	if hooks.replay != nil && !hooks.replay(ctx, out) {
 		return
 	}
 	if hooks.first != nil && out.Event(hooks.first) != nil {
@@ -236,7 +262,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 	var relay func([]byte) []byte
 	if hooks.source != nil {
 		var stop func()
-		relayed, relay, stop = hooks.source()
+		relayed, relay, stop = hooks.source(ctx)
 		defer stop()
 	}
 	tick := time.NewTicker(heartbeat)
@@ -264,7 +290,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 			}
 			_ = rc.Flush()
 			hooks.log.touch()
-			if hooks.alive != nil && !hooks.alive(r.Context()) {
+			if hooks.alive != nil && !hooks.alive(ctx) {
 				return
 			}
 		case <-s.done:
@@ -283,7 +309,7 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 				_ = out.Event(hooks.ended)
 			}
 			return
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		}
 	}
@@ -293,18 +319,19 @@ func (h *Handler) runStream(w http.ResponseWriter, r *http.Request, rq *dispatch
 // and what dispatch relays from the session's upstream streams and the
 // session bus (see dispatch.Server.Listen).
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, rq *dispatch.Request) {
-	h.runStream(w, r, rq, rq.Session.ID, jsonrpc.ID{}, "", h.getStreamHooks(r, rq, h.logTarget(r, rq, 'g', jsonrpc.ID{}).newLog(), nil))
+	h.runStream(w, r, rq, rq.Session.ID, jsonrpc.ID{}, "", h.getStreamHooks(rq, h.logTarget(r, rq, 'g', jsonrpc.ID{}).newLog(), nil))
 }
 
-// getStreamHooks are the hooks of a session's GET stream r, logged by l
+// getStreamHooks are the hooks of a session's GET stream, logged by l
 // and resumed by replay (either may be nil): it relays what dispatch
 // hears for the session outside any request (dispatch.Server.Listen).
-func (h *Handler) getStreamHooks(r *http.Request, rq *dispatch.Request, l *streamLog, replay func(*responder) bool) streamHooks {
+func (h *Handler) getStreamHooks(rq *dispatch.Request, l *streamLog, replay func(context.Context, *responder) bool) streamHooks {
 	id := rq.Session.ID
 	return streamHooks{
 		log:    l,
 		replay: replay,
-		source: func() (<-chan []byte, func([]byte) []byte, func()) { return h.srv.Listen(r.Context(), rq) },
+		detach: true,
+		source: func(ctx context.Context) (<-chan []byte, func([]byte) []byte, func()) { return h.srv.Listen(ctx, rq) },
 		alive: func(ctx context.Context) bool {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()

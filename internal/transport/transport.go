@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgw/gateway/internal/dispatch"
 	"github.com/mcpgw/gateway/internal/generation"
 	"github.com/mcpgw/gateway/internal/jsonrpc"
+	"github.com/mcpgw/gateway/internal/own"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/rpcerr"
 	"github.com/mcpgw/gateway/internal/session"
@@ -45,6 +46,7 @@ type Handler struct {
 	events   session.EventLog // nil: streams are not resumable
 	detached share.Counts     // calls going on after their client hung up
 	calls    liveCalls
+	loops    own.Group // the detached streams' (detach.go)
 }
 
 // New returns the endpoint of srv. It tells the streams it holds when an
@@ -106,9 +108,12 @@ func (h *Handler) SetConfig(gen *generation.Prepared, publish func(*Snapshot)) {
 func (h *Handler) Drain() { h.streams.drain() }
 
 // Close stops and waits for what the Handler runs beyond a request (the
-// renewal of running calls' event-log leases). The gateway calls it as it
+// renewal of running calls' event-log leases, the detached streams). The gateway calls it as it
 // shuts down, once the HTTP servers are done with the requests.
-func (h *Handler) Close() { h.calls.close() }
+func (h *Handler) Close() {
+	h.calls.close()
+	h.loops.Close()
+}
 
 // Current returns the generation in force.
 func (h *Handler) Current() *Snapshot { return &Snapshot{h: h, st: h.srv.Current()} }

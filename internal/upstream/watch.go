@@ -74,7 +74,7 @@ func (c *Client) stream(ctx context.Context, s session.Upstream, params []byte) 
 	if !IsModern(s) {
 		req.Header.Set("Accept", "text/event-stream")
 	}
-	resp, err := c.streamHC.Do(req)
+	resp, err := c.openStream(req)
 	if err != nil {
 		return nil, c.transportError(ctx, op, err)
 	}
