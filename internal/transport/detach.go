@@ -41,6 +41,7 @@ type detachedConn struct {
 	conn    net.Conn
 	header  http.Header
 	chunked bool // HTTP/1.1: a chunked body; HTTP/1.0: delimited by the close
+	timeout time.Duration // of each write: streamWriteTimeout
 
 	ctx    context.Context // ended when the client leaves or the owner closes
 	cancel context.CancelFunc
@@ -68,7 +69,7 @@ func detach(w http.ResponseWriter, r *http.Request) *detachedConn {
 	// No deadline from the server applies any more; writes set their own.
 	_ = conn.SetDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	d := &detachedConn{conn: conn, header: header, chunked: r.ProtoAtLeast(1, 1), ctx: ctx, cancel: cancel, read: make(chan struct{})}
+	d := &detachedConn{conn: conn, header: header, chunked: r.ProtoAtLeast(1, 1), timeout: streamWriteTimeout, ctx: ctx, cancel: cancel, read: make(chan struct{})}
 	pending := brw.Reader.Buffered() > 0
 	go d.watch(pending)
 	return d
@@ -160,9 +161,9 @@ func (d *detachedConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// send writes b within streamWriteTimeout. d.mu must be held.
+// send writes b within d.timeout. d.mu must be held.
 func (d *detachedConn) send(b []byte) error {
-	_ = d.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	_ = d.conn.SetWriteDeadline(time.Now().Add(d.timeout))
 	if _, err := d.conn.Write(b); err != nil {
 		d.err = err
 		d.cancel()

@@ -196,3 +196,43 @@ func TestDetachedStreamOwnerCloses(t *testing.T) {
 	<-got
 	<-done
 }
+
+// TestDetachedStreamClientStopsReading: a client that stops reading holds
+// its stream only until a write has waited the write timeout; the write
+// then fails and the stream's context ends.
+func TestDetachedStreamClientStopsReading(t *testing.T) {
+	failed := make(chan int, 1)
+	srv, got := detachServer(t, func(d *detachedConn) {
+		d.timeout = 200 * time.Millisecond
+		ev := []byte("data: " + strings.Repeat("x", 64<<10) + "\n\n")
+		n := 0
+		for ; n < 4096; n++ { // 256 MiB: far more than the kernel buffers
+			if _, err := d.Write(ev); err != nil {
+				break
+			}
+		}
+		<-d.ctx.Done()
+		d.close()
+		failed <- n
+	})
+	srv.Start()
+	defer srv.Close()
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	select { // never reads
+	case n := <-failed:
+		if n == 4096 {
+			t.Fatal("every write succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a write to a client that does not read never timed out")
+	}
+}
