@@ -207,11 +207,7 @@ func (o *Object) Bytes() []byte { return o.AppendTo(nil) }
 // call's params used to be copied into a new buffer and then once more
 // into a larger one for the closing brace.
 func (o *Object) AppendTo(dst []byte) []byte {
-	n := 2
-	for _, m := range o.Members {
-		n += len(m.Name) + len(m.Value) + 4 // quotes, colon, comma
-	}
-	dst = slices.Grow(dst, n)
+	dst = slices.Grow(dst, o.Size())
 	dst = append(dst, '{')
 	for i, m := range o.Members {
 		if i > 0 {
@@ -222,6 +218,26 @@ func (o *Object) AppendTo(dst []byte) []byte {
 		dst = append(dst, m.Value...)
 	}
 	return append(dst, '}')
+}
+
+// Size returns the size of the object's encoding, names with escapes
+// aside (those take more): what a buffer that is to hold it needs.
+func (o *Object) Size() int {
+	n := 2
+	for i, m := range o.Members {
+		n += len(m.Name) + len(m.Value) + 3 // quotes, colon
+		if i > 0 {
+			n++ // comma
+		}
+	}
+	return n
+}
+
+// Clone returns a copy of the object whose members can be set and
+// deleted without changing o. The values are shared: they are never
+// changed in place, only replaced.
+func (o *Object) Clone() *Object {
+	return &Object{Members: slices.Clone(o.Members)}
 }
 
 // ParseArray decodes data, which must be one JSON array, into its raw

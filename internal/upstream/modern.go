@@ -100,7 +100,7 @@ func (c *Client) discover(ctx context.Context) (*InitResult, error) {
 	ctx, stop := c.withTimeout(ctx)
 	defer stop()
 	s := session.Upstream{ProtocolVersion: modernVersion.String()}
-	r, err := c.call(ctx, s, initializeID, op, c.discoverParams, false, nil)
+	r, err := c.call(ctx, s, initializeID, op, jsonrpc.RawParams(c.discoverParams), false, nil)
 	if err != nil {
 		var e *Error
 		if !errors.As(err, &e) || e.Status < 400 || e.Status > 499 {
