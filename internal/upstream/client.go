@@ -686,6 +686,7 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 	}
 	r.inFlight = true
 	r.header = resp.Header
+	r.length = resp.ContentLength
 	r.req = resp.Request
 	r.body = resp.Body
 	switch mediaType(resp.Header) {
