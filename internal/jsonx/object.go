@@ -233,6 +233,22 @@ func (o *Object) Size() int {
 	return n
 }
 
+// Mentions reports whether the object's encoding contains s, without
+// encoding it. s must be a string of characters JSON never escapes, with
+// no quote, backslash, colon, comma or brace (a _meta key such as
+// "io.modelcontextprotocol/protocolVersion"): then it is in the encoding
+// exactly when it is in a member's name or value, since it cannot span
+// two of them, nor run into an escape sequence, which starts with a
+// backslash.
+func (o *Object) Mentions(s string) bool {
+	for _, m := range o.Members {
+		if strings.Contains(m.Name, s) || strings.Contains(string(m.Value), s) {
+			return true
+		}
+	}
+	return false
+}
+
 // Clone returns a copy of the object whose members can be set and
 // deleted without changing o. The values are shared: they are never
 // changed in place, only replaced.

@@ -296,3 +296,20 @@ func TestObjectSizeAndClone(t *testing.T) {
 		t.Errorf("clone = %s", got)
 	}
 }
+
+// TestObjectMentions: Mentions finds a string of characters JSON never
+// escapes exactly where the encoding contains it, escapes around it or not.
+func TestObjectMentions(t *testing.T) {
+	const s = "io.modelcontextprotocol/"
+	for _, in := range []string{`{}`, `{"a":"io.modelcontextprotocol/x"}`, `{"io.modelcontextprotocol/v":1}`,
+		`{"a":"\\io.modelcontextprotocol/"}`, `{"a":"\u0069o.modelcontextprotocol/"}`, `{"<io.modelcontextprotocol/>":[1]}`,
+		`{"a":"io.modelcontext","b":"protocol/"}`, `{"_meta":{ "io.modelcontextprotocol/protocolVersion" : "x" }}`} {
+		o, err := ParseObject([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := o.Mentions(s), bytes.Contains(o.Bytes(), []byte(s)); got != want {
+			t.Errorf("%s: Mentions = %v, the encoding %s contains it: %v", in, got, o.Bytes(), want)
+		}
+	}
+}

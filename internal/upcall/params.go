@@ -34,36 +34,26 @@ func Params(us session.Upstream, params json.RawMessage, stateless bool, clientI
 
 // ShapeParams is Params for params that may be an object (see
 // jsonrpc.Params): byte for byte what Params makes of their encoding. An
-// object Params would pass as it is stays an object, not encoded here, so
-// that it is encoded once, into the request's body; it is encoded first
-// only when Params edits it.
+// object stays an object, not encoded here, so that it is encoded once,
+// into the request's body: as it is when Params passes it as it is, a
+// copy with its _meta filled in for a 2026-07-28 upstream. It is encoded
+// first only when a 2025-11-25 upstream is to hear none of the protocol's
+// _meta keys and it has some.
 func ShapeParams(us session.Upstream, params jsonrpc.Params, stateless bool, clientInfo, caps json.RawMessage) jsonrpc.Params {
 	o, ok := params.Object()
 	if !ok {
 		return jsonrpc.RawParams(Params(us, params.Bytes(), stateless, clientInfo, caps))
 	}
-	modern := upstream.IsModern(us)
-	if !modern && !stateless || modern && stateless || !modern && !mentions(o, protocol.MetaPrefix) {
-		// As is: Params returns these params unchanged, and
-		// stripProtocolMeta leaves them when their encoding does not
-		// contain the prefix.
-		return params
+	switch modern := upstream.IsModern(us); {
+	case modern && !stateless:
+		return jsonrpc.ObjectParams(upstream.WithModernMetaObject(o, clientInfo, caps))
+	case !modern && stateless && o.Mentions(protocol.MetaPrefix):
+		return jsonrpc.RawParams(Params(us, o.Bytes(), stateless, clientInfo, caps))
 	}
-	return jsonrpc.RawParams(Params(us, o.Bytes(), stateless, clientInfo, caps))
-}
-
-// mentions reports whether the encoding of o contains s, a string of
-// characters that JSON never escapes, none of them a quote, colon, comma
-// or brace: then it is in the encoding exactly when it is in a member's
-// name or value (an escape sequence starts with a backslash, which s
-// lacks, so s cannot run into one).
-func mentions(o *jsonx.Object, s string) bool {
-	for _, m := range o.Members {
-		if strings.Contains(m.Name, s) || strings.Contains(string(m.Value), s) {
-			return true
-		}
-	}
-	return false
+	// As is: Params returns these params unchanged, and
+	// stripProtocolMeta leaves them when their encoding does not contain
+	// the prefix.
+	return params
 }
 
 // stripProtocolMeta removes the protocol's own _meta keys from params: they

@@ -46,8 +46,9 @@ func TestParams(t *testing.T) {
 }
 
 // TestShapeParams: params given as an object are shaped byte for byte as
-// Params shapes their encoding, and stay an object, not encoded, when
-// Params would pass them as they are; raw params are Params'.
+// Params shapes their encoding, and stay an object, not encoded, but when
+// a 2025-11-25 upstream is not to hear the protocol's _meta keys and they
+// may have some; the object given is not changed; raw params are Params'.
 func TestShapeParams(t *testing.T) {
 	legacy := session.Upstream{ProtocolVersion: "2025-11-25"}
 	modern := session.Upstream{ProtocolVersion: "2026-07-28"}
@@ -72,9 +73,12 @@ func TestShapeParams(t *testing.T) {
 				}
 				_, isObject := got.Object()
 				isModern := us.ProtocolVersion == modern.ProtocolVersion
-				asIs := !isModern && (!stateless || !strings.Contains(in, "io.modelcontextprotocol/")) || isModern && stateless
-				if isObject != asIs {
-					t.Errorf("%s, %s, stateless %v: still an object %v, want %v", in, us.ProtocolVersion, stateless, isObject, asIs)
+				stays := isModern || !stateless || !strings.Contains(in, "io.modelcontextprotocol/")
+				if isObject != stays {
+					t.Errorf("%s, %s, stateless %v: still an object %v, want %v", in, us.ProtocolVersion, stateless, isObject, stays)
+				}
+				if string(o.Bytes()) != string(mustParse(t, in).Bytes()) {
+					t.Errorf("%s, %s, stateless %v: the object changed to %s", in, us.ProtocolVersion, stateless, o.Bytes())
 				}
 				raw := ShapeParams(us, jsonrpc.RawParams(o.Bytes()), stateless, info, caps)
 				if _, ok := raw.Object(); ok || string(raw.Bytes()) != string(want) {
@@ -83,4 +87,13 @@ func TestShapeParams(t *testing.T) {
 			}
 		}
 	}
+}
+
+func mustParse(t *testing.T, s string) *jsonx.Object {
+	t.Helper()
+	o, err := jsonx.ParseObject([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }

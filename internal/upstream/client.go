@@ -617,17 +617,14 @@ func notSent(err error) bool {
 func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, method string, params jsonrpc.Params, cancellable bool, extra http.Header) (*Response, error) {
 	tctx, stop := c.withTimeout(ctx)
 	r := &Response{c: c, s: s, id: id, method: method, ctx: ctx, tctx: tctx, stop: stop, cancellable: cancellable}
-	var raw json.RawMessage // the params as bytes, for a 2026-07-28 upstream
-	if IsModern(s) {
-		// Its headers mirror the params, which it may also need filled
-		// in: it gets them as bytes, encoded first.
-		raw = params.Bytes()
-		if !bytes.Contains(raw, []byte(protocol.MetaProtocolVersion)) {
-			// A request of the gateway's own (a list for the catalog): it
-			// speaks for itself.
-			raw = WithModernMeta(raw, c.info, c.caps)
+	if IsModern(s) && !mentionsVersion(params) {
+		// A request of the gateway's own (a list for the catalog): it
+		// speaks for itself.
+		if o, ok := params.Object(); ok {
+			params = jsonrpc.ObjectParams(WithModernMetaObject(o, c.info, c.caps))
+		} else {
+			params = jsonrpc.RawParams(WithModernMeta(params.Bytes(), c.info, c.caps))
 		}
-		params = jsonrpc.RawParams(raw)
 	}
 	// The body is one buffer, the params encoded in it: net/http must see
 	// one contiguous body in memory (see newRequest). It is not pooled:
@@ -640,7 +637,7 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 		return nil, c.error(method, 0, err)
 	}
 	if IsModern(s) {
-		setModernHeaders(req.Header, method, raw, extra)
+		setModernHeaders(req.Header, method, params, extra)
 	}
 	if replayable(method) {
 		// A nil Idempotency-Key marks the request as safe to send again
@@ -704,6 +701,17 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 		return nil, c.error(method, resp.StatusCode, err)
 	}
 	return r, nil
+}
+
+// mentionsVersion reports whether the encoding of params contains the
+// protocol version's _meta key anywhere, as the speaking-for-itself test
+// of call has always been made: on an object, without encoding it (see
+// jsonx.Object.Mentions).
+func mentionsVersion(params jsonrpc.Params) bool {
+	if o, ok := params.Object(); ok {
+		return o.Mentions(protocol.MetaProtocolVersion)
+	}
+	return bytes.Contains(params.Bytes(), []byte(protocol.MetaProtocolVersion))
 }
 
 // resume reopens the event stream of a request with GET and Last-Event-ID.
