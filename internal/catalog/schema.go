@@ -228,7 +228,12 @@ func (it *Item) ValidateResult(structured []byte) error {
 	if len(structured) == 0 || string(structured) == "null" {
 		return &SchemaError{Problems: "the result has no structuredContent, which the tool's outputSchema requires"}
 	}
-	v, err := jsonx.Decode(structured)
+	// Its strings share structured's memory: the value is dropped once
+	// checked, and the result it is part of is the upstream's answer, read
+	// into a buffer of its own that nothing changes (the problems reported
+	// are new strings, see validate). A 10 KB structured result is then
+	// not copied to be checked.
+	v, err := jsonx.DecodeShared(structured)
 	if err != nil {
 		return &SchemaError{Problems: "structuredContent is not valid JSON, or repeats a member"}
 	}

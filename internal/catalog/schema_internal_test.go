@@ -126,3 +126,32 @@ func TestSchemaNullHint(t *testing.T) {
 		t.Errorf("verbose left out: %v", err)
 	}
 }
+
+// TestValidateResultShared: a result's structuredContent is checked
+// without a copy of its strings, and the problems reported do not share
+// its memory: they stay as they were when the result's bytes change
+// afterwards.
+func TestValidateResultShared(t *testing.T) {
+	sc := &schemaCache{log: slog.New(slog.DiscardHandler), upstream: "u"}
+	raw, _ := json.Marshal(map[string]any{"name": "t", "inputSchema": json.RawMessage(`{"type":"object"}`),
+		"outputSchema": json.RawMessage(`{"type":"object","properties":{"mail":{"type":"string","pattern":"^[a-z]+@"},"n":{"type":"integer"}}}`)})
+	it := &Item{Original: "t", Exposed: "t", Raw: raw, schemas: sc}
+	if err := it.ValidateResult([]byte(`{"mail":"a@example.com","n":1}`)); err != nil {
+		t.Fatalf("conforming result: %v", err)
+	}
+	structured := []byte(`{"mail":"not-an-address","n":"x"}`)
+	var se *SchemaError
+	if err := it.ValidateResult(structured); !errors.As(err, &se) {
+		t.Fatalf("result that does not conform: %v", err)
+	}
+	before := strings.Clone(se.Problems)
+	if !strings.Contains(before, "not-an-address") {
+		t.Fatalf("problems do not quote the value, so this proves nothing: %q", before)
+	}
+	for i := range structured {
+		structured[i] = 'Z'
+	}
+	if se.Problems != before {
+		t.Errorf("problems changed with the result's bytes: %q, were %q", se.Problems, before)
+	}
+}

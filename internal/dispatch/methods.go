@@ -241,11 +241,14 @@ func callTool(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 		}
 	}
 	p.SetString("name", orig)
-	// The resource URIs inside the result are exposed, so that the client
+	// p goes as it is, and is not touched again: its encoding is written
+	// straight into the upstream request's body (see jsonrpc.Params),
+	// which spares a copy of the arguments. The resource URIs inside the
+	// result are exposed, so that the client
 	// can read them back through the gateway (see catalog/uris.go for
 	// every place the schema has one).
 	prefix := up.Cat.Prefix
-	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+	return rq.relay(ctx, c, up, jsonrpc.ObjectParams(p), func(res json.RawMessage) (json.RawMessage, error) {
 		if tasks.MayBeCreated(res) {
 			us, _ := rq.held.Entry(rq.Session, up.Cfg.Name)
 			if out, ok, err := rq.h.tasks.Created(ctx, taskRequest{rq, c}, rq.taskUpstream(up), us, res); ok {
@@ -289,7 +292,7 @@ func getPrompt(ctx context.Context, rq *Request, c *call) (json.RawMessage, erro
 	p.SetString("name", it.Original)
 	prefix := up.Cat.Prefix
 	orig := it.Original
-	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+	return rq.relay(ctx, c, up, jsonrpc.ObjectParams(p), func(res json.RawMessage) (json.RawMessage, error) {
 		res, err := rq.guardResult(ctx, c, catalog.Prompts, up, orig, res)
 		if err != nil {
 			return nil, err
@@ -325,7 +328,7 @@ func readResource(ctx context.Context, rq *Request, c *call) (json.RawMessage, e
 		return nil, err
 	}
 	p.SetString("uri", orig)
-	return rq.relay(ctx, c, up, p.Bytes(), func(res json.RawMessage) (json.RawMessage, error) {
+	return rq.relay(ctx, c, up, jsonrpc.ObjectParams(p), func(res json.RawMessage) (json.RawMessage, error) {
 		res, err := rq.guardResult(ctx, c, catalog.Resources, up, orig, res)
 		if err != nil {
 			return nil, err
@@ -382,7 +385,7 @@ func complete(ctx context.Context, rq *Request, c *call) (json.RawMessage, error
 	}
 	r.SetString(key, orig)
 	p.Set("ref", r.Bytes())
-	return rq.relay(ctx, c, up, p.Bytes(), nil)
+	return rq.relay(ctx, c, up, jsonrpc.ObjectParams(p), nil)
 }
 
 // setLevel fans logging/setLevel out to every upstream that logs.

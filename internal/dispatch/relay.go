@@ -19,7 +19,7 @@ import (
 
 // relay forwards a client request to up and relays the answer (see
 // relay.Relayer.Relay), once its budgets allow it.
-func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params json.RawMessage, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+func (rq *Request) relay(ctx context.Context, c *call, up *upstreamRef, params jsonrpc.Params, rewrite func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
 	if err := rq.spend(ctx, c, up); err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func (x hop) Session(ctx context.Context) (session.Upstream, error) {
 	return x.rq.hop(x.up).Session(ctx)
 }
 
-func (x hop) Call(ctx context.Context, id jsonrpc.ID, params json.RawMessage) (*upcall.Response, error) {
+func (x hop) Call(ctx context.Context, id jsonrpc.ID, params jsonrpc.Params) (*upcall.Response, error) {
 	return x.rq.callWith(ctx, x.up, id, x.c.method, params, x.c.upHeader)
 }
 

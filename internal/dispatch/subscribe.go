@@ -6,6 +6,7 @@ import (
 
 	"github.com/mcpgw/gateway/internal/bridge"
 	"github.com/mcpgw/gateway/internal/catalog"
+	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/listen"
 	"github.com/mcpgw/gateway/internal/policy"
@@ -95,7 +96,7 @@ func (s subscriber) SetEntry(name string, us session.Upstream) { s.rq.held.Set(s
 
 func (s subscriber) Relay(ctx context.Context, up subscribe.Upstream, uri string) (json.RawMessage, error) {
 	s.p.SetString("uri", uri)
-	return s.rq.relay(ctx, s.c, up.Ref.(*upstreamRef), s.p.Bytes(), nil)
+	return s.rq.relay(ctx, s.c, up.Ref.(*upstreamRef), jsonrpc.RawParams(s.p.Bytes()), nil)
 }
 
 // listenSubscriber is a 2026-07-28 listen request rq, to internal/listen.

@@ -101,7 +101,7 @@ func (tr taskRequest) Relay(ctx context.Context, method string, up *tasks.Upstre
 		c = &rc
 	}
 	c.upstream = up.Name
-	return tr.rq.relay(ctx, c, tr.rq.st.ByName[up.Name], params, nil)
+	return tr.rq.relay(ctx, c, tr.rq.st.ByName[up.Name], jsonrpc.RawParams(params), nil)
 }
 
 func (tr taskRequest) Lacks(msg *jsonrpc.Message) bool {

@@ -143,7 +143,7 @@ func (rq *Request) hop(up *upstreamRef) upcall.Hop {
 // upstream request is counted, when the response is closed. It is admitted by
 // the upstream's gate and breaker (guard), and its outcome noted for
 // readiness (noteUpstream).
-func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params json.RawMessage, hdr http.Header) (*upcall.Response, error) {
+func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID, method string, params jsonrpc.Params, hdr http.Header) (*upcall.Response, error) {
 	h := rq.h
 	return rq.hop(up).Call(ctx, upcall.Call{
 		Tracer: h.tracer, Metrics: h.metrics, Tenant: rq.view.ID,
@@ -156,12 +156,12 @@ func (rq *Request) callWith(ctx context.Context, up *upstreamRef, id jsonrpc.ID,
 }
 
 // upstreamParams shapes a client's params for the revision the upstream
-// session speaks (see upcall.Params).
-func (rq *Request) upstreamParams(us session.Upstream, params json.RawMessage) json.RawMessage {
+// session speaks (see upcall.ShapeParams).
+func (rq *Request) upstreamParams(us session.Upstream, params jsonrpc.Params) jsonrpc.Params {
 	if rq.adm.Stateless || rq.Session == nil {
-		return upcall.Params(us, params, rq.adm.Stateless, nil, nil)
+		return upcall.ShapeParams(us, params, rq.adm.Stateless, nil, nil)
 	}
-	return upcall.Params(us, params, false, rq.Session.ClientInfo, rq.Session.ClientCapabilities)
+	return upcall.ShapeParams(us, params, false, rq.Session.ClientInfo, rq.Session.ClientCapabilities)
 }
 
 // noteUpstream records how the last request to an upstream went, for
@@ -188,7 +188,7 @@ func (h *Server) UpstreamProblems() []string {
 // roundTrip sends a request the gateway itself needs answered and returns
 // the result, ignoring any notifications on the way.
 func (rq *Request) roundTrip(ctx context.Context, up *upstreamRef, method string, params json.RawMessage) (json.RawMessage, error) {
-	resp, err := rq.callWith(ctx, up, rq.h.ids.Internal(), method, params, nil)
+	resp, err := rq.callWith(ctx, up, rq.h.ids.Internal(), method, jsonrpc.RawParams(params), nil)
 	if err != nil {
 		return nil, err
 	}

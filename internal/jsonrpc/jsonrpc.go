@@ -330,18 +330,70 @@ func AppendRequest(dst []byte, id ID, method string, params json.RawMessage) []b
 	// One allocation at most, of the final size (a method with escapes
 	// aside), however large params are.
 	dst = slices.Grow(dst, len(params)+len(id.raw)+len(method)+48)
+	dst = appendRequestHead(dst, id, method)
+	if len(params) > 0 {
+		dst = append(dst, `,"params":`...)
+		dst = append(dst, params...)
+	}
+	return append(dst, '}')
+}
+
+// Params are the params of a request about to be sent: raw JSON, or an
+// object that is encoded only as part of the request (see
+// AppendRequestParams). A method that edits the client's params (a tool's
+// name back to the upstream's own) passes the edited object, so that they
+// are encoded once, straight into the request's body, rather than into a
+// buffer of their own that the body then copies (for a 10 KB call, a
+// second copy of 10 KB). The zero Params are absent params.
+type Params struct {
+	raw json.RawMessage
+	obj *jsonx.Object
+}
+
+// RawParams returns params that are raw, valid JSON (or nil: absent).
+func RawParams(raw json.RawMessage) Params { return Params{raw: raw} }
+
+// ObjectParams returns params that are the object o. o must not change
+// once given: every encoding of the Params is of o as it is then.
+func ObjectParams(o *jsonx.Object) Params { return Params{obj: o} }
+
+// Object returns the object of params made by ObjectParams, and whether
+// they were.
+func (p Params) Object() (*jsonx.Object, bool) { return p.obj, p.obj != nil }
+
+// Bytes returns the params as raw JSON: the raw params as they are, or a
+// new encoding of the object. A caller that needs them as bytes pays the
+// copy the object spares the others.
+func (p Params) Bytes() json.RawMessage {
+	if p.obj != nil {
+		return p.obj.Bytes()
+	}
+	return p.raw
+}
+
+// AppendRequestParams is AppendRequest with params p: byte for byte what
+// AppendRequest(dst, id, method, p.Bytes()) appends, with an object
+// encoded in place, in one buffer grown once.
+func AppendRequestParams(dst []byte, id ID, method string, p Params) []byte {
+	if p.obj == nil {
+		return AppendRequest(dst, id, method, p.raw)
+	}
+	dst = slices.Grow(dst, p.obj.Size()+len(id.raw)+len(method)+48)
+	dst = appendRequestHead(dst, id, method)
+	dst = append(dst, `,"params":`...)
+	dst = p.obj.AppendTo(dst)
+	return append(dst, '}')
+}
+
+// appendRequestHead appends a request's members before its params.
+func appendRequestHead(dst []byte, id ID, method string) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0"`...)
 	if id.IsValid() {
 		dst = append(dst, `,"id":`...)
 		dst = append(dst, id.raw...)
 	}
 	dst = append(dst, `,"method":`...)
-	dst = appendString(dst, method)
-	if len(params) > 0 {
-		dst = append(dst, `,"params":`...)
-		dst = append(dst, params...)
-	}
-	return append(dst, '}')
+	return appendString(dst, method)
 }
 
 // AppendResult appends the encoding of a success response. result must be

@@ -207,11 +207,7 @@ func (o *Object) Bytes() []byte { return o.AppendTo(nil) }
 // call's params used to be copied into a new buffer and then once more
 // into a larger one for the closing brace.
 func (o *Object) AppendTo(dst []byte) []byte {
-	n := 2
-	for _, m := range o.Members {
-		n += len(m.Name) + len(m.Value) + 4 // quotes, colon, comma
-	}
-	dst = slices.Grow(dst, n)
+	dst = slices.Grow(dst, o.Size())
 	dst = append(dst, '{')
 	for i, m := range o.Members {
 		if i > 0 {
@@ -222,6 +218,42 @@ func (o *Object) AppendTo(dst []byte) []byte {
 		dst = append(dst, m.Value...)
 	}
 	return append(dst, '}')
+}
+
+// Size returns the size of the object's encoding, names with escapes
+// aside (those take more): what a buffer that is to hold it needs.
+func (o *Object) Size() int {
+	n := 2
+	for i, m := range o.Members {
+		n += len(m.Name) + len(m.Value) + 3 // quotes, colon
+		if i > 0 {
+			n++ // comma
+		}
+	}
+	return n
+}
+
+// Mentions reports whether the object's encoding contains s, without
+// encoding it. s must be a string of characters JSON never escapes, with
+// no quote, backslash, colon, comma or brace (a _meta key such as
+// "io.modelcontextprotocol/protocolVersion"): then it is in the encoding
+// exactly when it is in a member's name or value, since it cannot span
+// two of them, nor run into an escape sequence, which starts with a
+// backslash.
+func (o *Object) Mentions(s string) bool {
+	for _, m := range o.Members {
+		if strings.Contains(m.Name, s) || strings.Contains(string(m.Value), s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Clone returns a copy of the object whose members can be set and
+// deleted without changing o. The values are shared: they are never
+// changed in place, only replaced.
+func (o *Object) Clone() *Object {
+	return &Object{Members: slices.Clone(o.Members)}
 }
 
 // ParseArray decodes data, which must be one JSON array, into its raw

@@ -266,3 +266,50 @@ func TestCaseVariantNoAllocs(t *testing.T) {
 		t.Errorf("%v allocations", n)
 	}
 }
+
+// TestObjectSizeAndClone: Size is the encoding's size for names without
+// escapes (a buffer of it holds the encoding with no growth), and a
+// clone's members change without changing the original's.
+func TestObjectSizeAndClone(t *testing.T) {
+	for _, in := range []string{`{}`, `{"a":1}`, `{"name":"t","arguments":{"q":"xyz"},"_meta":{}}`} {
+		o, err := ParseObject([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.Size(); got != len(o.Bytes()) {
+			t.Errorf("%s: Size() = %d, want %d", in, got, len(o.Bytes()))
+		}
+		buf := make([]byte, 0, o.Size())
+		if out := o.AppendTo(buf); &out[:1][0] != &buf[:1][0] {
+			t.Errorf("%s: AppendTo grew a buffer of Size()", in)
+		}
+	}
+	o, _ := ParseObject([]byte(`{"name":"a","x":1}`))
+	c := o.Clone()
+	c.SetString("name", "b")
+	c.Delete("x")
+	c.Set("y", json.RawMessage(`2`))
+	if got := string(o.Bytes()); got != `{"name":"a","x":1}` {
+		t.Errorf("original after the clone changed: %s", got)
+	}
+	if got := string(c.Bytes()); got != `{"name":"b","y":2}` {
+		t.Errorf("clone = %s", got)
+	}
+}
+
+// TestObjectMentions: Mentions finds a string of characters JSON never
+// escapes exactly where the encoding contains it, escapes around it or not.
+func TestObjectMentions(t *testing.T) {
+	const s = "io.modelcontextprotocol/"
+	for _, in := range []string{`{}`, `{"a":"io.modelcontextprotocol/x"}`, `{"io.modelcontextprotocol/v":1}`,
+		`{"a":"\\io.modelcontextprotocol/"}`, `{"a":"\u0069o.modelcontextprotocol/"}`, `{"<io.modelcontextprotocol/>":[1]}`,
+		`{"a":"io.modelcontext","b":"protocol/"}`, `{"_meta":{ "io.modelcontextprotocol/protocolVersion" : "x" }}`} {
+		o, err := ParseObject([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := o.Mentions(s), bytes.Contains(o.Bytes(), []byte(s)); got != want {
+			t.Errorf("%s: Mentions = %v, the encoding %s contains it: %v", in, got, o.Bytes(), want)
+		}
+	}
+}

@@ -44,7 +44,9 @@ type Request struct {
 	Method string
 	// Target is the exposed name or URI the request routes on.
 	Target string
-	Params json.RawMessage
+	// Params may be an object, encoded only into the upstream request's
+	// body (see jsonrpc.Params); it must not change once given.
+	Params jsonrpc.Params
 	// Input says the method may be answered with input_required
 	// (tools/call, prompts/get, resources/read).
 	Input bool
@@ -73,7 +75,7 @@ type Hop interface {
 	Session(ctx context.Context) (session.Upstream, error)
 	// Call sends one request upstream on the request's upstream session
 	// (opening or re-opening it), with the request's own headers.
-	Call(ctx context.Context, id jsonrpc.ID, params json.RawMessage) (*upcall.Response, error)
+	Call(ctx context.Context, id jsonrpc.ID, params jsonrpc.Params) (*upcall.Response, error)
 	// Observe is told each notification the upstream sends.
 	Observe(msg *jsonrpc.Message)
 	// ExposeUpdated returns a notifications/resources/updated as the
@@ -127,16 +129,13 @@ func (r *Relayer) Relay(ctx context.Context, hop Hop, rq *Request) (json.RawMess
 			return nil, err
 		}
 		if !upstream.IsModern(us) {
-			// Only a retry carries these: most calls skip the parse.
-			if bytes.Contains(params, []byte(`"requestState"`)) || bytes.Contains(params, []byte(`"inputResponses"`)) {
-				if p, err := jsonx.ParseValidObject(params); err == nil {
-					if state, ok := p.GetString("requestState"); ok {
-						return r.Bridge.Resume(ctx, hop.Caller(), x.call, rq.Upstream, us, p, state, rq.Rewrite)
-					}
-					if p.Get("inputResponses") != nil {
-						p.Delete("inputResponses")
-						params = p.Bytes()
-					}
+			if p := retryParams(params); p != nil {
+				if state, ok := p.GetString("requestState"); ok {
+					return r.Bridge.Resume(ctx, hop.Caller(), x.call, rq.Upstream, us, p, state, rq.Rewrite)
+				}
+				if p.Get("inputResponses") != nil {
+					p.Delete("inputResponses")
+					params = jsonrpc.ObjectParams(p)
 				}
 			}
 			detached, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -184,9 +183,11 @@ func (r *Relayer) Relay(ctx context.Context, hop Hop, rq *Request) (json.RawMess
 			if round > bridge.MaxInputRounds {
 				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %s asked for input more than %d times", rq.Upstream.Name(), bridge.MaxInputRounds)
 			}
-			if params, err = r.Bridge.AskClient(ctx, hop.Caller(), x.call, rq.Upstream, params, res, rq.MailboxMessages); err != nil {
+			raw, err := r.Bridge.AskClient(ctx, hop.Caller(), x.call, rq.Upstream, params.Bytes(), res, rq.MailboxMessages)
+			if err != nil {
 				return nil, err
 			}
+			params = jsonrpc.RawParams(raw)
 			// A retry is a new request, with an id of its own (mrtr,
 			// "Client Requirements" 3).
 			id = jsonrpc.StringID("c." + rq.ID.String() + "/" + strconv.Itoa(round))
@@ -199,11 +200,33 @@ func (r *Relayer) Relay(ctx context.Context, hop Hop, rq *Request) (json.RawMess
 	}
 }
 
+// retryParams returns params as an object that may be edited (a copy of
+// an object given), when they may be a 2026-07-28 client's retry (they
+// have requestState or inputResponses), else nil. Raw params are parsed
+// only when they contain either name: most calls skip the parse.
+func retryParams(params jsonrpc.Params) *jsonx.Object {
+	if o, ok := params.Object(); ok {
+		if o.Get("requestState") == nil && o.Get("inputResponses") == nil {
+			return nil
+		}
+		return o.Clone()
+	}
+	raw := params.Bytes()
+	if !bytes.Contains(raw, []byte(`"requestState"`)) && !bytes.Contains(raw, []byte(`"inputResponses"`)) {
+		return nil
+	}
+	p, err := jsonx.ParseValidObject(raw)
+	if err != nil || p.Get("requestState") == nil && p.Get("inputResponses") == nil {
+		return nil
+	}
+	return p
+}
+
 // once sends one request of Relay and relays what comes back until its
 // result, which it returns with the upstream session it went on. A
 // request for input it parks sets x.parked and returns the input_required
 // result.
-func (x *run) once(ctx, callCtx context.Context, id jsonrpc.ID, params json.RawMessage) (json.RawMessage, session.Upstream, error) {
+func (x *run) once(ctx, callCtx context.Context, id jsonrpc.ID, params jsonrpc.Params) (json.RawMessage, session.Upstream, error) {
 	r, hop, rq := x.r, x.hop, x.rq
 	name := rq.Upstream.Name()
 	if !rq.Stateless && rq.Input {

@@ -109,9 +109,9 @@ type fakeHop struct {
 
 func (h *fakeHop) Session(context.Context) (session.Upstream, error) { return h.us, nil }
 
-func (h *fakeHop) Call(ctx context.Context, id jsonrpc.ID, params json.RawMessage) (*upcall.Response, error) {
+func (h *fakeHop) Call(ctx context.Context, id jsonrpc.ID, params jsonrpc.Params) (*upcall.Response, error) {
 	ctx, r := upcall.Begin(ctx, noop.NewTracerProvider().Tracer(""), nil, h.c.Name(), "tools/call", "t1")
-	resp, err := h.c.Call(ctx, h.us, id, "tools/call", params)
+	resp, err := h.c.CallParams(ctx, h.us, id, "tools/call", params, nil)
 	if err != nil {
 		r.Finish(err)
 		return nil, err
@@ -168,7 +168,7 @@ func setup(t *testing.T) (*relay.Relayer, *fakeHop) {
 
 func request(tool string, out *fakeOut, c *upstream.Client) *relay.Request {
 	params, _ := json.Marshal(map[string]any{"name": tool, "arguments": map[string]any{}})
-	return &relay.Request{ID: jsonrpc.IntID(1), Method: "tools/call", Target: "up__" + tool, Params: params, Input: true,
+	return &relay.Request{ID: jsonrpc.IntID(1), Method: "tools/call", Target: "up__" + tool, Params: jsonrpc.RawParams(params), Input: true,
 		Out: out, Upstream: c, Prefix: "up"}
 }
 

@@ -130,11 +130,39 @@ func InjectMeta(ctx context.Context, params json.RawMessage) (json.RawMessage, e
 			return params, fmt.Errorf("%w: %v", ErrParamsNotObject, err)
 		}
 	}
+	if err := injectFields(fields, p); err != nil {
+		return params, err
+	}
+	return p.Bytes(), nil
+}
+
+// InjectMetaObject is InjectMeta for params that are the object p: it
+// returns p when there is nothing to inject, else a copy of p with the
+// trace context in its _meta, whose encoding is what InjectMeta returns
+// for p's. p is never changed, and nothing but _meta is encoded, so that
+// large params are not copied for it. On error p is returned, with the
+// error.
+func InjectMetaObject(ctx context.Context, p *jsonx.Object) (*jsonx.Object, error) {
+	fields := propagation.MapCarrier{}
+	propagator.Inject(ctx, fields)
+	if len(fields) == 0 {
+		return p, nil
+	}
+	q := p.Clone()
+	if err := injectFields(fields, q); err != nil {
+		return p, err
+	}
+	return q, nil
+}
+
+// injectFields sets the trace context fields in p's _meta, as InjectMeta
+// describes; on error p is unchanged.
+func injectFields(fields propagation.MapCarrier, p *jsonx.Object) error {
 	meta := &jsonx.Object{}
 	if raw := p.Get("_meta"); !isAbsent(raw) {
 		var err error
 		if meta, err = jsonx.ParseValidObject(raw); err != nil {
-			return params, fmt.Errorf("%w: _meta: %v", ErrParamsNotObject, err)
+			return fmt.Errorf("%w: _meta: %v", ErrParamsNotObject, err)
 		}
 	}
 	if tp, ok := fields[MetaTraceparent]; ok {
@@ -149,7 +177,7 @@ func InjectMeta(ctx context.Context, params json.RawMessage) (json.RawMessage, e
 		meta.SetString(MetaBaggage, b)
 	}
 	p.Set("_meta", meta.Bytes())
-	return p.Bytes(), nil
+	return nil
 }
 
 // isAbsent reports whether raw JSON stands for no value: empty, only

@@ -9,6 +9,8 @@ import (
 
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpgw/gateway/internal/jsonx"
 )
 
 const (
@@ -255,4 +257,39 @@ func FuzzInjectMeta(f *testing.F) {
 			t.Fatalf("InjectMeta(%q) = %q: extracts %v", params, got, sc)
 		}
 	})
+}
+
+// TestInjectMetaObject: the object form returns an object that encodes
+// as InjectMeta returns the given one's encoding, byte for byte: the
+// given one itself when there is nothing to inject or on error, else a
+// copy, the given one unchanged.
+func TestInjectMetaObject(t *testing.T) {
+	m, _ := baggage.NewMember("userId", "alice")
+	b, _ := baggage.New(m)
+	ctxs := []context.Context{context.Background(), withSpanContext(t, ""), withSpanContext(t, "rojo=00f067aa0ba902b7"),
+		baggage.ContextWithBaggage(withSpanContext(t, ""), b)}
+	for i, ctx := range ctxs {
+		for _, params := range []string{`{}`, `{ "name" : "echo", "arguments" : {"b":2} }`, `{"_meta":null,"x":1}`,
+			`{"_meta":{"a":1,"traceparent":"x","tracestate":"old=1","baggage":"old=1"},"name":"e"}`, `{"_meta":"x"}`, `{"_meta":[1]}`} {
+			o, err := jsonx.ParseObject([]byte(params))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := string(o.Bytes())
+			want, wantErr := InjectMeta(ctx, o.Bytes())
+			q, err := InjectMetaObject(ctx, o)
+			if (err == nil) != (wantErr == nil) || err != nil && !errors.Is(err, ErrParamsNotObject) {
+				t.Errorf("ctx %d, %s: error %v, InjectMeta's %v", i, params, err, wantErr)
+			}
+			if got := string(q.Bytes()); got != string(want) {
+				t.Errorf("ctx %d, %s: object encodes as %s, InjectMeta gives %s", i, params, got, want)
+			}
+			if string(o.Bytes()) != before {
+				t.Errorf("ctx %d, %s: the object given changed", i, params)
+			}
+			if (q == o) != (i == 0 || err != nil) {
+				t.Errorf("ctx %d, %s: the object given returned: %v", i, params, q == o)
+			}
+		}
+	}
 }

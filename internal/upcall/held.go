@@ -116,12 +116,14 @@ type Call struct {
 
 	ID     jsonrpc.ID
 	Method string
-	Params json.RawMessage
+	// Params may be an object, encoded only into the request's body
+	// (see jsonrpc.Params): it is not changed, only copied to be edited.
+	Params jsonrpc.Params
 	Header http.Header // extra headers (the Mcp-Param-* of a tools/call), or nil
 
 	// Shape, if set, shapes Params for the upstream session they go on
-	// (see Params).
-	Shape func(us session.Upstream, params json.RawMessage) json.RawMessage
+	// (see ShapeParams).
+	Shape func(us session.Upstream, params jsonrpc.Params) jsonrpc.Params
 	// Guard, if set, admits the request once its span started, before a
 	// session is opened: an error refuses it; the func it returns is
 	// called with how the request ended (see Response.Done).
@@ -183,8 +185,15 @@ func (p Hop) send(ctx context.Context, us session.Upstream, c Call) (*upstream.R
 	if c.Shape != nil {
 		params = c.Shape(us, params)
 	}
-	if withTrace, err := telemetry.InjectMeta(ctx, params); err == nil {
-		params = withTrace
+	if o, ok := params.Object(); ok {
+		// The trace context goes into a copy of the object (the call's
+		// own stays as it is, to be sent once more on a new session), and
+		// the params are encoded only into the request's body.
+		if withTrace, err := telemetry.InjectMetaObject(ctx, o); err == nil {
+			params = jsonrpc.ObjectParams(withTrace)
+		}
+	} else if withTrace, err := telemetry.InjectMeta(ctx, params.Bytes()); err == nil {
+		params = jsonrpc.RawParams(withTrace)
 	}
-	return p.Client.CallWith(ctx, us, c.ID, c.Method, params, c.Header)
+	return p.Client.CallParams(ctx, us, c.ID, c.Method, params, c.Header)
 }

@@ -210,7 +210,7 @@ func TestHopReopensExpired(t *testing.T) {
 				ended.Add(1)
 			}, nil
 		},
-		Shape: func(us session.Upstream, params json.RawMessage) json.RawMessage {
+		Shape: func(us session.Upstream, params jsonrpc.Params) jsonrpc.Params {
 			if us.SessionID == "" {
 				t.Error("params shaped for no session")
 			}

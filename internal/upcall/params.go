@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
 	"github.com/mcpgw/gateway/internal/protocol"
 	"github.com/mcpgw/gateway/internal/session"
@@ -29,6 +30,30 @@ func Params(us session.Upstream, params json.RawMessage, stateless bool, clientI
 		return params
 	}
 	return upstream.WithModernMeta(params, clientInfo, caps)
+}
+
+// ShapeParams is Params for params that may be an object (see
+// jsonrpc.Params): byte for byte what Params makes of their encoding. An
+// object stays an object, not encoded here, so that it is encoded once,
+// into the request's body: as it is when Params passes it as it is, a
+// copy with its _meta filled in for a 2026-07-28 upstream. It is encoded
+// first only when a 2025-11-25 upstream is to hear none of the protocol's
+// _meta keys and it has some.
+func ShapeParams(us session.Upstream, params jsonrpc.Params, stateless bool, clientInfo, caps json.RawMessage) jsonrpc.Params {
+	o, ok := params.Object()
+	if !ok {
+		return jsonrpc.RawParams(Params(us, params.Bytes(), stateless, clientInfo, caps))
+	}
+	switch modern := upstream.IsModern(us); {
+	case modern && !stateless:
+		return jsonrpc.ObjectParams(upstream.WithModernMetaObject(o, clientInfo, caps))
+	case !modern && stateless && o.Mentions(protocol.MetaPrefix):
+		return jsonrpc.RawParams(Params(us, o.Bytes(), stateless, clientInfo, caps))
+	}
+	// As is: Params returns these params unchanged, and
+	// stripProtocolMeta leaves them when their encoding does not contain
+	// the prefix.
+	return params
 }
 
 // stripProtocolMeta removes the protocol's own _meta keys from params: they

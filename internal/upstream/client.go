@@ -457,7 +457,7 @@ func (c *Client) initialize(ctx context.Context, params json.RawMessage) (*InitR
 	ctx, stop := c.withTimeout(ctx)
 	defer stop()
 
-	r, err := c.call(ctx, session.Upstream{}, initializeID, op, params, false, nil)
+	r, err := c.call(ctx, session.Upstream{}, initializeID, op, jsonrpc.RawParams(params), false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -543,6 +543,12 @@ func (c *Client) Call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 // CallWith is Call with extra headers: the Mcp-Param-* headers a
 // 2026-07-28 upstream expects for a tools/call (any other is ignored).
 func (c *Client) CallWith(ctx context.Context, s session.Upstream, id jsonrpc.ID, method string, params json.RawMessage, extra http.Header) (*Response, error) {
+	return c.CallParams(ctx, s, id, method, jsonrpc.RawParams(params), extra)
+}
+
+// CallParams is CallWith with params that may be an object, encoded
+// straight into the request's body (see jsonrpc.Params).
+func (c *Client) CallParams(ctx context.Context, s session.Upstream, id jsonrpc.ID, method string, params jsonrpc.Params, extra http.Header) (*Response, error) {
 	if !id.IsValid() || id.IsNull() {
 		return nil, c.error(method, 0, errors.New("a request needs a string or number id"))
 	}
@@ -608,15 +614,23 @@ func notSent(err error) bool {
 
 // call starts a request. cancellable is false for initialize, which must not
 // be cancelled.
-func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, method string, params json.RawMessage, cancellable bool, extra http.Header) (*Response, error) {
+func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, method string, params jsonrpc.Params, cancellable bool, extra http.Header) (*Response, error) {
 	tctx, stop := c.withTimeout(ctx)
 	r := &Response{c: c, s: s, id: id, method: method, ctx: ctx, tctx: tctx, stop: stop, cancellable: cancellable}
-	if IsModern(s) && !bytes.Contains(params, []byte(protocol.MetaProtocolVersion)) {
+	if IsModern(s) && !mentionsVersion(params) {
 		// A request of the gateway's own (a list for the catalog): it
 		// speaks for itself.
-		params = WithModernMeta(params, c.info, c.caps)
+		if o, ok := params.Object(); ok {
+			params = jsonrpc.ObjectParams(WithModernMetaObject(o, c.info, c.caps))
+		} else {
+			params = jsonrpc.RawParams(WithModernMeta(params.Bytes(), c.info, c.caps))
+		}
 	}
-	body := jsonrpc.AppendRequest(nil, id, method, params)
+	// The body is one buffer, the params encoded in it: net/http must see
+	// one contiguous body in memory (see newRequest). It is not pooled:
+	// net/http may read it again (GetBody) for a retry, and may still be
+	// writing it when an early answer or an error returned the call.
+	body := jsonrpc.AppendRequestParams(nil, id, method, params)
 	req, err := c.newRequest(tctx, http.MethodPost, s, body)
 	if err != nil {
 		stop()
@@ -669,6 +683,7 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 	}
 	r.inFlight = true
 	r.header = resp.Header
+	r.length = resp.ContentLength
 	r.req = resp.Request
 	r.body = resp.Body
 	switch mediaType(resp.Header) {
@@ -686,6 +701,17 @@ func (c *Client) call(ctx context.Context, s session.Upstream, id jsonrpc.ID, me
 		return nil, c.error(method, resp.StatusCode, err)
 	}
 	return r, nil
+}
+
+// mentionsVersion reports whether the encoding of params contains the
+// protocol version's _meta key anywhere, as the speaking-for-itself test
+// of call has always been made: on an object, without encoding it (see
+// jsonx.Object.Mentions).
+func mentionsVersion(params jsonrpc.Params) bool {
+	if o, ok := params.Object(); ok {
+		return o.Mentions(protocol.MetaProtocolVersion)
+	}
+	return bytes.Contains(params.Bytes(), []byte(protocol.MetaProtocolVersion))
 }
 
 // resume reopens the event stream of a request with GET and Last-Event-ID.

@@ -100,7 +100,7 @@ func (c *Client) discover(ctx context.Context) (*InitResult, error) {
 	ctx, stop := c.withTimeout(ctx)
 	defer stop()
 	s := session.Upstream{ProtocolVersion: modernVersion.String()}
-	r, err := c.call(ctx, s, initializeID, op, c.discoverParams, false, nil)
+	r, err := c.call(ctx, s, initializeID, op, jsonrpc.RawParams(c.discoverParams), false, nil)
 	if err != nil {
 		var e *Error
 		if !errors.As(err, &e) || e.Status < 400 || e.Status > 499 {
@@ -201,6 +201,23 @@ func WithModernMeta(params, info, caps json.RawMessage) json.RawMessage {
 			p = o
 		}
 	}
+	setModernMeta(p, info, caps)
+	return p.Bytes()
+}
+
+// WithModernMetaObject is WithModernMeta for params that are the object p:
+// it returns a copy of p with those fields set in its _meta, whose
+// encoding is what WithModernMeta returns for p's; p is not changed, and
+// nothing but _meta is encoded.
+func WithModernMetaObject(p *jsonx.Object, info, caps json.RawMessage) *jsonx.Object {
+	q := p.Clone()
+	setModernMeta(q, info, caps)
+	return q
+}
+
+// setModernMeta sets the per-request protocol fields in p's _meta (see
+// WithModernMeta).
+func setModernMeta(p *jsonx.Object, info, caps json.RawMessage) {
 	meta := p.ObjectOr("_meta")
 	meta.SetString(protocol.MetaProtocolVersion, modernVersion.String())
 	if len(info) > 0 {
@@ -211,19 +228,23 @@ func WithModernMeta(params, info, caps json.RawMessage) json.RawMessage {
 	}
 	meta.Set(protocol.MetaClientCapabilities, caps)
 	p.Set("_meta", meta.Bytes())
-	return p.Bytes()
 }
 
 // setModernHeaders sets the headers a 2026-07-28 request mirrors from its
 // body (basic/transports/streamable-http, "Standard Headers"), and the
 // Mcp-Param-* headers of extra.
-func setModernHeaders(h http.Header, method string, params json.RawMessage, extra http.Header) {
+func setModernHeaders(h http.Header, method string, params jsonrpc.Params, extra http.Header) {
 	h.Set(protocol.HeaderMethod, method)
 	if key := protocol.NameKey(method); key != "" {
-		if o, err := jsonx.ParseValidObject(params); err == nil {
-			if v, ok := o.GetString(key); ok {
-				h.Set(protocol.HeaderName, protocol.EncodeHeaderValue(v))
+		o, ok := params.Object()
+		if !ok {
+			var err error
+			if o, err = jsonx.ParseValidObject(params.Bytes()); err != nil {
+				o = &jsonx.Object{}
 			}
+		}
+		if v, ok := o.GetString(key); ok {
+			h.Set(protocol.HeaderName, protocol.EncodeHeaderValue(v))
 		}
 	}
 	for k, v := range extra {

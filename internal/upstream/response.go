@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,7 @@ type Response struct {
 	cancellable bool // false for initialize
 	inFlight    bool // the upstream may be working on the request
 	header      http.Header
+	length      int64         // the answer's Content-Length, -1 when unknown
 	req         *http.Request // the request sent, for its credentials (see credentialsOf)
 	streaming   bool
 	cred        *Scrubber // of req's credentials, once credDone
@@ -155,7 +157,7 @@ func (r *Response) scrubCredentials(msg *jsonrpc.Message, raw []byte) (*jsonrpc.
 
 // nextJSON reads an application/json body: one message, the response.
 func (r *Response) nextJSON() (*jsonrpc.Message, []byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r.body, int64(r.c.maxMsg)+1))
+	data, err := readSized(io.LimitReader(r.body, int64(r.c.maxMsg)+1), r.length, r.c.maxMsg)
 	if err != nil {
 		return nil, nil, r.readError(err)
 	}
@@ -174,6 +176,58 @@ func (r *Response) nextJSON() (*jsonrpc.Message, []byte, error) {
 	r.done.Store(true)
 	return msg, data, nil
 }
+
+// readSized is io.ReadAll(rd) with the allocations of one buffer of the
+// answer's size. io.ReadAll starts small and grows step by step: it
+// allocated 24 KB for a 10 KB answer, in a dozen buffers. An answer that
+// announced its size (size, its Content-Length, when it is known and at
+// most max) is read into a buffer of that size, up to sizedChunk, with
+// one byte more so that the read that finds the end needs no growth (a
+// body longer than it said grows it, as io.ReadAll would). Any other
+// (chunked, as large answers usually are) is read into a pooled buffer
+// and copied out once whole.
+func readSized(rd io.Reader, size int64, max int) ([]byte, error) {
+	if size < 0 || size > int64(max) {
+		bp := readBufPool.Get().(*[]byte)
+		b, err := readInto((*bp)[:0], rd)
+		out := bytes.Clone(b)
+		if cap(b) <= sizedChunk {
+			// A buffer grown past that is left to the collector, so that
+			// the pool holds no large ones.
+			*bp = b
+			readBufPool.Put(bp)
+		}
+		return out, err
+	}
+	return readInto(make([]byte, 0, min(size, sizedChunk)+1), rd)
+}
+
+// readInto is io.ReadAll(rd) appending to b.
+func readInto(b []byte, rd io.Reader) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// sizedChunk is the most readSized allocates before bytes arrive: an
+// answer larger than it grows as it comes, so that an upstream announcing
+// a large Content-Length and sending it slowly holds no more of the
+// gateway's memory than it sent.
+const sizedChunk = 64 << 10
+
+// readBufPool holds the buffers readSized reads an answer of unknown size
+// into.
+var readBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
 // nextEvent reads events until one carries a message for the caller.
 func (r *Response) nextEvent() (*jsonrpc.Message, []byte, error) {

@@ -63,7 +63,7 @@ func (c *Client) stream(ctx context.Context, s session.Upstream, params []byte) 
 		params := WithModernMeta(params, c.info, c.caps)
 		req, err = c.newRequest(ctx, http.MethodPost, s, jsonrpc.AppendRequest(nil, jsonrpc.StringID("watch"), protocol.MethodSubscriptionsListen, params))
 		if err == nil {
-			setModernHeaders(req.Header, protocol.MethodSubscriptionsListen, params, nil)
+			setModernHeaders(req.Header, protocol.MethodSubscriptionsListen, jsonrpc.RawParams(params), nil)
 		}
 	} else {
 		req, err = c.newRequest(ctx, http.MethodGet, s, nil)
