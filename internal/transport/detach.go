@@ -139,6 +139,11 @@ func (d *detachedConn) Write(p []byte) (int, error) {
 	d.WriteHeader(http.StatusOK) // a no-op once written
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.err == nil && d.ctx.Err() != nil {
+		// The client left (or the owner closes): a write to a peer that
+		// closed may still be taken by the kernel, and would be lost.
+		d.err = net.ErrClosed
+	}
 	if d.err != nil {
 		return 0, d.err
 	}
@@ -172,9 +177,10 @@ func (d *detachedConn) send(b []byte) error {
 	return nil
 }
 
-// FlushError sends the headers if nothing has followed them yet; writes
-// are not buffered. http.ResponseController.Flush calls it.
+// FlushError sends the headers, with 200 if no status was written, if
+// nothing has followed them yet; writes are not buffered. http.ResponseController.Flush calls it.
 func (d *detachedConn) FlushError() error {
+	d.WriteHeader(http.StatusOK) // as net/http: a flush starts the response
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.err != nil {

@@ -105,7 +105,9 @@ func TestDetachedStreamClientLeaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("status %d", resp.StatusCode)
+	}
 	<-got
 	conn.Close()
 	select {
