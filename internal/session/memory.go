@@ -336,7 +336,7 @@ func (m *Memory) SetUpstream(ctx context.Context, id, name, prev string, u Upstr
 	e, ok := m.byID[id]
 	if !ok || m.isExpired(e, now) {
 		m.mu.Unlock()
-		m.unintern(pu.caps)
+		m.releaseUpstream(pu)
 		return Upstream{}, ErrNotFound
 	}
 	p := unpack(e.rec)
@@ -351,20 +351,20 @@ func (m *Memory) SetUpstream(ctx context.Context, id, name, prev string, u Upstr
 			out = m.upstreamOf(cur)
 		}
 		m.mu.Unlock()
-		m.unintern(pu.caps)
+		m.releaseUpstream(pu)
 		return out, ErrConflict
 	}
 	// The new packed record takes over the old one's interned references,
 	// but for the entry it replaces.
-	var old rawRef
+	var old packedUpstream
 	if i >= 0 {
-		old = p.ups[i].caps
+		old = p.ups[i]
 		p.ups[i] = pu
 	} else {
 		p.ups = append(p.ups, pu)
 	}
 	e.rec = pack(&p)
-	m.unintern(old)
+	m.releaseUpstream(old)
 	m.mu.Unlock()
 	return cloneUpstream(u), nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
+	"strings"
 	"time"
+	"unsafe"
 )
 
 // How Memory keeps a record: packed into one string, so that a replica
@@ -13,13 +15,13 @@ import (
 // A Record as such costs a dozen allocations (the struct, its strings, the
 // upstreams map and each upstream's strings) and some 600 bytes for a
 // session with one upstream. Packed, the same session is one allocation of
-// about 110 bytes: the id, the protocol versions and the upstream session
-// ids are copied in, length-prefixed, and the strings they came from (the
+// under 96 bytes: the id and the upstream session ids are copied in, length-prefixed, and the strings they came from (the
 // request's and the upstream response's) are let go. What every session
 // shares stays out of it: the principal is kept once per principal (in its
-// list's sentinel, prinRoot), and the small raw JSON members (client info
-// and capabilities, upstream capabilities), which most sessions share with
-// many others, are interned and referred to by their index in the table.
+// list's sentinel, prinRoot), and the protocol versions and small raw JSON
+// members (client info and capabilities, upstream capabilities), which
+// most sessions share with many others, are interned and referred to by
+// their index in the table.
 //
 // A packed string is never modified: SetUpstream packs a new one. The map
 // of records is keyed by a substring of it, so the id is held once.
@@ -27,33 +29,35 @@ import (
 // The layout, in order, with every integer an unsigned varint unless said
 // otherwise:
 //
-//	id, protocol version                  strings: length, bytes
+//	id                                    string: length, bytes
+//	protocol version                      raw value (below)
 //	created                               seconds (signed varint), nanoseconds, zone (0 local, 1 UTC)
 //	client info, client capabilities      raw values (below)
 //	number of upstreams, then for each:
-//	  name, session id, protocol version  strings
-//	  capabilities                        raw value
+//	  name, session id                    strings
+//	  protocol version, capabilities      raw values
 //	  listen                              0 or 1
 //	  number of subscribed URIs, then each URI as a string
 //
 // A raw value is 0 for nil, 1 followed by a string for a value held in the
 // packed string itself (empty, too large to intern, or the table full), or
-// 2+i for the interned value at index i.
+// 2+i for the interned value at index i. A protocol version is never
+// nil: "" is held inline.
 
 // packed is a record's stored form, unpacked: its raw values are still
 // references into the intern table (or the packed string), not copies.
 type packed struct {
-	id, version string
-	created     time.Time
-	info, caps  rawRef
-	ups         []packedUpstream
+	id                  string
+	version, info, caps rawRef
+	created             time.Time
+	ups                 []packedUpstream
 }
 
 type packedUpstream struct {
-	name, sessionID, version string
-	caps                     rawRef
-	listen                   bool
-	subscribed               []string
+	name, sessionID string
+	version, caps   rawRef
+	listen          bool
+	subscribed      []string
 }
 
 // rawRef is a raw JSON value of a packed record: nil, held inline (s), or
@@ -70,11 +74,16 @@ const (
 	rawInterned
 )
 
-// pack returns p's packed string.
+// pack returns p's packed string. It packs into a buffer on the stack
+// when p fits, so that the string is the one allocation.
 func pack(p *packed) string {
-	b := make([]byte, 0, packedSize(p))
+	var buf [256]byte
+	b := buf[:0]
+	if n := packedSize(p); n > len(buf) {
+		b = make([]byte, 0, n)
+	}
 	b = appendString(b, p.id)
-	b = appendString(b, p.version)
+	b = appendRaw(b, p.version)
 	b = binary.AppendVarint(b, p.created.Unix())
 	b = binary.AppendUvarint(b, uint64(p.created.Nanosecond()))
 	zone := uint64(0)
@@ -89,7 +98,7 @@ func pack(p *packed) string {
 		u := &p.ups[i]
 		b = appendString(b, u.name)
 		b = appendString(b, u.sessionID)
-		b = appendString(b, u.version)
+		b = appendRaw(b, u.version)
 		b = appendRaw(b, u.caps)
 		listen := uint64(0)
 		if u.listen {
@@ -105,11 +114,11 @@ func pack(p *packed) string {
 }
 
 // packedSize returns an upper bound of the length of p's packed string, so
-// that pack allocates once (and the string conversion once more).
+// that pack never grows its buffer.
 func packedSize(p *packed) int {
-	n := 3*binary.MaxVarintLen64 + 2*rawSize + len(p.id) + len(p.version) + len(p.info.s) + len(p.caps.s)
+	n := 5*binary.MaxVarintLen64 + 3*rawSize + len(p.id) + len(p.version.s) + len(p.info.s) + len(p.caps.s)
 	for _, u := range p.ups {
-		n += 5*binary.MaxVarintLen64 + rawSize + len(u.name) + len(u.sessionID) + len(u.version) + len(u.caps.s)
+		n += 4*binary.MaxVarintLen64 + 2*rawSize + len(u.name) + len(u.sessionID) + len(u.version.s) + len(u.caps.s)
 		for _, s := range u.subscribed {
 			n += binary.MaxVarintLen64 + len(s)
 		}
@@ -200,7 +209,7 @@ func unpack(s string) packed {
 	u := unpacker{s}
 	var p packed
 	p.id = u.string()
-	p.version = u.string()
+	p.version = u.raw()
 	sec := u.int()
 	nsec := int64(u.uint())
 	p.created = time.Unix(sec, nsec)
@@ -215,7 +224,7 @@ func unpack(s string) packed {
 			up := &p.ups[i]
 			up.name = u.string()
 			up.sessionID = u.string()
-			up.version = u.string()
+			up.version = u.raw()
 			up.caps = u.raw()
 			up.listen = u.uint() == 1
 			if k := u.uint(); k > 0 {
@@ -244,7 +253,7 @@ func (p *packed) upstream(name string) int {
 // dropped by release when the packed string goes.
 func (m *Memory) pack(r *Record, created time.Time) string {
 	p := packed{
-		id: r.ID, version: r.ProtocolVersion, created: created,
+		id: r.ID, version: m.internString(r.ProtocolVersion), created: created,
 		info: m.intern(r.ClientInfo), caps: m.intern(r.ClientCapabilities),
 	}
 	if len(r.Upstreams) > 0 {
@@ -256,10 +265,11 @@ func (m *Memory) pack(r *Record, created time.Time) string {
 	return pack(&p)
 }
 
-// packUpstream returns u's stored form, interning its capabilities.
+// packUpstream returns u's stored form, interning its protocol version and
+// capabilities.
 func (m *Memory) packUpstream(name string, u Upstream) packedUpstream {
 	return packedUpstream{
-		name: name, sessionID: u.SessionID, version: u.ProtocolVersion,
+		name: name, sessionID: u.SessionID, version: m.internString(u.ProtocolVersion),
 		caps: m.intern(u.Capabilities), listen: u.Listen, subscribed: u.Subscribed,
 	}
 }
@@ -270,7 +280,7 @@ func (m *Memory) packUpstream(name string, u Upstream) packedUpstream {
 func (m *Memory) record(s string) *Record {
 	p := unpack(s)
 	r := &Record{
-		ID: p.id, ProtocolVersion: p.version, Created: p.created,
+		ID: p.id, ProtocolVersion: m.str(p.version), Created: p.created,
 		ClientInfo: m.raw(p.info), ClientCapabilities: m.raw(p.caps),
 	}
 	if p.ups != nil {
@@ -285,7 +295,7 @@ func (m *Memory) record(s string) *Record {
 // upstreamOf returns u as an Upstream of the caller's own.
 func (m *Memory) upstreamOf(u packedUpstream) Upstream {
 	return Upstream{
-		SessionID: u.sessionID, ProtocolVersion: u.version,
+		SessionID: u.sessionID, ProtocolVersion: m.str(u.version),
 		Capabilities: m.raw(u.caps), Listen: u.listen, Subscribed: slices.Clone(u.subscribed),
 	}
 }
@@ -302,6 +312,17 @@ func (m *Memory) raw(r rawRef) []byte {
 		defer m.imu.Unlock()
 		return []byte(m.values[r.idx].s)
 	}
+}
+
+// str returns the string r refers to. Strings are immutable: it need not
+// copy.
+func (m *Memory) str(r rawRef) string {
+	if r.kind != rawInterned {
+		return r.s
+	}
+	m.imu.Lock()
+	defer m.imu.Unlock()
+	return m.values[r.idx].s
 }
 
 // The intern table's bounds. Clients choose their info and capabilities, so
@@ -326,21 +347,31 @@ type internValue struct {
 // record holding the same bytes, or to a copy held inline if b is too
 // large to share or the table is full. Every reference intern returns must
 // be passed to unintern exactly once when the record holding it goes.
+//
+// A reference to a value held inline is a view of b, not a copy: it must
+// be packed before b can change (the caller's b never changes during the
+// store call that packs it).
 func (m *Memory) intern(b []byte) rawRef {
 	if b == nil {
 		return rawRef{}
 	}
-	if len(b) == 0 || len(b) > maxInternBytes {
-		return rawRef{kind: rawInline, s: string(b)}
+	return m.internString(unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
+// internString is intern for a string, which is never nil: "" is held
+// inline.
+func (m *Memory) internString(s string) rawRef {
+	if len(s) == 0 || len(s) > maxInternBytes {
+		return rawRef{kind: rawInline, s: s}
 	}
 	m.imu.Lock()
 	defer m.imu.Unlock()
-	if i, ok := m.interned[string(b)]; ok { // no allocation for the lookup
+	if i, ok := m.interned[s]; ok {
 		m.values[i].refs++
 		return rawRef{kind: rawInterned, idx: i}
 	}
 	if len(m.interned) >= maxInterned {
-		return rawRef{kind: rawInline, s: string(b)}
+		return rawRef{kind: rawInline, s: s}
 	}
 	if m.interned == nil {
 		m.interned = make(map[string]uint32)
@@ -353,7 +384,7 @@ func (m *Memory) intern(b []byte) rawRef {
 		m.values = append(m.values, internValue{})
 	}
 	v := &m.values[i]
-	v.s, v.refs = string(b), 1
+	v.s, v.refs = strings.Clone(s), 1 // s may be a view of a caller's bytes
 	m.interned[v.s] = i
 	return rawRef{kind: rawInterned, idx: i}
 }
@@ -381,11 +412,18 @@ func (m *Memory) unintern(r rawRef) {
 // release drops the interned references the packed string s holds.
 func (m *Memory) release(s string) {
 	p := unpack(s)
+	m.unintern(p.version)
 	m.unintern(p.info)
 	m.unintern(p.caps)
 	for _, u := range p.ups {
-		m.unintern(u.caps)
+		m.releaseUpstream(u)
 	}
+}
+
+// releaseUpstream drops the interned references u holds.
+func (m *Memory) releaseUpstream(u packedUpstream) {
+	m.unintern(u.version)
+	m.unintern(u.caps)
 }
 
 // internedLen returns the number of values interned, for tests.
