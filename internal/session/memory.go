@@ -119,8 +119,8 @@ type Memory struct {
 	values   []internValue
 	free     []uint32
 
-	mu   sync.Mutex
-	byID map[string]*entry
+	mu  sync.Mutex
+	ids idTable
 	// held counts the records held (expired ones not yet removed
 	// included) of each principal and tenant.
 	held shares
@@ -175,7 +175,6 @@ func NewMemory(opts MemoryOptions) *Memory {
 		now:       opts.Now,
 		onExpire:  opts.OnExpire,
 		onEvict:   opts.OnEvict,
-		byID:      make(map[string]*entry),
 		byPrin:    make(map[Principal]*prinRoot),
 		boxes:     make(map[string]*mailbox),
 		stop:      make(chan struct{}),
@@ -223,7 +222,7 @@ func (m *Memory) Create(ctx context.Context, r *Record) error {
 	evicted, err := m.admitLocked(r.ID, r.Principal, now, &expired)
 	if err == nil {
 		e := &entry{rec: rec, lastSeen: now}
-		m.byID[packedID(rec)] = e // the key shares the packed string's bytes
+		m.ids.put(e)
 		m.insertLocked(e, r.Principal)
 	}
 	m.mu.Unlock()
@@ -247,11 +246,11 @@ func (m *Memory) Create(ctx context.Context, r *Record) error {
 // served by evicting another's record. The evicted records are the last
 // evicted of *expired.
 func (m *Memory) admitLocked(id string, p Principal, now time.Time, expired *[]*entry) (evicted int, err error) {
-	if e, ok := m.byID[id]; ok {
+	if e := m.ids.get(id); e != nil {
 		if !m.isExpired(e, now) {
 			return 0, ErrExists
 		}
-		m.removeLocked(id, e)
+		m.removeLocked(e)
 		*expired = append(*expired, e)
 	}
 	swept := false
@@ -275,15 +274,15 @@ func (m *Memory) admitLocked(id string, p Principal, now time.Time, expired *[]*
 			return 0, &LimitError{Limit: LimitMaxPerTenant, Max: int64(m.maxTenant)}
 		}
 	}
-	if len(m.byID) >= m.max {
+	if m.ids.len() >= m.max {
 		sweep()
 	}
-	for len(m.byID) >= m.max {
+	for m.ids.len() >= m.max {
 		v := m.victimLocked(p)
 		if v == nil {
 			return evicted, ErrFull // not reached: a full store has a heaviest holder
 		}
-		m.removeLocked(packedID(v.rec), v)
+		m.removeLocked(v)
 		*expired = append(*expired, v)
 		evicted++
 	}
@@ -309,8 +308,8 @@ func (m *Memory) victimLocked(p Principal) *entry {
 func (m *Memory) Get(ctx context.Context, id string) (*Record, error) {
 	now := m.now()
 	m.mu.Lock()
-	e, ok := m.byID[id]
-	if !ok || m.isExpired(e, now) {
+	e := m.ids.get(id)
+	if e == nil || m.isExpired(e, now) {
 		m.mu.Unlock()
 		return nil, ErrNotFound
 	}
@@ -333,8 +332,8 @@ func (m *Memory) SetUpstream(ctx context.Context, id, name, prev string, u Upstr
 	pu := m.packUpstream(name, u)
 	now := m.now()
 	m.mu.Lock()
-	e, ok := m.byID[id]
-	if !ok || m.isExpired(e, now) {
+	e := m.ids.get(id)
+	if e == nil || m.isExpired(e, now) {
 		m.mu.Unlock()
 		m.releaseUpstream(pu)
 		return Upstream{}, ErrNotFound
@@ -372,12 +371,12 @@ func (m *Memory) SetUpstream(ctx context.Context, id, name, prev string, u Upstr
 // Delete implements [Store.Delete]. OnExpire is not called.
 func (m *Memory) Delete(ctx context.Context, id string) error {
 	m.mu.Lock()
-	e, ok := m.byID[id]
-	if ok {
-		m.removeLocked(id, e)
+	e := m.ids.get(id)
+	if e != nil {
+		m.removeLocked(e)
 	}
 	m.mu.Unlock()
-	if ok {
+	if e != nil {
 		m.release(e.rec)
 	}
 	return nil
@@ -388,7 +387,7 @@ func (m *Memory) Delete(ctx context.Context, id string) error {
 func (m *Memory) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.byID)
+	return m.ids.len()
 }
 
 // Close stops the sweeper and waits for it to return, including any OnExpire
@@ -463,7 +462,7 @@ func (m *Memory) stopped() bool {
 func (m *Memory) removeExpiredLocked(now time.Time, dst []*entry, limit int) []*entry {
 	for e, n := m.root.next, 0; e != &m.root && n < limit && m.isExpired(e, now); n++ {
 		next := e.next
-		m.removeLocked(packedID(e.rec), e)
+		m.removeLocked(e)
 		dst = append(dst, e)
 		e = next
 	}
@@ -499,14 +498,14 @@ func (m *Memory) insertLocked(e *entry, p Principal) {
 	m.pushBackLocked(e, root)
 }
 
-// removeLocked removes e, which is id's, from the store. It keeps e.proot,
+// removeLocked removes e from the store. It keeps e.proot,
 // so that e's principal is known, and the interned references e.rec
 // holds: the caller must release them once it no longer needs them, after
 // copying the record out if it reports it.
-func (m *Memory) removeLocked(id string, e *entry) {
+func (m *Memory) removeLocked(e *entry) {
 	p := e.proot.p
 	m.held.add(p, -1)
-	delete(m.byID, id)
+	m.ids.remove(e)
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.pprev.pnext, e.pnext.pprev = e.pnext, e.pprev
 	if e.proot.head.pnext == &e.proot.head {

@@ -15,7 +15,8 @@ import (
 // A Record as such costs a dozen allocations (the struct, its strings, the
 // upstreams map and each upstream's strings) and some 600 bytes for a
 // session with one upstream. Packed, the same session is one allocation of
-// under 96 bytes: the id and the upstream session ids are copied in, length-prefixed, and the strings they came from (the
+// 80 bytes: the id (as 16 bytes if NewID made it) and the upstream session
+// ids are copied in, length-prefixed, and the strings they came from (the
 // request's and the upstream response's) are let go. What every session
 // shares stays out of it: the principal is kept once per principal (in its
 // list's sentinel, prinRoot), and the protocol versions and small raw JSON
@@ -23,13 +24,14 @@ import (
 // most sessions share with many others, are interned and referred to by
 // their index in the table.
 //
-// A packed string is never modified: SetUpstream packs a new one. The map
-// of records is keyed by a substring of it, so the id is held once.
+// A packed string is never modified: SetUpstream packs a new one. The
+// table of records by id (idTable) reads the id from it, so the id is held
+// once.
 //
 // The layout, in order, with every integer an unsigned varint unless said
 // otherwise:
 //
-//	id                                    string: length, bytes
+//	id                                    see appendID
 //	protocol version                      raw value (below)
 //	created                               seconds (signed varint), nanoseconds, zone (0 local, 1 UTC)
 //	client info, client capabilities      raw values (below)
@@ -82,7 +84,7 @@ func pack(p *packed) string {
 	if n := packedSize(p); n > len(buf) {
 		b = make([]byte, 0, n)
 	}
-	b = appendString(b, p.id)
+	b = appendID(b, p.id)
 	b = appendRaw(b, p.version)
 	b = binary.AppendVarint(b, p.created.Unix())
 	b = binary.AppendUvarint(b, uint64(p.created.Nanosecond()))
@@ -116,7 +118,7 @@ func pack(p *packed) string {
 // packedSize returns an upper bound of the length of p's packed string, so
 // that pack never grows its buffer.
 func packedSize(p *packed) int {
-	n := 5*binary.MaxVarintLen64 + 3*rawSize + len(p.id) + len(p.version.s) + len(p.info.s) + len(p.caps.s)
+	n := 1 + 5*binary.MaxVarintLen64 + 3*rawSize + len(p.id) + len(p.version.s) + len(p.info.s) + len(p.caps.s)
 	for _, u := range p.ups {
 		n += 4*binary.MaxVarintLen64 + 2*rawSize + len(u.name) + len(u.sessionID) + len(u.version.s) + len(u.caps.s)
 		for _, s := range u.subscribed {
@@ -197,18 +199,13 @@ func uvarint(s string) (uint64, int) {
 	}
 }
 
-// packedID returns the id a packed string starts with, as a substring.
-func packedID(s string) string {
-	u := unpacker{s}
-	return u.string()
-}
-
 // unpack returns the parts of a packed string. Its strings are substrings
-// of s.
+// of s, but for an id kept as bytes.
 func unpack(s string) packed {
-	u := unpacker{s}
 	var p packed
-	p.id = u.string()
+	p.id = packedID(s)
+	_, _, rest := readID(s)
+	u := unpacker{rest}
 	p.version = u.raw()
 	sec := u.int()
 	nsec := int64(u.uint())
