@@ -88,8 +88,12 @@ type MemoryOptions struct {
 // Records are kept in a list ordered by LastSeen, and in one such list per
 // principal, so the sweeper does work in proportion to the records that
 // expired, not to the records held, and Get and eviction are O(1) (and
-// finding whom to evict O(log n)). A stored *Record is never modified once stored (SetUpstream
-// swaps in a new one), which lets Get copy it out after releasing the lock.
+// finding whom to evict O(log n)). A record is kept packed into one
+// string, with what sessions share (the principal, protocol versions,
+// small raw JSON members) kept once: see memory_record.go. A packed
+// record is never modified (SetUpstream packs a new one); Get copies it
+// out under the lock, since its interned values may go once the lock is
+// released.
 //
 // Memory is also a [Mailbox]. A mailbox holds at most MailboxMessages
 // messages and MailboxBytes bytes (Post fails with a *[LimitError] beyond
