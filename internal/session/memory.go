@@ -233,18 +233,18 @@ func (m *Memory) Create(ctx context.Context, r *Record) error {
 	if err != nil {
 		m.release(rec)
 	}
+	m.reportExpired(expired)
 	if m.onEvict != nil {
 		for _, e := range expired[len(expired)-evicted:] {
 			m.onEvict(e.proot.p)
 		}
 	}
-	m.reportExpired(expired)
 	return err
 }
 
-// admitLocked reports why a record id of p's cannot be stored now, if it cannot, removing
-// expired records (appended to *expired) where that makes room, and in a
-// full store evicting one (appended too). Expired records count against no
+// admitLocked reports why a record id of p's cannot be stored now, if it
+// cannot, removing expired records (appended to *expired) where that makes
+// room, and in a full store evicting one (appended too). Expired records count against no
 // bound, but are only removed when one is hit. The shares are checked
 // before the pool: a principal or tenant at its share is refused, never
 // served by evicting another's record. The evicted records are the last
