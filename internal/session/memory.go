@@ -91,9 +91,9 @@ type MemoryOptions struct {
 // finding whom to evict O(log n)). A record is kept packed into one
 // string, with what sessions share (the principal, protocol versions,
 // small raw JSON members) kept once: see memory_record.go. A packed
-// record is never modified (SetUpstream packs a new one); Get copies it
-// out under the lock, since its interned values may go once the lock is
-// released.
+// record is never modified (SetUpstream packs a new one), which lets Get
+// copy it out after releasing the lock, once it has looked up the interned
+// values it refers to.
 //
 // Memory is also a [Mailbox]. A mailbox holds at most MailboxMessages
 // messages and MailboxBytes bytes (Post fails with a *[LimitError] beyond
@@ -323,11 +323,15 @@ func (m *Memory) Get(ctx context.Context, id string) (*Record, error) {
 		e.lastSeen = now
 	}
 	m.moveToBackLocked(e)
-	// Under the lock: once it is released, a Delete may drop the interned
-	// values the record refers to, and their slots may be reused.
-	out := m.record(e.rec)
-	out.Principal, out.LastSeen = e.proot.p, e.lastSeen
+	// The interned values under the lock: once it is released, a Delete
+	// may drop those the record refers to, and their slots may be reused.
+	var buf [8]string
+	vals := m.resolve(e.rec, buf[:0])
+	rec, p, lastSeen := e.rec, e.proot.p, e.lastSeen
 	m.mu.Unlock()
+
+	out := recordOf(rec, vals) // safe unlocked: rec is never modified
+	out.Principal, out.LastSeen = p, lastSeen
 	return out, nil
 }
 
@@ -351,7 +355,8 @@ func (m *Memory) SetUpstream(ctx context.Context, id, name, prev string, u Upstr
 	if cur.sessionID != prev {
 		var out Upstream
 		if i >= 0 {
-			out = m.upstreamOf(cur)
+			res := resolver{m.resolveRefs(nil, cur.version, cur.caps)}
+			out = res.upstream(cur)
 		}
 		m.mu.Unlock()
 		m.releaseUpstream(pu)

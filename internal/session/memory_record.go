@@ -275,51 +275,108 @@ func (m *Memory) packUpstream(name string, u Upstream) packedUpstream {
 // mutable memory with the store. The interned values s refers to must
 // still be held, by s's entry or by the caller (see reportExpired).
 func (m *Memory) record(s string) *Record {
-	p := unpack(s)
-	r := &Record{
-		ID: p.id, ProtocolVersion: m.str(p.version), Created: p.created,
-		ClientInfo: m.raw(p.info), ClientCapabilities: m.raw(p.caps),
+	var buf [8]string
+	return recordOf(s, m.resolve(s, buf[:0]))
+}
+
+// resolve appends the interned values the packed string s refers to, in
+// the order of its layout, to dst. It does not allocate unless dst is too
+// short, so that Get calls it under the store's lock (as it must: the
+// values' slots may be reused once the record goes) and copies the record
+// out after releasing it. The values' strings are never modified: they
+// stay valid after the table forgets them.
+func (m *Memory) resolve(s string, dst []string) []string {
+	m.imu.Lock()
+	defer m.imu.Unlock()
+	add := func(r rawRef) {
+		if r.kind == rawInterned {
+			dst = append(dst, m.values[r.idx].s)
+		}
 	}
+	_, _, rest := readID(s)
+	u := unpacker{rest}
+	add(u.raw()) // protocol version
+	u.int()      // created
+	u.uint()
+	u.uint()
+	add(u.raw()) // client info
+	add(u.raw()) // client capabilities
+	for n := u.uint(); n > 0; n-- {
+		u.string() // name
+		u.string() // session id
+		add(u.raw())
+		add(u.raw())
+		u.uint() // listen
+		for k := u.uint(); k > 0; k-- {
+			u.string()
+		}
+	}
+	return dst
+}
+
+// resolveRefs is resolve for some raw values of a packed record.
+func (m *Memory) resolveRefs(dst []string, refs ...rawRef) []string {
+	m.imu.Lock()
+	defer m.imu.Unlock()
+	for _, r := range refs {
+		if r.kind == rawInterned {
+			dst = append(dst, m.values[r.idx].s)
+		}
+	}
+	return dst
+}
+
+// recordOf returns a new Record for the packed string s, whose interned
+// values resolve returned as vals.
+func recordOf(s string, vals []string) *Record {
+	p := unpack(s)
+	res := resolver{vals}
+	// One statement per value: res hands them out in the layout's order.
+	r := &Record{ID: p.id, Created: p.created}
+	r.ProtocolVersion = res.str(p.version)
+	r.ClientInfo = res.raw(p.info)
+	r.ClientCapabilities = res.raw(p.caps)
 	if p.ups != nil {
 		r.Upstreams = make(map[string]Upstream, len(p.ups))
 		for _, u := range p.ups {
-			r.Upstreams[u.name] = m.upstreamOf(u)
+			r.Upstreams[u.name] = res.upstream(u)
 		}
 	}
 	return r
 }
 
-// upstreamOf returns u as an Upstream of the caller's own.
-func (m *Memory) upstreamOf(u packedUpstream) Upstream {
-	return Upstream{
-		SessionID: u.sessionID, ProtocolVersion: m.str(u.version),
-		Capabilities: m.raw(u.caps), Listen: u.listen, Subscribed: slices.Clone(u.subscribed),
-	}
+// resolver copies a packed record's values out, taking its interned values
+// from vals in order.
+type resolver struct {
+	vals []string
 }
 
-// raw returns a copy of the value r refers to.
-func (m *Memory) raw(r rawRef) []byte {
+func (res *resolver) str(r rawRef) string {
+	if r.kind != rawInterned {
+		return r.s // a substring of the packed string: strings are immutable
+	}
+	s := res.vals[0]
+	res.vals = res.vals[1:]
+	return s
+}
+
+func (res *resolver) raw(r rawRef) []byte {
 	switch r.kind {
 	case rawNil:
 		return nil
 	case rawInline:
 		return append([]byte{}, r.s...) // empty but not nil, as stored
 	default:
-		m.imu.Lock()
-		defer m.imu.Unlock()
-		return []byte(m.values[r.idx].s)
+		return []byte(res.str(r))
 	}
 }
 
-// str returns the string r refers to. Strings are immutable: it need not
-// copy.
-func (m *Memory) str(r rawRef) string {
-	if r.kind != rawInterned {
-		return r.s
-	}
-	m.imu.Lock()
-	defer m.imu.Unlock()
-	return m.values[r.idx].s
+// upstream returns u as an Upstream of the caller's own.
+func (res *resolver) upstream(u packedUpstream) Upstream {
+	out := Upstream{SessionID: u.sessionID, Listen: u.listen, Subscribed: slices.Clone(u.subscribed)}
+	out.ProtocolVersion = res.str(u.version)
+	out.Capabilities = res.raw(u.caps)
+	return out
 }
 
 // The intern table's bounds. Clients choose their info and capabilities, so
