@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -153,4 +154,64 @@ func TestInternSlots(t *testing.T) {
 // internedValue returns the value r refers to.
 func internedValue(m *Memory, r rawRef) string {
 	return m.resolveRefs(nil, r)[0]
+}
+
+// TestMemoryGetWhileReplaced gets records while other goroutines delete
+// and recreate them with other interned values, so that the slots of the
+// values a Get is copying out are freed and reused: every record a Get
+// returns must hold its own values, never another record's.
+func TestMemoryGetWhileReplaced(t *testing.T) {
+	m := NewMemory(MemoryOptions{})
+	defer m.Close()
+	ctx := t.Context()
+	const records, rounds = 16, 2000
+	rec := func(i, gen int) *Record {
+		v := fmt.Sprintf(`{"id":%d,"gen":%d}`, i, gen)
+		return &Record{
+			ID: fmt.Sprint("r", i), ProtocolVersion: fmt.Sprint("v", i),
+			ClientInfo: json.RawMessage(v),
+			Upstreams:  map[string]Upstream{"up": {ProtocolVersion: fmt.Sprint("v", i), Capabilities: json.RawMessage(v)}},
+		}
+	}
+	for i := range records {
+		if err := m.Create(ctx, rec(i, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for gen := 1; gen <= rounds; gen++ {
+			i := gen % records
+			if err := m.Delete(ctx, fmt.Sprint("r", i)); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := m.Create(ctx, rec(i, gen)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for n := 0; ; n++ {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		i := n % records
+		r, err := m.Get(ctx, fmt.Sprint("r", i))
+		if errors.Is(err, ErrNotFound) {
+			continue // between the Delete and the Create
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := fmt.Sprintf(`{"id":%d,`, i)
+		u := r.Upstreams["up"]
+		if r.ProtocolVersion != fmt.Sprint("v", i) || u.ProtocolVersion != r.ProtocolVersion ||
+			!strings.HasPrefix(string(r.ClientInfo), prefix) || string(u.Capabilities) != string(r.ClientInfo) {
+			t.Fatalf("Get(r%d) = version %q, info %s, upstream %q %s: another record's values", i, r.ProtocolVersion, r.ClientInfo, u.ProtocolVersion, u.Capabilities)
+		}
+	}
 }
