@@ -48,7 +48,8 @@ import (
 // 2+i for the interned value at index i. A protocol version is never
 // nil: "" is held inline. Created comes back as the same instant, in UTC
 // if it was in UTC and in local time otherwise, without a monotonic
-// clock reading (as from the Redis store's JSON).
+// clock reading (which the Redis store, keeping records as JSON, drops
+// too).
 
 // packed is a record's stored form, unpacked: its raw values are still
 // references into the intern table (or the packed string), not copies.
