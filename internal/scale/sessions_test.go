@@ -8,15 +8,18 @@ import (
 )
 
 // Issue 7: "100,000 idle sessions in the memory store under 200 MiB RSS"
-// on one replica.
+// on one replica; issue 33 lowered it to 96 MiB. With the memory store's
+// packed records the test measures 76-80 MiB (429-465 bytes per session),
+// which leaves a fifth for the noise of shared CI machines (the RSS
+// depends on when the collector last ran).
 const (
 	defaultSessions = 100_000
-	sessionsRSSMax  = 200 * mib
+	sessionsRSSMax  = 96 * mib
 )
 
 // TestIdleSessions opens 100,000 sessions on a gateway process (memory
 // store, one upstream, anonymous) and checks that its resident set stays
-// under 200 MiB. Every session holds an upstream session too: the
+// under 96 MiB. Every session holds an upstream session too: the
 // upstream hands out a 32-character Mcp-Session-Id per initialize and
 // forgets it, so the gateway's records are as big as with a real upstream
 // while the test's upstream costs next to nothing.

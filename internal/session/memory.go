@@ -1,13 +1,10 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
-	"unsafe"
 )
 
 // Defaults for [MemoryOptions] and, for the mailbox bounds, [RedisOptions].
@@ -91,8 +88,12 @@ type MemoryOptions struct {
 // Records are kept in a list ordered by LastSeen, and in one such list per
 // principal, so the sweeper does work in proportion to the records that
 // expired, not to the records held, and Get and eviction are O(1) (and
-// finding whom to evict O(log n)). A stored *Record is never modified once stored (SetUpstream
-// swaps in a new one), which lets Get copy it out after releasing the lock.
+// finding whom to evict O(log n)). A record is kept packed into one
+// string, with what sessions share (the principal, protocol versions,
+// small raw JSON members) kept once: see memory_record.go. A packed
+// record is never modified (SetUpstream packs a new one), which lets Get
+// copy it out after releasing the lock, once it has looked up the interned
+// values it refers to.
 //
 // Memory is also a [Mailbox]. A mailbox holds at most MailboxMessages
 // messages and MailboxBytes bytes (Post fails with a *[LimitError] beyond
@@ -112,22 +113,25 @@ type Memory struct {
 	onExpire           func(*Record)
 	onEvict            func(Principal)
 
-	// interned holds one copy of each small distinct raw JSON member
-	// (client info and capabilities, upstream capabilities) that a live
-	// record holds, shared by every record with those bytes; see intern.
+	// interned holds the index in values of each small distinct raw JSON
+	// member (client info and capabilities, upstream capabilities) that a
+	// live record holds, shared by every record with those bytes; free
+	// holds the indices of values' free slots. See intern.
 	// Lock order: mu before imu.
 	imu      sync.Mutex
-	interned map[string]*internEntry
+	interned map[string]uint32
+	values   []internValue
+	free     []uint32
 
-	mu   sync.Mutex
-	byID map[string]*entry
+	mu  sync.Mutex
+	ids idTable
 	// held counts the records held (expired ones not yet removed
 	// included) of each principal and tenant.
 	held shares
 	// root is the sentinel of a circular list of entries, least recently
 	// seen first, and byPrin the sentinels of each principal's.
 	root   entry
-	byPrin map[Principal]*entry
+	byPrin map[Principal]*prinRoot
 
 	// Mailboxes have a lock of their own, so that sweeping them never holds
 	// up session calls.
@@ -146,13 +150,21 @@ var (
 
 // entry is a stored record and its place in the LastSeen orders: the
 // store's (prev, next) and its principal's (pprev, pnext, whose sentinel
-// is proot).
+// is proot's head). Its principal is proot's: kept once per principal,
+// not once per record.
 type entry struct {
-	rec          *compact // never modified
+	rec          string // packed (see memory_record.go); never modified
 	lastSeen     time.Time
 	prev, next   *entry
 	pprev, pnext *entry
-	proot        *entry
+	proot        *prinRoot
+}
+
+// prinRoot is the sentinel of a principal's list of entries, and the
+// principal.
+type prinRoot struct {
+	head entry
+	p    Principal
 }
 
 // NewMemory returns a Memory store and starts its sweeper.
@@ -167,8 +179,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 		now:       opts.Now,
 		onExpire:  opts.OnExpire,
 		onEvict:   opts.OnEvict,
-		byID:      make(map[string]*entry),
-		byPrin:    make(map[Principal]*entry),
+		byPrin:    make(map[Principal]*prinRoot),
 		boxes:     make(map[string]*mailbox),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -204,44 +215,46 @@ func (m *Memory) Create(ctx context.Context, r *Record) error {
 		return errors.New("session: record has no id")
 	}
 	now := m.now()
-	rec := m.compact(r)
-	if rec.created.IsZero() {
-		rec.created = now
+	created := r.Created
+	if created.IsZero() {
+		created = now
 	}
+	rec := m.pack(r, created)
 
 	var expired []*entry
 	m.mu.Lock()
-	evicted, err := m.admitLocked(rec, now, &expired)
+	evicted, err := m.admitLocked(r.ID, r.Principal, now, &expired)
 	if err == nil {
 		e := &entry{rec: rec, lastSeen: now}
-		m.byID[rec.id] = e
-		m.insertLocked(e)
-	} else {
-		m.release(rec)
+		m.ids.put(e)
+		m.insertLocked(e, r.Principal)
 	}
 	m.mu.Unlock()
+	if err != nil {
+		m.release(rec)
+	}
 	m.reportExpired(expired)
 	if m.onEvict != nil {
 		for _, e := range expired[len(expired)-evicted:] {
-			m.onEvict(e.rec.principal)
+			m.onEvict(e.proot.p)
 		}
 	}
 	return err
 }
 
-// admitLocked reports why rec cannot be stored now, if it cannot, removing
-// expired records (appended to *expired) where that makes room, and in a
-// full store evicting one (appended too). Expired records count against no
+// admitLocked reports why a record id of p's cannot be stored now, if it
+// cannot, removing expired records (appended to *expired) where that makes
+// room, and in a full store evicting one (appended too). Expired records count against no
 // bound, but are only removed when one is hit. The shares are checked
 // before the pool: a principal or tenant at its share is refused, never
 // served by evicting another's record. The evicted records are the last
 // evicted of *expired.
-func (m *Memory) admitLocked(rec *compact, now time.Time, expired *[]*entry) (evicted int, err error) {
-	if e, ok := m.byID[rec.id]; ok {
+func (m *Memory) admitLocked(id string, p Principal, now time.Time, expired *[]*entry) (evicted int, err error) {
+	if e := m.ids.get(id); e != nil {
 		if !m.isExpired(e, now) {
 			return 0, ErrExists
 		}
-		m.removeLocked(rec.id, e)
+		m.removeLocked(e)
 		*expired = append(*expired, e)
 	}
 	swept := false
@@ -255,7 +268,6 @@ func (m *Memory) admitLocked(rec *compact, now time.Time, expired *[]*entry) (ev
 			*expired = m.removeExpiredLocked(now, *expired, sweepBatch)
 		}
 	}
-	p := rec.principal
 	if m.maxPrin > 0 && m.held.principal(p) >= int64(m.maxPrin) {
 		if sweep(); m.held.principal(p) >= int64(m.maxPrin) {
 			return 0, &LimitError{Limit: LimitMaxPerPrincipal, Max: int64(m.maxPrin)}
@@ -266,15 +278,15 @@ func (m *Memory) admitLocked(rec *compact, now time.Time, expired *[]*entry) (ev
 			return 0, &LimitError{Limit: LimitMaxPerTenant, Max: int64(m.maxTenant)}
 		}
 	}
-	if len(m.byID) >= m.max {
+	if m.ids.len() >= m.max {
 		sweep()
 	}
-	for len(m.byID) >= m.max {
+	for m.ids.len() >= m.max {
 		v := m.victimLocked(p)
 		if v == nil {
 			return evicted, ErrFull // not reached: a full store has a heaviest holder
 		}
-		m.removeLocked(v.rec.id, v)
+		m.removeLocked(v)
 		*expired = append(*expired, v)
 		evicted++
 	}
@@ -290,18 +302,18 @@ func (m *Memory) victimLocked(p Principal) *entry {
 		return nil
 	}
 	root := m.byPrin[q]
-	if root == nil || root.pnext == root {
+	if root == nil || root.head.pnext == &root.head {
 		return nil
 	}
-	return root.pnext
+	return root.head.pnext
 }
 
 // Get implements [Store.Get].
 func (m *Memory) Get(ctx context.Context, id string) (*Record, error) {
 	now := m.now()
 	m.mu.Lock()
-	e, ok := m.byID[id]
-	if !ok || m.isExpired(e, now) {
+	e := m.ids.get(id)
+	if e == nil || m.isExpired(e, now) {
 		m.mu.Unlock()
 		return nil, ErrNotFound
 	}
@@ -311,48 +323,56 @@ func (m *Memory) Get(ctx context.Context, id string) (*Record, error) {
 		e.lastSeen = now
 	}
 	m.moveToBackLocked(e)
-	rec, lastSeen := e.rec, e.lastSeen
+	// The interned values under the lock: once it is released, a Delete
+	// may drop those the record refers to, and their slots may be reused.
+	var buf [8]string
+	vals := m.resolve(e.rec, buf[:0])
+	rec, p, lastSeen := e.rec, e.proot.p, e.lastSeen
 	m.mu.Unlock()
 
-	out := rec.record() // safe unlocked: rec is never modified
-	out.LastSeen = lastSeen
+	out := recordOf(rec, vals) // safe unlocked: rec is never modified
+	out.Principal, out.LastSeen = p, lastSeen
 	return out, nil
 }
 
 // SetUpstream implements [Store.SetUpstream].
 func (m *Memory) SetUpstream(ctx context.Context, id, name, prev string, u Upstream) (Upstream, error) {
-	u.Capabilities = m.intern(u.Capabilities)
-	u.Subscribed = slices.Clone(u.Subscribed)
+	pu := m.packUpstream(name, u)
 	now := m.now()
 	m.mu.Lock()
-	e, ok := m.byID[id]
-	if !ok || m.isExpired(e, now) {
-		m.unintern(u.Capabilities)
+	e := m.ids.get(id)
+	if e == nil || m.isExpired(e, now) {
 		m.mu.Unlock()
+		m.releaseUpstream(pu)
 		return Upstream{}, ErrNotFound
 	}
-	i := e.rec.upstream(name)
-	var cur Upstream
+	p := unpack(e.rec)
+	i := p.upstream(name)
+	var cur packedUpstream
 	if i >= 0 {
-		cur = e.rec.ups[i].Upstream
+		cur = p.ups[i]
 	}
-	if cur.SessionID != prev {
-		m.unintern(u.Capabilities)
+	if cur.sessionID != prev {
+		var out Upstream
+		if i >= 0 {
+			res := resolver{m.resolveRefs(nil, cur.version, cur.caps)}
+			out = res.upstream(cur)
+		}
 		m.mu.Unlock()
-		return cloneUpstream(cur), ErrConflict
+		m.releaseUpstream(pu)
+		return out, ErrConflict
 	}
-	// Copy on write: Gets in flight may still be copying e.rec. The new
-	// record takes over the old one's interned references, but for the
-	// entry it replaces.
-	next := *e.rec
-	next.ups = append(make([]namedUpstream, 0, len(e.rec.ups)+1), e.rec.ups...)
+	// The new packed record takes over the old one's interned references,
+	// but for the entry it replaces.
+	var old packedUpstream
 	if i >= 0 {
-		m.unintern(next.ups[i].Capabilities)
-		next.ups[i].Upstream = u
+		old = p.ups[i]
+		p.ups[i] = pu
 	} else {
-		next.ups = append(next.ups, namedUpstream{name, u})
+		p.ups = append(p.ups, pu)
 	}
-	e.rec = &next
+	e.rec = pack(&p)
+	m.releaseUpstream(old)
 	m.mu.Unlock()
 	return cloneUpstream(u), nil
 }
@@ -360,10 +380,14 @@ func (m *Memory) SetUpstream(ctx context.Context, id, name, prev string, u Upstr
 // Delete implements [Store.Delete]. OnExpire is not called.
 func (m *Memory) Delete(ctx context.Context, id string) error {
 	m.mu.Lock()
-	if e, ok := m.byID[id]; ok {
-		m.removeLocked(id, e)
+	e := m.ids.get(id)
+	if e != nil {
+		m.removeLocked(e)
 	}
 	m.mu.Unlock()
+	if e != nil {
+		m.release(e.rec)
+	}
 	return nil
 }
 
@@ -372,7 +396,7 @@ func (m *Memory) Delete(ctx context.Context, id string) error {
 func (m *Memory) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.byID)
+	return m.ids.len()
 }
 
 // Close stops the sweeper and waits for it to return, including any OnExpire
@@ -447,65 +471,68 @@ func (m *Memory) stopped() bool {
 func (m *Memory) removeExpiredLocked(now time.Time, dst []*entry, limit int) []*entry {
 	for e, n := m.root.next, 0; e != &m.root && n < limit && m.isExpired(e, now); n++ {
 		next := e.next
-		m.removeLocked(e.rec.id, e)
+		m.removeLocked(e)
 		dst = append(dst, e)
 		e = next
 	}
 	return dst
 }
 
-// reportExpired passes copies of the removed entries' records to OnExpire.
-// It must be called without m.mu held. Removed entries are no longer
-// reachable from the store, so reading them unlocked is safe.
+// reportExpired passes copies of the removed entries' records to OnExpire,
+// then drops the interned references they held (removeLocked leaves them,
+// so that the values are still there to copy). It must be called without
+// m.mu held. Removed entries are no longer reachable from the store, so
+// reading them unlocked is safe.
 func (m *Memory) reportExpired(expired []*entry) {
-	if m.onExpire == nil {
-		return
-	}
 	for _, e := range expired {
-		r := e.rec.record()
-		r.LastSeen = e.lastSeen
-		m.onExpire(r)
+		if m.onExpire != nil {
+			r := m.record(e.rec)
+			r.Principal, r.LastSeen = e.proot.p, e.lastSeen
+			m.onExpire(r)
+		}
+		m.release(e.rec)
 	}
 }
 
 // insertLocked adds e, the most recently seen record, to the lists and
 // to its holders' counts.
-func (m *Memory) insertLocked(e *entry) {
-	p := e.rec.principal
+func (m *Memory) insertLocked(e *entry, p Principal) {
 	m.held.add(p, 1)
 	root := m.byPrin[p]
 	if root == nil {
-		root = &entry{}
-		root.pprev, root.pnext = root, root
+		root = &prinRoot{p: p}
+		root.head.pprev, root.head.pnext = &root.head, &root.head
 		m.byPrin[p] = root
 	}
 	m.pushBackLocked(e, root)
 }
 
-// removeLocked removes e, which is id's, from the store. e.rec stays
-// readable (interned bytes are never modified, only forgotten).
-func (m *Memory) removeLocked(id string, e *entry) {
-	p := e.rec.principal
+// removeLocked removes e from the store. It keeps e.proot,
+// so that e's principal is known, and the interned references e.rec
+// holds: the caller must release them once it no longer needs them, after
+// copying the record out if it reports it.
+func (m *Memory) removeLocked(e *entry) {
+	p := e.proot.p
 	m.held.add(p, -1)
-	m.release(e.rec)
-	delete(m.byID, id)
+	m.ids.remove(e)
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.pprev.pnext, e.pnext.pprev = e.pnext, e.pprev
-	if e.proot.pnext == e.proot {
+	if e.proot.head.pnext == &e.proot.head {
 		delete(m.byPrin, p)
 	}
-	e.prev, e.next, e.pprev, e.pnext, e.proot = nil, nil, nil, nil, nil
+	e.prev, e.next, e.pprev, e.pnext = nil, nil, nil, nil
 }
 
 // pushBackLocked puts e last in the store's list and in its principal's,
-// whose sentinel is proot.
-func (m *Memory) pushBackLocked(e, proot *entry) {
+// whose sentinel is proot's head.
+func (m *Memory) pushBackLocked(e *entry, proot *prinRoot) {
 	last := m.root.prev
 	e.prev, e.next = last, &m.root
 	last.next, m.root.prev = e, e
-	plast := proot.pprev
-	e.pprev, e.pnext, e.proot = plast, proot, proot
-	plast.pnext, proot.pprev = e, e
+	head := &proot.head
+	plast := head.pprev
+	e.pprev, e.pnext, e.proot = plast, head, proot
+	plast.pnext, head.pprev = e, e
 }
 
 // moveToBackLocked makes e the most recently seen record: last in both its
@@ -517,156 +544,4 @@ func (m *Memory) moveToBackLocked(e *entry) {
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.pprev.pnext, e.pnext.pprev = e.pnext, e.pprev
 	m.pushBackLocked(e, e.proot)
-}
-
-// compact is how Memory keeps a record: small, so that a replica holds
-// many idle sessions (100,000 in well under 200 MiB). The upstream sessions
-// are a short slice instead of a map, and the small raw JSON members are
-// interned: most sessions come from a few kinds of client and see the same
-// upstream capabilities, so their bytes are shared. Clients choose theirs,
-// though, so the table is bounded and forgets a value with the last record
-// holding it; see intern.
-type compact struct {
-	id, version            string
-	clientInfo, clientCaps []byte
-	principal              Principal
-	ups                    []namedUpstream
-	created                time.Time
-}
-
-type namedUpstream struct {
-	name string
-	Upstream
-}
-
-func (c *compact) upstream(name string) int {
-	for i := range c.ups {
-		if c.ups[i].name == name {
-			return i
-		}
-	}
-	return -1
-}
-
-// compact returns the stored form of r: it shares no memory with r.
-func (m *Memory) compact(r *Record) *compact {
-	c := &compact{
-		id: r.ID, version: r.ProtocolVersion,
-		clientInfo: m.intern(r.ClientInfo), clientCaps: m.intern(r.ClientCapabilities),
-		principal: r.Principal, created: r.Created,
-	}
-	if len(r.Upstreams) > 0 {
-		c.ups = make([]namedUpstream, 0, len(r.Upstreams))
-		for name, u := range r.Upstreams {
-			u.Capabilities = m.intern(u.Capabilities)
-			u.Subscribed = slices.Clone(u.Subscribed)
-			c.ups = append(c.ups, namedUpstream{name, u})
-		}
-	}
-	return c
-}
-
-// record returns a new Record for c: it shares no memory with c.
-func (c *compact) record() *Record {
-	r := &Record{
-		ID: c.id, ProtocolVersion: c.version,
-		ClientInfo: bytes.Clone(c.clientInfo), ClientCapabilities: bytes.Clone(c.clientCaps),
-		Principal: c.principal, Created: c.created,
-	}
-	if c.ups != nil {
-		r.Upstreams = make(map[string]Upstream, len(c.ups))
-		for _, u := range c.ups {
-			r.Upstreams[u.name] = cloneUpstream(u.Upstream)
-		}
-	}
-	return r
-}
-
-// The intern table's bounds. Clients choose their info and capabilities, so
-// a value is only worth sharing if it is small (the common clients' are a
-// few hundred bytes), and the table holds only so many; a value beyond
-// either is copied into its record alone, and goes with the record. So the
-// table holds at most maxInterned × maxInternBytes bytes, and only values
-// that live records hold.
-const (
-	maxInterned    = 10_000
-	maxInternBytes = 1 << 10
-)
-
-// internEntry is one interned value: s is the map key itself, so the bytes
-// are held once, and refs counts the references live records hold.
-type internEntry struct {
-	s    string
-	refs int
-}
-
-// intern returns a copy of b shared with every other record holding the same
-// bytes, or a copy of its own if b is too large to share or the table is
-// full. Every value intern returns must be passed to unintern exactly once
-// when the record holding it goes. Stored bytes are never modified, and Get
-// hands out copies.
-func (m *Memory) intern(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	if len(b) == 0 || len(b) > maxInternBytes {
-		return bytes.Clone(b)
-	}
-	m.imu.Lock()
-	defer m.imu.Unlock()
-	if ie, ok := m.interned[string(b)]; ok { // no allocation for the lookup
-		ie.refs++
-		return unsafe.Slice(unsafe.StringData(ie.s), len(ie.s))
-	}
-	if len(m.interned) >= maxInterned {
-		return bytes.Clone(b)
-	}
-	if m.interned == nil {
-		m.interned = make(map[string]*internEntry)
-	}
-	ie := &internEntry{s: string(b), refs: 1}
-	m.interned[ie.s] = ie
-	// The string's bytes are never written: callers only read them, and
-	// compact.record copies them out.
-	return unsafe.Slice(unsafe.StringData(ie.s), len(ie.s))
-}
-
-// unintern drops a reference intern returned; once a value has none left,
-// the table forgets it. A value intern copied rather than shared is not in
-// the table (or is, but as other bytes), and is left to the collector.
-func (m *Memory) unintern(b []byte) {
-	if len(b) == 0 || len(b) > maxInternBytes {
-		return
-	}
-	m.imu.Lock()
-	defer m.imu.Unlock()
-	ie, ok := m.interned[string(b)]
-	if !ok || unsafe.StringData(ie.s) != unsafe.SliceData(b) {
-		return
-	}
-	if ie.refs--; ie.refs <= 0 {
-		delete(m.interned, ie.s)
-	}
-}
-
-// release drops the interned references c holds.
-func (m *Memory) release(c *compact) {
-	m.unintern(c.clientInfo)
-	m.unintern(c.clientCaps)
-	for _, u := range c.ups {
-		m.unintern(u.Capabilities)
-	}
-}
-
-// internedLen returns the number of values interned, for tests.
-func (m *Memory) internedLen() int {
-	m.imu.Lock()
-	defer m.imu.Unlock()
-	return len(m.interned)
-}
-
-func cloneUpstream(u Upstream) Upstream {
-	u.Capabilities = bytes.Clone(u.Capabilities)
-	u.Subscribed = slices.Clone(u.Subscribed)
-	return u
 }
