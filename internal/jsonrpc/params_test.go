@@ -62,6 +62,15 @@ func TestAppendRequestParamsOneAllocation(t *testing.T) {
 	}
 	o.SetString("name", "echo")
 	p, id := ObjectParams(o), IntID(7)
+	// Grown once: the buffer is the size asked for, rounded up to its
+	// allocation size class, never the doubling of a second growth.
+	out := AppendRequestParams(nil, id, "tools/call", p)
+	if slack := cap(out) - len(out); slack > len(out)/8 {
+		t.Errorf("AppendRequestParams left %d bytes unused of %d: the buffer grew more than once", slack, cap(out))
+	}
+	if raceEnabled {
+		return // the race detector's instrumentation allocates too
+	}
 	if n := testing.AllocsPerRun(20, func() { AppendRequestParams(nil, id, "tools/call", p) }); n != 1 {
 		t.Errorf("AppendRequestParams made %v allocations, want 1", n)
 	}
