@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/mcpgw/gateway/internal/jsonrpc"
 	"github.com/mcpgw/gateway/internal/jsonx"
@@ -31,11 +32,16 @@ const minSecretLen = 4
 // JSON string. A Scrubber is immutable and safe for concurrent use; the
 // zero Scrubber and a nil *Scrubber replace nothing.
 type Scrubber struct {
-	r *strings.Replacer
-	// long replaces the forms of at least minMessageSecret bytes (long,
-	// longest first), the only ones looked for in whole messages.
-	long      *strings.Replacer
+	forms []string // longest first
+	// longForms are the forms of at least minMessageSecret bytes, the
+	// only ones looked for in whole messages.
 	longForms []string
+
+	// The replacers are built on first use: a Scrubber is made for every
+	// call that carries credentials of its own (see credentialsOf), and
+	// most calls never find a secret to replace.
+	once    sync.Once
+	r, long *strings.Replacer
 }
 
 // minMessageSecret is the shortest secret looked for in a whole message
@@ -52,6 +58,9 @@ func NewScrubber(secrets ...string) *Scrubber {
 			return
 		}
 		forms = append(forms, s)
+		if !needsEscape(s) {
+			return // as escaped in a JSON string, it is itself
+		}
 		if b, err := json.Marshal(s); err == nil {
 			if esc := string(b[1 : len(b)-1]); esc != s {
 				forms = append(forms, esc)
@@ -72,22 +81,42 @@ func NewScrubber(secrets ...string) *Scrubber {
 	// rather than X inside it.
 	slices.SortFunc(forms, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
 	forms = slices.Compact(forms)
-	pairs := make([]string, 0, 2*len(forms))
-	for _, f := range forms {
-		pairs = append(pairs, f, Redacted)
-	}
-	sc := &Scrubber{r: strings.NewReplacer(pairs...)}
-	var long []string
+	sc := &Scrubber{forms: forms}
 	for _, f := range forms {
 		if len(f) >= minMessageSecret {
 			sc.longForms = append(sc.longForms, f)
-			long = append(long, f, Redacted)
 		}
 	}
-	if len(long) > 0 {
-		sc.long = strings.NewReplacer(long...)
-	}
 	return sc
+}
+
+// replacers builds the replacers, once.
+func (s *Scrubber) replacers() (r, long *strings.Replacer) {
+	s.once.Do(func() {
+		pairs := make([]string, 0, 2*len(s.forms))
+		for _, f := range s.forms {
+			pairs = append(pairs, f, Redacted)
+		}
+		s.r = strings.NewReplacer(pairs...)
+		if len(s.longForms) > 0 {
+			long := make([]string, 0, 2*len(s.longForms))
+			for _, f := range s.longForms {
+				long = append(long, f, Redacted)
+			}
+			s.long = strings.NewReplacer(long...)
+		}
+	})
+	return s.r, s.long
+}
+
+// holds reports whether text contains one of forms.
+func holds[T string | []byte](text T, forms []string) bool {
+	for _, f := range forms {
+		if bytes.Contains([]byte(text), []byte(f)) {
+			return true
+		}
+	}
+	return false
 }
 
 // message returns raw, one JSON-RPC message, with the secrets of at least
@@ -98,19 +127,11 @@ func NewScrubber(secrets ...string) *Scrubber {
 // message stays valid unless a secret held JSON's own punctuation, and
 // then found is true and out is nil (the message must not be relayed).
 func (s *Scrubber) message(raw []byte) (out []byte, found bool) {
-	if s == nil || s.long == nil {
+	if s == nil || !holds(raw, s.longForms) {
 		return raw, false
 	}
-	for _, f := range s.longForms {
-		if bytes.Contains(raw, []byte(f)) {
-			found = true
-			break
-		}
-	}
-	if !found {
-		return raw, false
-	}
-	out = []byte(s.long.Replace(string(raw)))
+	_, long := s.replacers()
+	out = []byte(long.Replace(string(raw)))
 	if !jsonx.Valid(out) {
 		return nil, true
 	}
@@ -120,26 +141,40 @@ func (s *Scrubber) message(raw []byte) (out []byte, found bool) {
 // Replace returns s with every secret replaced by [Redacted]; s itself if
 // there is none.
 func (s *Scrubber) Replace(text string) string {
-	if s == nil || s.r == nil {
+	if s == nil || !holds(text, s.forms) {
 		return text
 	}
-	return s.r.Replace(text)
+	r, _ := s.replacers()
+	return r.Replace(text)
 }
 
 // rpcError returns e with the secrets removed from its message and data,
 // e itself if it has none. Data that held a secret is dropped: replacing
 // inside arbitrary JSON could leave it invalid.
 func (s *Scrubber) rpcError(e *jsonrpc.Error) *jsonrpc.Error {
-	if s == nil || s.r == nil || e == nil {
+	if s == nil || len(s.forms) == 0 || e == nil {
 		return e
 	}
-	msg := s.r.Replace(e.Message)
+	msg := s.Replace(e.Message)
 	data := e.Data
-	if len(data) > 0 && s.r.Replace(string(data)) != string(data) {
+	if len(data) > 0 && holds([]byte(data), s.forms) {
 		data = nil
 	}
 	if msg == e.Message && len(data) == len(e.Data) {
 		return e
 	}
 	return &jsonrpc.Error{Code: e.Code, Message: msg, Data: data}
+}
+
+// needsEscape reports whether json.Marshal might write s other than as it
+// is: control characters, quotes, backslashes, the HTML characters it
+// escapes, and anything beyond ASCII (U+2028, U+2029, invalid UTF-8).
+func needsEscape(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20, c >= 0x80, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return true
+		}
+	}
+	return false
 }

@@ -130,3 +130,43 @@ func TestSecretsNotInErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestNeedsEscape: a string needsEscape passes is marshalled as itself
+// between quotes, so the Scrubber may skip its escaped form.
+func TestNeedsEscape(t *testing.T) {
+	for _, s := range []string{"Bearer abc.DEF-123_~+/=", "plain", `a"b`, `a\b`, "a<b", "a>b", "a&b", "tab\there", "é", "\u2028", "\xff", "\x7f", "key with spaces"} {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if same := string(b[1:len(b)-1]) == s; !same && !needsEscape(s) {
+			t.Errorf("needsEscape(%q) = false, but JSON writes it as %s", s, b)
+		}
+	}
+}
+
+// TestScrubberBuildsOnUse: a Scrubber whose secrets are not found builds
+// no replacer (a call's per-request credentials cost nothing unless the
+// upstream echoes them), and replaces as before once one is found.
+func TestScrubberBuildsOnUse(t *testing.T) {
+	sc := NewScrubber("Bearer per-call-token-0123456789")
+	if got := sc.Replace("nothing to see"); got != "nothing to see" {
+		t.Errorf("Replace = %q", got)
+	}
+	if out, found := sc.message([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)); found || string(out) != `{"jsonrpc":"2.0","id":1,"result":{}}` {
+		t.Errorf("message = %s, %v", out, found)
+	}
+	if e := (&jsonrpc.Error{Code: 1, Message: "no secret"}); sc.rpcError(e) != e {
+		t.Error("rpcError made a new error of one without a secret")
+	}
+	if sc.r != nil || sc.long != nil {
+		t.Error("the replacers were built, though nothing was found")
+	}
+	if got := sc.Replace("echo: Bearer per-call-token-0123456789 and per-call-token-0123456789"); got != "echo: [redacted] and [redacted]" {
+		t.Errorf("Replace = %q", got)
+	}
+	out, found := sc.message([]byte(`{"jsonrpc":"2.0","id":1,"result":{"h":"per-call-token-0123456789"}}`))
+	if !found || string(out) != `{"jsonrpc":"2.0","id":1,"result":{"h":"[redacted]"}}` {
+		t.Errorf("message = %s, %v", out, found)
+	}
+}
