@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -40,7 +41,7 @@ const streamWriteTimeout = 30 * time.Second
 type detachedConn struct {
 	conn    net.Conn
 	header  http.Header
-	chunked bool // HTTP/1.1: a chunked body; HTTP/1.0: delimited by the close
+	chunked bool          // HTTP/1.1: a chunked body; HTTP/1.0: delimited by the close
 	timeout time.Duration // of each write: streamWriteTimeout
 
 	ctx    context.Context // ended when the client leaves or the owner closes
@@ -111,23 +112,16 @@ func (d *detachedConn) WriteHeader(code int) {
 		h.Set("Transfer-Encoding", "chunked")
 	}
 	h.Set("Connection", "close")
-	b := append([]byte(nil), "HTTP/1.1 "...)
-	b = strconv.AppendInt(b, int64(code), 10)
-	b = append(b, ' ')
-	b = append(b, http.StatusText(code)...)
-	b = append(b, "\r\n"...)
-	w := appendWriter{b: b}
-	_ = h.Write(&w)
-	d.head = append(w.b, "\r\n"...)
+	var b bytes.Buffer
+	b.WriteString("HTTP/1.1 ")
+	b.WriteString(strconv.Itoa(code))
+	b.WriteByte(' ')
+	b.WriteString(http.StatusText(code))
+	b.WriteString("\r\n")
+	_ = h.Write(&b)
+	b.WriteString("\r\n")
+	d.head = b.Bytes()
 	d.header = nil // sent: nothing may change it
-}
-
-// appendWriter is an io.Writer that appends to b.
-type appendWriter struct{ b []byte }
-
-func (w *appendWriter) Write(p []byte) (int, error) {
-	w.b = append(w.b, p...)
-	return len(p), nil
 }
 
 // Write sends p to the client as one chunk, after the headers if they are

@@ -31,6 +31,19 @@ func detachServer(t *testing.T, serve func(d *detachedConn)) (*httptest.Server, 
 	return srv, got
 }
 
+// rawGET opens a connection to srv and writes request, as is.
+func rawGET(t *testing.T, srv *httptest.Server, request string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, request); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 // TestDetachedStream: a detached stream is a well-formed HTTP/1.1
 // response (the headers set before the connection was taken, a chunked
 // body of what was written, its end when the stream closes) and Flush
@@ -94,13 +107,7 @@ func TestDetachedStreamClientLeaves(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
+	conn := rawGET(t, srv, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -133,15 +140,9 @@ func TestDetachedStreamPipelined(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	req := "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
-	if _, err := io.WriteString(conn, req+strings.Replace(req, "/", "/second", 1)); err != nil {
-		t.Fatal(err)
-	}
+	conn := rawGET(t, srv, req+strings.Replace(req, "/", "/second", 1))
+	defer conn.Close()
 	if <-got == nil {
 		t.Fatal("not detached")
 	}
@@ -220,14 +221,8 @@ func TestDetachedStreamClientStopsReading(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := rawGET(t, srv, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	defer conn.Close()
-	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
 	<-got
 	select { // never reads
 	case n := <-failed:
